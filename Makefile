@@ -1,0 +1,44 @@
+# `make demo` and `make test` bootstrap .venv from the package registry on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-dev
+CORPUS := ../shared/golden/reference-corpus.jsonl.gz
+LINTED := src tests benchmarks examples tools
+
+.PHONY: demo test lint typecheck unit corpus bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: lint typecheck unit corpus
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy src
+
+unit: $(STAMP)
+	$(PY) -m pytest
+
+# The reference corpus lives beside the repository (../shared); a plain clone
+# without it still runs everything else.
+corpus: $(STAMP)
+	@if [ -f $(CORPUS) ]; then \
+		$(PY) ../shared/golden/check_corpus.py $(CORPUS) | tail -n 15; \
+	else echo "corpus: $(CORPUS) not found, skipped"; fi
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) benchmarks/bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

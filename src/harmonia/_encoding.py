@@ -1,0 +1,164 @@
+"""``HarmonyEncoding`` and ``load_harmony_encoding``: the public entry points.
+
+This module sits on top: it wires the tokenizer, the renderer and the parser
+together (those never import each other).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+
+from . import _special_tokens as st
+from ._enums import HarmonyEncodingName, Role
+from ._loader import get_engine
+from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
+from ._parser import parse_tokens
+from ._render import Renderer
+from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_tokenizer
+
+
+class HarmonyEncoding:
+    """The o200k_harmony tokenizer plus harmony rendering and parsing.
+
+    Obtain one with :func:`load_harmony_encoding`; it is immutable and thread-safe.
+
+    >>> enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    >>> enc.encode("hello world")
+    [24912, 2375]
+    >>> conv = Conversation.from_messages([Message.from_role_and_content(Role.USER, "Hi")])
+    >>> enc.decode_utf8(enc.render_conversation_for_completion(conv, Role.ASSISTANT))
+    '<|start|>user<|message|>Hi<|end|><|start|>assistant'
+    """
+
+    def __init__(self, name: str, tokenizer: Tokenizer) -> None:
+        self._name = name
+        self._tokenizer = tokenizer
+        self._renderer = Renderer(tokenizer)
+
+    def __repr__(self) -> str:
+        return f"<HarmonyEncoding {self._name} engine={self._tokenizer.engine.name}>"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def tokenizer_name(self) -> str:
+        return "o200k_harmony"
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._tokenizer
+
+    @property
+    def special_tokens_set(self) -> frozenset[str]:
+        """The text of every special token (immutable)."""
+        return SPECIAL_TOKENS_SET
+
+    # -- rendering ------------------------------------------------------------
+
+    def render_conversation_for_completion(
+        self,
+        conversation: Conversation,
+        next_turn_role: Role,
+        config: RenderConversationConfig | None = None,
+    ) -> list[int]:
+        """The prompt: the conversation, then ``<|start|>`` and the next role."""
+        return self._renderer.render_for_completion(conversation, next_turn_role, config)
+
+    def render_conversation(
+        self, conversation: Conversation, config: RenderConversationConfig | None = None
+    ) -> list[int]:
+        """The conversation's messages, with the CoT policy applied."""
+        return self._renderer.render_conversation(conversation, config)
+
+    def render_conversation_for_training(
+        self, conversation: Conversation, config: RenderConversationConfig | None = None
+    ) -> list[int]:
+        """As :meth:`render_conversation`, ending a final answer with ``<|return|>``."""
+        return self._renderer.render_for_training(conversation, config)
+
+    def render(self, message: Message, render_options: RenderOptions | None = None) -> list[int]:
+        """One message, with no CoT dropping."""
+        options = render_options or RenderOptions()
+        return self._renderer.render_message(
+            message, options.conversation_has_function_tools, options.typescript
+        )
+
+    # -- parsing --------------------------------------------------------------
+
+    def parse_messages_from_completion_tokens(
+        self, tokens: Iterable[int], role: Role | None = None, *, strict: bool = True
+    ) -> list[Message]:
+        """Parse a completion into messages (see :class:`StreamableParser`)."""
+        return parse_tokens(self, tokens, role, strict=strict)
+
+    # -- tokenizer ------------------------------------------------------------
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[int]:
+        """Encode text; special-token text raises unless listed in ``allowed_special``."""
+        return self._tokenizer.encode(
+            text, allowed_special=allowed_special, disallowed_special=disallowed_special
+        )
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode text with every special-token spelling treated as plain text."""
+        return self._tokenizer.encode_ordinary(text)
+
+    def decode_utf8(self, tokens: Sequence[int]) -> str:
+        """Decode strictly: unknown ids and invalid UTF-8 raise ``DecodeError``."""
+        return self._tokenizer.decode_utf8(tokens)
+
+    def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
+        """Decode, replacing invalid UTF-8 (``errors`` as in ``bytes.decode``)."""
+        return self._tokenizer.decode(tokens, errors)
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        """The raw bytes of the tokens."""
+        return self._tokenizer.decode_bytes(tokens)
+
+    def is_special_token(self, token: int) -> bool:
+        return st.is_special_token(token)
+
+    def stop_tokens(self) -> list[int]:
+        """``<|return|>``, ``<|end|>``, ``<|call|>`` (sorted; the reference's order is random)."""
+        return sorted(st.STOP_TOKENS)
+
+    def stop_tokens_for_assistant_actions(self) -> list[int]:
+        """``<|return|>`` and ``<|call|>``."""
+        return sorted(st.STOP_TOKENS_FOR_ASSISTANT_ACTIONS)
+
+
+_encodings: dict[tuple[str, str], HarmonyEncoding] = {}
+_lock = threading.Lock()
+
+
+def load_harmony_encoding(
+    name: str | HarmonyEncodingName, *, engine: str | None = None
+) -> HarmonyEncoding:
+    """Load an encoding (once per process; later calls return the same object).
+
+    ``engine`` picks the BPE engine: ``"quicktok"`` (default) or ``"tiktoken"``;
+    the ``HARMONIA_BPE_ENGINE`` environment variable sets the default. Nothing is
+    ever downloaded.
+    """
+    value = str(name)
+    if value != HarmonyEncodingName.HARMONY_GPT_OSS.value:
+        raise ValueError(f"Invalid HarmonyEncodingName: {value}")
+    bpe = get_engine(engine)
+    key = (value, bpe.name)
+    encoding = _encodings.get(key)
+    if encoding is None:
+        tokenizer = get_tokenizer(bpe.name)
+        with _lock:
+            encoding = _encodings.get(key)
+            if encoding is None:
+                encoding = _encodings[key] = HarmonyEncoding(value, tokenizer)
+    return encoding

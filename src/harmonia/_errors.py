@@ -1,0 +1,100 @@
+"""The exception hierarchy.
+
+Every error harmonia raises is a :class:`HarmonyError`. The subclasses say whose
+fault it is and where it happened, so a server can answer 400 for a bad request
+(:class:`InputError`) and recover or retry for bad model output
+(:class:`ModelOutputError`), instead of turning everything into a 500.
+
+``HarmonyError`` derives from ``RuntimeError`` because the reference's does, so
+``except RuntimeError`` handlers written for ``openai_harmony`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class HarmonyError(RuntimeError):
+    """Root of every error raised by harmonia."""
+
+
+class InputError(HarmonyError, ValueError):
+    """The caller passed something harmonia cannot use (also a ``ValueError``)."""
+
+
+class RenderError(InputError):
+    """A conversation or message cannot be rendered.
+
+    ``message_index`` is the index of the offending message in the conversation
+    (``None`` for a lone message) and ``path`` a JSON-style path inside it, such
+    as ``"content[0].tools.functions.tools[1].name"``.
+    """
+
+    def __init__(self, reason: str, *, message_index: int | None = None, path: str = "") -> None:
+        self.reason = reason
+        self.message_index = message_index
+        self.path = path
+        where = []
+        if message_index is not None:
+            where.append(f"message {message_index}")
+        if path:
+            where.append(path)
+        super().__init__(f"{reason} (at {', '.join(where)})" if where else reason)
+
+
+class DisallowedSpecialTokenError(InputError):
+    """``encode`` met the text of a special token that was not allowed."""
+
+    def __init__(self, message: str, *, token: str, position: int) -> None:
+        self.token = token
+        self.position = position
+        super().__init__(message)
+
+
+class DecodeError(InputError):
+    """Token ids that cannot be decoded: unknown ids, or bytes that are not UTF-8."""
+
+    def __init__(self, message: str, *, token_index: int | None = None) -> None:
+        self.token_index = token_index
+        super().__init__(message)
+
+
+class ModelOutputError(HarmonyError):
+    """The model's output does not follow the harmony format."""
+
+
+class ParseError(ModelOutputError):
+    """A completion cannot be parsed in strict mode.
+
+    ``state`` is the parser state when the problem was found (a ``StreamState``
+    value such as ``"Header"``), ``token`` the offending token id (``None`` at
+    end of stream), ``token_text`` its text and ``token_index`` its position in
+    the token stream.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        state: str,
+        token: int | None = None,
+        token_text: str | None = None,
+        token_index: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.state = state
+        self.token = token
+        self.token_text = token_text
+        self.token_index = token_index
+        super().__init__(reason)
+
+    def describe(self) -> str:
+        """A one-line explanation naming the state, the token and its position."""
+        if self.token is None:
+            return f"{self.reason} (state {self.state}, at end of stream)"
+        return (
+            f"{self.reason} (state {self.state}, token {self.token} {self.token_text!r} "
+            f"at index {self.token_index})"
+        )
+
+
+class VocabularyError(HarmonyError):
+    """The tokenizer vocabulary is missing, corrupt or cannot be loaded."""

@@ -1,0 +1,199 @@
+"""Authors, messages, conversations, and the render configuration objects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._content import Content, TextContent, content_from_dict
+from ._enums import Role
+from ._errors import InputError
+
+#: How tool schemas become TypeScript: "reference" (byte-exact) or "corrected".
+DEFAULT_TYPESCRIPT_MODE = "reference"
+
+
+@dataclass(slots=True)
+class Author:
+    """A message's author: a role, and for tools the tool's name.
+
+    >>> Author.new(Role.TOOL, "functions.get_weather")
+    Author(role=<Role.TOOL: 'tool'>, name='functions.get_weather')
+    """
+
+    role: Role
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, Role):
+            self.role = Role(self.role)
+
+    @classmethod
+    def new(cls, role: Role, name: str | None = None) -> Author:
+        return cls(role, name)
+
+
+def _as_content(content: Content | str) -> Content:
+    if isinstance(content, str):
+        return TextContent(content)
+    if not isinstance(content, Content):
+        raise InputError(f"message content must be a str or a Content, not {type(content).__name__}")
+    return content
+
+
+@dataclass(slots=True)
+class Message:
+    """One harmony message: author, content parts, and header fields.
+
+    >>> m = Message.from_role_and_content(Role.ASSISTANT, "{}").with_channel("commentary")
+    >>> m.with_recipient("functions.f") is m   # builders modify and return the same object
+    True
+    """
+
+    author: Author
+    content: list[Content] = field(default_factory=list)
+    channel: str | None = None
+    recipient: str | None = None
+    content_type: str | None = None
+
+    @classmethod
+    def from_author_and_content(cls, author: Author, content: Content | str) -> Message:
+        return cls(author, [_as_content(content)])
+
+    @classmethod
+    def from_role_and_content(cls, role: Role, content: Content | str) -> Message:
+        return cls(Author(role), [_as_content(content)])
+
+    @classmethod
+    def from_role_and_contents(cls, role: Role, contents: Iterable[Content | str]) -> Message:
+        return cls(Author(role), [_as_content(c) for c in contents])
+
+    def adding_content(self, content: Content | str) -> Message:
+        self.content.append(_as_content(content))
+        return self
+
+    def with_channel(self, channel: str) -> Message:
+        self.channel = channel
+        return self
+
+    def with_recipient(self, recipient: str) -> Message:
+        self.recipient = recipient
+        return self
+
+    def with_content_type(self, content_type: str) -> Message:
+        self.content_type = content_type
+        return self
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of the message's text parts (a harmonia convenience)."""
+        return "".join(c.text for c in self.content if isinstance(c, TextContent))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "role": self.author.role,
+            "name": self.author.name,
+            "content": [c.to_dict() for c in self.content],
+        }
+        if self.channel is not None:
+            out["channel"] = self.channel
+        if self.recipient is not None:
+            out["recipient"] = self.recipient
+        if self.content_type is not None:
+            out["content_type"] = self.content_type
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Message:
+        """Read the reference's message JSON (``content`` may be a plain string)."""
+        content = raw["content"]
+        parts: list[Content]
+        if isinstance(content, str):
+            parts = [TextContent(content)]
+        else:
+            parts = [content_from_dict(c) for c in content]
+        return cls(
+            Author(Role(raw["role"]), raw.get("name")),
+            parts,
+            raw.get("channel"),
+            raw.get("recipient"),
+            raw.get("content_type"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Message:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(slots=True)
+class Conversation:
+    """An ordered list of messages.
+
+    >>> conv = Conversation.from_messages([Message.from_role_and_content(Role.USER, "hi")])
+    >>> Conversation.from_json(conv.to_json()) == conv
+    True
+    """
+
+    messages: list[Message] = field(default_factory=list)
+
+    @classmethod
+    def from_messages(cls, messages: Iterable[Message]) -> Conversation:
+        items = list(messages)
+        for i, m in enumerate(items):
+            if not isinstance(m, Message):
+                raise InputError(
+                    f"conversation item {i} is a {type(m).__name__}, not a Message "
+                    "(wrap contents with Message.from_role_and_content)"
+                )
+        return cls(items)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": [m.to_dict() for m in self.messages]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | Sequence[Any]) -> Conversation:
+        """Read ``{"messages": [...]}`` (or a bare list of messages)."""
+        items = raw if isinstance(raw, Sequence) else raw["messages"]
+        return cls([Message.from_dict(m) for m in items])
+
+    @classmethod
+    def from_json(cls, text: str) -> Conversation:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(slots=True)
+class RenderConversationConfig:
+    """How a conversation is rendered.
+
+    ``auto_drop_analysis`` is the reference's switch (``True``: its CoT policy,
+    ``False``: keep all). ``cot_policy`` (a harmonia extension) names a policy
+    explicitly and wins when given: ``"reference"``, ``"guide"`` or ``"keep_all"``.
+    ``typescript`` (also an extension) selects the tool-schema rendering:
+    ``"reference"`` (byte-exact, the default) or ``"corrected"``.
+    """
+
+    auto_drop_analysis: bool = True
+    cot_policy: str | None = None
+    typescript: str = DEFAULT_TYPESCRIPT_MODE
+
+
+@dataclass(slots=True)
+class RenderOptions:
+    """Options for rendering a single message."""
+
+    conversation_has_function_tools: bool = False
+    typescript: str = DEFAULT_TYPESCRIPT_MODE
