@@ -99,9 +99,7 @@ class ToolNamespaceConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ToolNamespaceConfig:
-        return cls(
-            raw["name"], raw.get("description"), [_tool(t) for t in raw.get("tools", [])]
-        )
+        return cls(raw["name"], raw.get("description"), [_tool(t) for t in raw.get("tools", [])])
 
 
 def _tool(raw: ToolDescription | Mapping[str, Any]) -> ToolDescription:
@@ -124,7 +122,10 @@ class ChannelConfig:
         return cls(valid_channels=list(channels), channel_required=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"valid_channels": list(self.valid_channels), "channel_required": self.channel_required}
+        return {
+            "valid_channels": list(self.valid_channels),
+            "channel_required": self.channel_required,
+        }
 
     @classmethod
     def from_dict(cls, raw: ChannelConfig | Mapping[str, Any]) -> ChannelConfig:

@@ -39,7 +39,9 @@ def _as_content(content: Content | str) -> Content:
     if isinstance(content, str):
         return TextContent(content)
     if not isinstance(content, Content):
-        raise InputError(f"message content must be a str or a Content, not {type(content).__name__}")
+        raise InputError(
+            f"message content must be a str or a Content, not {type(content).__name__}"
+        )
     return content
 
 

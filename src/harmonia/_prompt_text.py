@@ -66,7 +66,9 @@ def system_text(
         line
         for line in (
             content.model_identity,
-            None if content.knowledge_cutoff is None else "Knowledge cutoff: " + content.knowledge_cutoff,
+            None
+            if content.knowledge_cutoff is None
+            else "Knowledge cutoff: " + content.knowledge_cutoff,
             None
             if content.conversation_start_date is None
             else "Current date: " + content.conversation_start_date,

@@ -89,7 +89,9 @@ class Renderer:
         out = [st.START]
         if role is Role.TOOL:
             if author.name is None:
-                raise RenderError("Tools should have a name!", message_index=index, path="author.name")
+                raise RenderError(
+                    "Tools should have a name!", message_index=index, path="author.name"
+                )
             out += self._piece(author.name, index, "author.name")
         else:
             out += self._piece(role.value, index, "author.role")
@@ -129,7 +131,8 @@ class Renderer:
         if isinstance(part, SystemContent):
             if role is not Role.SYSTEM:
                 raise RenderError(
-                    f"SystemContent may only appear in system messages, found in {_rust_role(role)}",
+                    "SystemContent may only appear in system messages, "
+                    f"found in {_rust_role(role)}",
                     message_index=index,
                     path=f"content[{j}]",
                 )
@@ -162,7 +165,9 @@ class Renderer:
             value = json.dumps(part.to_dict())
         except (TypeError, ValueError) as exc:
             raise RenderError(
-                f"content is not JSON-serialisable: {exc}", message_index=index, path=f"content[{j}]"
+                f"content is not JSON-serialisable: {exc}",
+                message_index=index,
+                path=f"content[{j}]",
             ) from None
         key = (part.TYPE, has_ft, typescript, value)
         ids = self._contents.get(key)

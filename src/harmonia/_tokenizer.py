@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Collection, Iterable, Sequence
-from typing import AbstractSet, Literal
+from collections.abc import Set as AbstractSet
+from typing import Literal
 
 from ._errors import DecodeError, DisallowedSpecialTokenError, InputError
 from ._loader import BpeEngine, get_engine
@@ -144,7 +145,9 @@ class Tokenizer:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DecodeError(f"Could not decode tokens: Invalid utf-8 sequence: {_utf8_error_text(exc)}") from None
+            raise DecodeError(
+                f"Could not decode tokens: Invalid utf-8 sequence: {_utf8_error_text(exc)}"
+            ) from None
 
     def decode(self, tokens: Iterable[int], errors: str = "replace") -> str:
         """Decode to text, replacing invalid UTF-8 by default."""
