@@ -374,3 +374,23 @@ def test_system_and_developer_may_carry_text(enc: HarmonyEncoding) -> None:
         Role.SYSTEM, [SystemContent(None, None, None, None, None, None), TextContent("EXTRA")]
     )
     assert enc.decode_utf8(enc.render(m)) == "<|start|>system<|message|>EXTRA<|end|>"
+
+
+def test_corrected_typescript_is_opt_in(enc: HarmonyEncoding) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+        "required": ["n"],
+    }
+    dev = DeveloperContent.new().with_function_tools([ToolDescription.new("f", "d", schema)])
+    conv = Conversation.from_messages([Message.from_role_and_content(Role.DEVELOPER, dev)])
+    exact = enc.decode_utf8(enc.render_conversation(conv))
+    fixed = enc.decode_utf8(
+        enc.render_conversation(conv, RenderConversationConfig(typescript="corrected"))
+    )
+    assert "n: any," in exact
+    assert "n: number | null," in fixed
+    one = Message.from_role_and_content(Role.DEVELOPER, dev)
+    assert enc.decode_utf8(enc.render(one, RenderOptions(typescript="corrected"))) in fixed
+    with pytest.raises(RenderError, match="unknown typescript mode"):
+        enc.render(one, RenderOptions(typescript="pretty"))
