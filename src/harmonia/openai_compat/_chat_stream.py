@@ -1,0 +1,185 @@
+"""Chat Completions streaming: tokens in, ``chat.completion.chunk`` dicts out.
+
+Each harmony message is announced when its header is complete, so a tool call's
+id and name go out before its arguments, and text deltas go straight to the
+right field: ``content`` (final answers and preambles),
+``reasoning_content`` (analysis) or ``tool_calls[].function.arguments``. No
+special token or header text can reach a delta. The deltas join to exactly the
+message :func:`chat_completion_from_tokens` returns for the same tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from .._encoding import HarmonyEncoding
+from ._chat import SEPARATOR, chat_message_from_items, chat_usage, finish_reason
+from ._common import JsonDict
+from ._ids import IdGenerator, as_generator
+from ._output import (
+    ItemAdded,
+    ItemDelta,
+    OutputAssembler,
+    OutputDiagnostic,
+    OutputEvent,
+    OutputItem,
+)
+
+
+class ChatCompletionStream:
+    """Turns the tokens a model samples into ``chat.completion.chunk`` objects.
+
+    Call :meth:`feed` for each token (or :meth:`feed_many`), then :meth:`finish`
+    once; each returns the chunks to send. Arguments are those of
+    :func:`chat_completion_from_tokens`; ``include_usage`` (the request's
+    ``stream_options.include_usage``) adds a last chunk with ``usage``.
+
+    >>> import harmonia
+    >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    >>> stream = ChatCompletionStream(enc, model="gpt-oss-20b", ids="seed", created=0)
+    >>> out = enc.encode("<|channel|>final<|message|>Hello!<|return|>", allowed_special="all")
+    >>> chunks = stream.feed_many(out) + stream.finish()
+    >>> [c["choices"][0]["delta"] for c in chunks]
+    [{'role': 'assistant', 'content': ''}, {'content': 'Hello'}, {'content': '!'}, {}]
+    >>> chunks[-1]["choices"][0]["finish_reason"]
+    'stop'
+    """
+
+    def __init__(
+        self,
+        encoding: HarmonyEncoding,
+        *,
+        model: str,
+        ids: IdGenerator | str | int | None = None,
+        created: int | None = None,
+        include_usage: bool = False,
+        prompt_tokens: int | None = None,
+        reasoning_field: str = "reasoning_content",
+    ) -> None:
+        self._assembler = OutputAssembler(encoding)
+        self._ids = as_generator(ids)
+        self._id = self._ids.new("chatcmpl", sep="-")
+        self._created = int(time.time()) if created is None else created
+        self._model = model
+        self._include_usage = include_usage
+        self._prompt_tokens = prompt_tokens
+        self._reasoning_field = reasoning_field
+        self._call_ids: list[str] = []
+        self._started = False
+        self._written: set[str] = set()  # fields that already hold text
+        self._fresh: set[int] = set()  # items that have not written yet
+        self._result: JsonDict | None = None
+        self._finished = True
+
+    @property
+    def diagnostics(self) -> list[OutputDiagnostic]:
+        """What the model got wrong so far, and how it was handled."""
+        return self._assembler.diagnostics
+
+    def feed(self, token: int) -> list[JsonDict]:
+        """One sampled token -> the chunks to send (often none or one)."""
+        chunks = self._begin()
+        for event in self._assembler.feed(token):
+            chunks += self._chunks(event)
+        return chunks
+
+    def feed_many(self, tokens: Iterable[int]) -> list[JsonDict]:
+        chunks: list[JsonDict] = []
+        for token in tokens:
+            chunks += self.feed(token)
+        return chunks
+
+    def finish(self, *, finished: bool = True) -> list[JsonDict]:
+        """End of generation; ``finished=False`` if it was cut off (``length``)."""
+        if self._result is not None:
+            return []
+        chunks = self._begin()
+        for event in self._assembler.finish(finished=finished):
+            chunks += self._chunks(event)
+        self._finished = finished
+        items = self._assembler.items
+        chunks.append(self._chunk({}, finish_reason(items, finished)))
+        usage = chat_usage(self._prompt_tokens or 0, items, self._assembler.token_count)
+        if self._include_usage:
+            chunk = self._chunk({}, None)
+            chunk["choices"] = []
+            chunk["usage"] = usage
+            chunks.append(chunk)
+        self._result = self._completion(usage)
+        return chunks
+
+    @property
+    def completion(self) -> JsonDict:
+        """The ``chat.completion`` the chunks add up to (after :meth:`finish`)."""
+        if self._result is None:
+            raise RuntimeError("completion is known after finish()")
+        return self._result
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _completion(self, usage: JsonDict) -> JsonDict:
+        items = self._assembler.items
+        message = chat_message_from_items(items, self._call_ids, self._reasoning_field)
+        out: JsonDict = {
+            "id": self._id,
+            "object": "chat.completion",
+            "created": self._created,
+            "model": self._model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": finish_reason(items, self._finished),
+                    "logprobs": None,
+                }
+            ],
+        }
+        if self._prompt_tokens is not None or self._include_usage:
+            out["usage"] = usage
+        return out
+
+    def _begin(self) -> list[JsonDict]:
+        if self._started:
+            return []
+        self._started = True
+        return [self._chunk({"role": "assistant", "content": ""}, None)]
+
+    def _chunk(self, delta: JsonDict, reason: str | None) -> JsonDict:
+        return {
+            "id": self._id,
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": self._model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}],
+        }
+
+    def _chunks(self, event: OutputEvent) -> list[JsonDict]:
+        item = event.item
+        if isinstance(event, ItemAdded):
+            self._fresh.add(item.index)
+            if item.kind != "call":
+                return []
+            self._call_ids.append(self._ids.new("call"))
+            call = {
+                "index": len(self._call_ids) - 1,
+                "id": self._call_ids[-1],
+                "type": "function",
+                "function": {"name": item.name, "arguments": ""},
+            }
+            return [self._chunk({"tool_calls": [call]}, None)]
+        if isinstance(event, ItemDelta):
+            return [self._chunk(self._delta(item, event.text), None)]
+        return []
+
+    def _delta(self, item: OutputItem, text: str) -> JsonDict:
+        if item.kind == "call":
+            call = {"index": len(self._call_ids) - 1, "function": {"arguments": text}}
+            return {"tool_calls": [call]}
+        field = "content" if item.kind == "text" else self._reasoning_field
+        if item.index in self._fresh:
+            self._fresh.discard(item.index)
+            if field in self._written:
+                text = SEPARATOR + text
+            self._written.add(field)
+        return {field: text}

@@ -1,0 +1,287 @@
+"""Responses API: output tokens -> a ``response`` object with output items.
+
+One harmony message is one output item:
+
+==============================  ==============================================
+harmony message                 output item
+==============================  ==============================================
+``analysis``                    ``reasoning`` with one ``reasoning_text`` part
+``commentary``, no recipient    ``message``, ``phase: "commentary"`` (preamble)
+``final``                       ``message``, ``phase: "final_answer"``
+to ``functions.X``              ``function_call`` named ``X``
+to ``browser.*`` / ``python``   ``function_call`` named ``browser.search``,
+                                ``python``... (default, lossless), or with
+                                ``builtin_calls="native"`` a ``web_search_call``
+                                / ``code_interpreter_call``
+==============================  ==============================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
+
+from .._encoding import HarmonyEncoding
+from ._common import BROWSER, PYTHON, JsonDict
+from ._ids import IdGenerator, as_generator
+from ._output import OutputAssembler, OutputDiagnostic, OutputItem
+
+BuiltinCalls = Literal["function_call", "native"]
+
+#: Request fields a response repeats when the request has them.
+_ECHOED: Final = (
+    "instructions",
+    "metadata",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "previous_response_id",
+    "reasoning",
+    "text",
+    "truncation",
+    "user",
+    "store",
+    "background",
+    "service_tier",
+    "top_logprobs",
+    "max_tool_calls",
+    "prompt_cache_key",
+    "safety_identifier",
+)
+_PREFIX: Final = {
+    "reasoning": "rs",
+    "message": "msg",
+    "function_call": "fc",
+    "web_search_call": "ws",
+    "code_interpreter_call": "ci",
+}
+_BROWSER_ACTIONS: Final = ("browser.search", "browser.open", "browser.find")
+
+
+class ResponseBuilder:
+    """Ids and JSON for the items and the response (shared by streaming and not)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        request: Mapping[str, Any] | None,
+        ids: IdGenerator | str | int | None,
+        created_at: int | None,
+        prompt_tokens: int | None,
+        builtin_calls: BuiltinCalls,
+    ) -> None:
+        if builtin_calls not in ("function_call", "native"):
+            raise ValueError(
+                f"builtin_calls must be 'function_call' or 'native': {builtin_calls!r}"
+            )
+        self.gen = as_generator(ids)
+        self.id = self.gen.new("resp")
+        self.model = model
+        self.request = request or {}
+        self.created_at = int(time.time()) if created_at is None else created_at
+        self.prompt_tokens = prompt_tokens
+        self.native = builtin_calls == "native"
+        self._ids: dict[int, tuple[str, str]] = {}
+
+    # -- items ------------------------------------------------------------------------
+
+    def item_type(self, item: OutputItem) -> str:
+        if item.kind == "reasoning":
+            return "reasoning"
+        if item.kind == "text":
+            return "message"
+        if self.native and item.recipient in _BROWSER_ACTIONS:
+            return "web_search_call"
+        if self.native and item.recipient == PYTHON:
+            return "code_interpreter_call"
+        return "function_call"
+
+    def ids(self, item: OutputItem) -> tuple[str, str]:
+        """(item id, call id); made on first use, in item order."""
+        pair = self._ids.get(item.index)
+        if pair is None:
+            item_id = self.gen.new(_PREFIX[self.item_type(item)])
+            call_id = self.gen.new("call") if self.item_type(item) == "function_call" else ""
+            pair = self._ids[item.index] = (item_id, call_id)
+        return pair
+
+    def item_json(self, item: OutputItem, *, status: str | None = None) -> JsonDict:
+        """The item with its text so far; ``status`` defaults to completed/incomplete."""
+        if status is None:
+            status = "incomplete" if item.truncated else "completed"
+        kind = self.item_type(item)
+        item_id, call_id = self.ids(item)
+        if kind == "reasoning":
+            content = [reasoning_part(item.text)]
+            return {
+                "type": kind,
+                "id": item_id,
+                "summary": [],
+                "content": content,
+                "status": status,
+            }
+        if kind == "message":
+            return {
+                "type": kind,
+                "id": item_id,
+                "role": "assistant",
+                "status": status,
+                "content": [text_part(item.text)],
+                "phase": "commentary" if item.phase == "commentary" else "final_answer",
+            }
+        if kind == "web_search_call":
+            # A cut-off search is "failed": older API versions have no "incomplete" here.
+            status = "failed" if status == "incomplete" else status
+            return {"type": kind, "id": item_id, "status": status, "action": web_action(item)}
+        if kind == "code_interpreter_call":
+            return {
+                "type": kind,
+                "id": item_id,
+                "code": item.text,
+                "container_id": "",
+                "outputs": None,
+                "status": status,
+            }
+        return {
+            "type": kind,
+            "id": item_id,
+            "call_id": call_id,
+            "name": item.name,
+            "arguments": item.text,
+            "status": status,
+        }
+
+    def skeleton(self, item: OutputItem) -> JsonDict:
+        """The item as ``response.output_item.added`` announces it: empty, in progress."""
+        out = self.item_json(item, status="in_progress")
+        if out["type"] in ("reasoning", "message"):
+            out["content"] = []
+        elif out["type"] == "function_call":
+            out["arguments"] = ""
+        elif out["type"] == "code_interpreter_call":
+            out["code"] = ""
+        return out
+
+    # -- the response ---------------------------------------------------------------------
+
+    def response(
+        self,
+        output: list[JsonDict],
+        *,
+        status: str,
+        items: Sequence[OutputItem] = (),
+        output_tokens: int = 0,
+    ) -> JsonDict:
+        out: JsonDict = {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": None,
+            "incomplete_details": {"reason": "max_output_tokens"}
+            if status == "incomplete"
+            else None,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": self.request.get("parallel_tool_calls", True),
+            "tool_choice": self.request.get("tool_choice", "auto"),
+            "tools": list(self.request.get("tools") or []),
+        }
+        for key in _ECHOED:
+            if self.request.get(key) is not None:
+                out[key] = self.request[key]
+        if self.prompt_tokens is not None and status != "in_progress":
+            out["usage"] = usage(self.prompt_tokens, items, output_tokens)
+        return out
+
+
+def reasoning_part(text: str) -> JsonDict:
+    return {"type": "reasoning_text", "text": text}
+
+
+def text_part(text: str) -> JsonDict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def web_action(item: OutputItem) -> JsonDict:
+    """The ``action`` of a ``web_search_call`` for a browser call (best effort)."""
+    try:
+        args = json.loads(item.text)
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        args = {}
+    if item.recipient == f"{BROWSER}.open":
+        link = args.get("id")
+        return {"type": "open_page", "url": link if isinstance(link, str) else None}
+    if item.recipient == f"{BROWSER}.find":
+        return {"type": "find_in_page", "pattern": str(args.get("pattern", "")), "url": ""}
+    query = args.get("query")
+    return {"type": "search", "query": query if isinstance(query, str) else ""}
+
+
+def usage(prompt_tokens: int, items: Sequence[OutputItem], output_tokens: int) -> JsonDict:
+    reasoning_tokens = sum(i.tokens for i in items if i.kind == "reasoning")
+    return {
+        "input_tokens": prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+        "total_tokens": prompt_tokens + output_tokens,
+    }
+
+
+def response_from_tokens(
+    encoding: HarmonyEncoding,
+    tokens: Sequence[int],
+    *,
+    model: str,
+    request: Mapping[str, Any] | None = None,
+    finished: bool = True,
+    ids: IdGenerator | str | int | None = None,
+    created_at: int | None = None,
+    prompt_tokens: int | None = None,
+    builtin_calls: BuiltinCalls = "function_call",
+    diagnostics: list[OutputDiagnostic] | None = None,
+) -> JsonDict:
+    """A ``response`` object for the tokens the model sampled.
+
+    ``request`` (the Responses request) supplies the fields a response repeats
+    (``tools``, ``tool_choice``, ``instructions``...). ``finished=False`` marks
+    the response ``incomplete`` (``max_output_tokens``). ``ids``: an
+    :class:`IdGenerator`, a seed, or ``None`` (random). ``builtin_calls``:
+    see the module docstring. ``diagnostics``, if given, receives what the
+    model got wrong (never raised).
+
+    >>> import harmonia
+    >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    >>> out = enc.encode("<|channel|>commentary to=functions.f <|constrain|>json"
+    ...                  "<|message|>{}<|call|>", allowed_special="all")
+    >>> r = response_from_tokens(enc, out, model="gpt-oss-20b", ids=1, created_at=0)
+    >>> [(i["type"], i["name"], i["arguments"]) for i in r["output"]]
+    [('function_call', 'f', '{}')]
+    """
+    builder = ResponseBuilder(
+        model=model,
+        request=request,
+        ids=ids,
+        created_at=created_at,
+        prompt_tokens=prompt_tokens,
+        builtin_calls=builtin_calls,
+    )
+    assembler = OutputAssembler(encoding)
+    for token in tokens:
+        assembler.feed(token)
+    assembler.finish(finished=finished)
+    if diagnostics is not None:
+        diagnostics += assembler.diagnostics
+    output = [builder.item_json(item) for item in assembler.items]
+    return builder.response(
+        output,
+        status="completed" if finished else "incomplete",
+        items=assembler.items,
+        output_tokens=assembler.token_count,
+    )

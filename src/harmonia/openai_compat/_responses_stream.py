@@ -1,0 +1,223 @@
+"""Responses API streaming: tokens in, response stream events out.
+
+The sequence for one response::
+
+    response.created, response.in_progress
+    per item (output_index = its position):
+      response.output_item.added
+      reasoning:      content_part.added, reasoning_text.delta*, reasoning_text.done,
+                      content_part.done
+      message:        content_part.added, output_text.delta*, output_text.done,
+                      content_part.done
+      function_call:  function_call_arguments.delta*, function_call_arguments.done
+      web_search_call (native): web_search_call.in_progress, .searching, .completed
+      code_interpreter_call (native): code_interpreter_call.in_progress,
+                      code_interpreter_call_code.delta*, code_interpreter_call_code.done,
+                      code_interpreter_call.interpreting, code_interpreter_call.completed
+      response.output_item.done
+    response.completed (or response.incomplete when cut off)
+
+``sequence_number`` counts every event from 0; content parts have index 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._encoding import HarmonyEncoding
+from ._common import JsonDict
+from ._ids import IdGenerator
+from ._output import (
+    ItemAdded,
+    ItemDelta,
+    OutputAssembler,
+    OutputDiagnostic,
+    OutputEvent,
+    OutputItem,
+)
+from ._responses_output import BuiltinCalls, ResponseBuilder, reasoning_part, text_part
+
+_DELTA = {
+    "reasoning": "response.reasoning_text.delta",
+    "message": "response.output_text.delta",
+    "function_call": "response.function_call_arguments.delta",
+    "code_interpreter_call": "response.code_interpreter_call_code.delta",
+}
+
+
+class ResponseStream:
+    """Turns the tokens a model samples into Responses API stream events (dicts).
+
+    Arguments are those of :func:`response_from_tokens`. :meth:`feed` (or
+    :meth:`feed_many`) per token, then :meth:`finish`; the first call also
+    returns ``response.created`` and ``response.in_progress``.
+
+    >>> import harmonia
+    >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    >>> stream = ResponseStream(enc, model="gpt-oss-20b", ids="seed", created_at=0)
+    >>> out = enc.encode("<|channel|>final<|message|>Hi<|return|>", allowed_special="all")
+    >>> events = stream.feed_many(out) + stream.finish()
+    >>> [e["type"] for e in events]  # doctest: +NORMALIZE_WHITESPACE
+    ['response.created', 'response.in_progress', 'response.output_item.added',
+     'response.content_part.added', 'response.output_text.delta', 'response.output_text.done',
+     'response.content_part.done', 'response.output_item.done', 'response.completed']
+    """
+
+    def __init__(
+        self,
+        encoding: HarmonyEncoding,
+        *,
+        model: str,
+        request: Mapping[str, Any] | None = None,
+        ids: IdGenerator | str | int | None = None,
+        created_at: int | None = None,
+        prompt_tokens: int | None = None,
+        builtin_calls: BuiltinCalls = "function_call",
+    ) -> None:
+        self._assembler = OutputAssembler(encoding)
+        self._builder = ResponseBuilder(
+            model=model,
+            request=request,
+            ids=ids,
+            created_at=created_at,
+            prompt_tokens=prompt_tokens,
+            builtin_calls=builtin_calls,
+        )
+        self._seq = 0
+        self._started = False
+        self._output: list[JsonDict] = []
+        self._result: JsonDict | None = None
+
+    @property
+    def diagnostics(self) -> list[OutputDiagnostic]:
+        return self._assembler.diagnostics
+
+    @property
+    def response(self) -> JsonDict:
+        """The final ``response`` object (after :meth:`finish`)."""
+        if self._result is None:
+            raise RuntimeError("the response is known after finish()")
+        return self._result
+
+    def start(self) -> list[JsonDict]:
+        """``response.created`` and ``response.in_progress`` (sent once)."""
+        if self._started:
+            return []
+        self._started = True
+        snapshot = self._builder.response([], status="in_progress")
+        return [
+            self._event("response.created", response=snapshot),
+            self._event("response.in_progress", response=snapshot),
+        ]
+
+    def feed(self, token: int) -> list[JsonDict]:
+        events = self.start()
+        for event in self._assembler.feed(token):
+            events += self._events(event)
+        return events
+
+    def feed_many(self, tokens: Iterable[int]) -> list[JsonDict]:
+        events: list[JsonDict] = []
+        for token in tokens:
+            events += self.feed(token)
+        return events
+
+    def finish(self, *, finished: bool = True) -> list[JsonDict]:
+        """End of generation; ``finished=False`` if cut off (``response.incomplete``)."""
+        if self._result is not None:
+            return []
+        events = self.start()
+        for event in self._assembler.finish(finished=finished):
+            events += self._events(event)
+        status = "completed" if finished else "incomplete"
+        self._result = self._builder.response(
+            list(self._output),
+            status=status,
+            items=self._assembler.items,
+            output_tokens=self._assembler.token_count,
+        )
+        events.append(self._event(f"response.{status}", response=self._result))
+        return events
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _event(self, kind: str, **fields: Any) -> JsonDict:
+        event: JsonDict = {"type": kind, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return event
+
+    def _events(self, event: OutputEvent) -> list[JsonDict]:
+        item = event.item
+        kind = self._builder.item_type(item)
+        item_id, _ = self._builder.ids(item)
+        at = {"item_id": item_id, "output_index": item.index}
+        if isinstance(event, ItemAdded):
+            return self._added(item, kind, at)
+        if isinstance(event, ItemDelta):
+            name = _DELTA.get(kind)
+            if name is None:  # a web search: its arguments are not streamed
+                return []
+            extra: JsonDict = {"logprobs": []} if kind == "message" else {}
+            part = {"content_index": 0} if kind in ("reasoning", "message") else {}
+            return [self._event(name, **at, **part, delta=event.text, **extra)]
+        return self._done(item, kind, at)
+
+    def _added(self, item: OutputItem, kind: str, at: JsonDict) -> list[JsonDict]:
+        index = item.index
+        out = [
+            self._event(
+                "response.output_item.added", output_index=index, item=self._builder.skeleton(item)
+            )
+        ]
+        if kind == "reasoning":
+            part = reasoning_part("")
+        elif kind == "message":
+            part = text_part("")
+        elif kind == "web_search_call":
+            return [*out, self._event("response.web_search_call.in_progress", **at)]
+        elif kind == "code_interpreter_call":
+            return [*out, self._event("response.code_interpreter_call.in_progress", **at)]
+        else:
+            return out
+        out.append(self._event("response.content_part.added", **at, content_index=0, part=part))
+        return out
+
+    def _done(self, item: OutputItem, kind: str, at: JsonDict) -> list[JsonDict]:
+        full = self._builder.item_json(item)
+        self._output.append(full)
+        out: list[JsonDict] = []
+        if kind == "reasoning":
+            out.append(
+                self._event("response.reasoning_text.done", **at, content_index=0, text=item.text)
+            )
+            part = full["content"][0]
+            out.append(self._event("response.content_part.done", **at, content_index=0, part=part))
+        elif kind == "message":
+            out.append(
+                self._event(
+                    "response.output_text.done", **at, content_index=0, text=item.text, logprobs=[]
+                )
+            )
+            part = full["content"][0]
+            out.append(self._event("response.content_part.done", **at, content_index=0, part=part))
+        elif kind == "function_call":
+            out.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    **at,
+                    name=item.name,
+                    arguments=item.text,
+                )
+            )
+        elif kind == "web_search_call":
+            out.append(self._event("response.web_search_call.searching", **at))
+            out.append(self._event("response.web_search_call.completed", **at))
+        else:
+            out.append(
+                self._event("response.code_interpreter_call_code.done", **at, code=item.text)
+            )
+            out.append(self._event("response.code_interpreter_call.interpreting", **at))
+            out.append(self._event("response.code_interpreter_call.completed", **at))
+        out.append(self._event("response.output_item.done", output_index=item.index, item=full))
+        return out
