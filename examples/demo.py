@@ -5,6 +5,9 @@ Runs offline: the vocabulary ships inside the quicktok package.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from harmonia import (
     Author,
     Conversation,
@@ -18,6 +21,7 @@ from harmonia import (
     ToolDescription,
     load_harmony_encoding,
 )
+from harmonia._cli import main as cli
 
 # The completion in the guide's StreamableParser example.
 GUIDE_COMPLETION = [
@@ -67,7 +71,8 @@ def weather_conversation() -> Conversation:
             Message.from_role_and_content(Role.USER, "What is the weather in Tokyo?"),
             Message.from_role_and_content(
                 Role.ASSISTANT,
-                'User asks: "What is the weather in Tokyo?" We need to use get_current_weather tool.',
+                'User asks: "What is the weather in Tokyo?" '
+                "We need to use get_current_weather tool.",
             ).with_channel("analysis"),
             Message.from_role_and_content(Role.ASSISTANT, '{"location": "Tokyo"}')
             .with_channel("commentary")
@@ -97,12 +102,30 @@ def main() -> None:
     for message in enc.parse_messages_from_completion_tokens(GUIDE_COMPLETION, Role.ASSISTANT):
         print(f"  {message.author.role.value} [{message.channel}]: {message.text!r}")
 
-    print("\n== Streamed, delta by delta ==")
+    print("\n== Streamed, delta by delta (the final channel) ==")
     parser = StreamableParser(enc, Role.ASSISTANT)
+    deltas = []
     for token in GUIDE_COMPLETION:
         parser.process(token)
-        if parser.last_content_delta:
-            print(f"  {parser.current_channel}: {parser.last_content_delta!r}")
+        if parser.current_channel == "final" and parser.last_content_delta:
+            deltas.append(parser.last_content_delta)
+    print(" ", deltas)
+
+    print("\n== The command line (harmonia inspect / parse / schema) ==")
+    with tempfile.TemporaryDirectory() as tmp:
+        completion = Path(tmp) / "completion.ids"
+        completion.write_text(" ".join(map(str, GUIDE_COMPLETION)))
+        print(f"$ harmonia inspect {completion.name} --role assistant")
+        cli(["inspect", str(completion), "--role", "assistant", "--color", "never"])
+        guide_tool_call = Path(tmp) / "tool_call.txt"
+        guide_tool_call.write_text(
+            "<|channel|>analysis<|message|>Need to use function get_current_weather.<|end|>"
+            "<|start|>assistant<|channel|>commentary to=functions.get_current_weather "
+            '<|constrain|>json<|message|>{"location":"San Francisco"}<|call|>'
+        )
+        print(f"$ harmonia parse {guide_tool_call.name} --role assistant")
+        cli(["parse", str(guide_tool_call), "--role", "assistant"])
+        print("(harmonia inspect FILE --html out.html writes the same view as a web page)")
 
 
 if __name__ == "__main__":
