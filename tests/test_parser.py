@@ -160,7 +160,6 @@ def _nonsense(messages: list[dict[str, Any]]) -> bool:
 # -- token-by-token traces (reference-behaviour.md 7.2) ----------------------------------------
 
 
-
 def snapshot(p: StreamableParser) -> dict[str, Any]:
     return {
         "state": p.state.value,

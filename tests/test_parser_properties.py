@@ -41,7 +41,7 @@ _WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
 )
 _word_chars = st.characters(
     blacklist_characters=_WS + "<",
-    blacklist_categories=("Cs",),
+    codec="utf-8",
 )
 word = st.text(_word_chars, min_size=1, max_size=12)
 plain_words = st.sampled_from(
@@ -63,7 +63,7 @@ def messages(draw: st.DrawFn) -> Message:
         name: str | None = draw(field_word.filter(tool_name_ok))
     else:
         name = draw(st.one_of(st.none(), st.text(_word_chars, max_size=8)))
-    text = draw(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40))
+    text = draw(st.text(st.characters(codec="utf-8"), max_size=40))
     recipient = draw(st.one_of(st.none(), field_word.filter(lambda w: w != "all"), st.just("")))
     ct_constrain = st.builds(
         lambda ws, w: CONSTRAIN_MARK + ws + w,

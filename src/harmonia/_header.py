@@ -18,25 +18,30 @@ Three readers live here, all pure functions:
   never reached ``<|message|>`` (``strict=False``): the channel is taken, the
   rest of the header becomes the message text.
 
-Fixes to the reference in the strict reading (each one only changes inputs on
-which the reference raises or returns special-token text in a header field, so
-every answer of the reference that makes sense is kept):
+Fixes to the reference in the strict reading. They are tried only when the
+reference's reading fails or misreads (special-token text in a field, or a
+``role:name`` author read as a tool), so every sensible answer of the reference
+is kept, and when they do not help the reference's error is raised:
 
-====  ==========================================  ===================================
- #    header                                      reading
-====  ==========================================  ===================================
- F1   ``to=f<|channel|>c <|constrain|> json``     content type ``<|constrain|> json``
-                                                  (the reference: leftover error)
- F2   ``<|channel|>final <|constrain|>json``      content type ``<|constrain|>json``,
-                                                  no recipient (the reference makes
-                                                  ``<|constrain|>json`` the recipient)
- F3   ``user:Bob``                                role ``user``, name ``Bob`` (the
-                                                  renderer writes ``role:name``)
- F4   ``functions.f`` / ``functions.f<|channel|>c``  a tool named ``functions.f`` (the
-                                                  reference: ``Unknown role``)
- F5   ``<|channel|>`` with nothing after it       channel ``""`` (the rendering of an
-                                                  empty channel)
-====  ==========================================  ===================================
+====  ==============================================  ==================================
+ #    header                                          reading
+====  ==============================================  ==================================
+ F1   ``to=f<|channel|>c <|constrain|> json``         content type ``<|constrain|> json``
+                                                      (the reference: leftover error)
+ F2   ``<|channel|>final <|constrain|>json``          content type ``<|constrain|>json``,
+                                                      no recipient (the reference makes
+                                                      ``<|constrain|>json`` the recipient)
+ F3   ``user:Bob``, ``assistant:bot to=f``            role and author name, as the
+                                                      renderer writes them (the
+                                                      reference: unknown role, or a tool
+                                                      named ``assistant:bot``)
+ F4   ``functions.f``, ``functions.f<|channel|>c``    a tool named ``functions.f``, as
+                                                      the renderer writes a tool result
+                                                      without recipient (the reference:
+                                                      ``Unknown role``)
+ F5   ``<|channel|>`` at the end, or before           channel ``""`` (the rendering of
+      ``<|constrain|>``                               an empty channel)
+====  ==============================================  ==================================
 
 What is *not* changed: a lone word without ``to=`` is a recipient
 (``<|channel|>commentary functions.f``), so ``<|channel|>final json`` still
