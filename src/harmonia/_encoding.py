@@ -13,7 +13,7 @@ from . import _special_tokens as st
 from ._enums import HarmonyEncodingName, Role
 from ._loader import get_engine
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
-from ._parser import parse_tokens
+from ._parser import ParseResult, parse_completion, parse_tokens
 from ._render import Renderer
 from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_tokenizer
 
@@ -93,6 +93,20 @@ class HarmonyEncoding:
     ) -> list[Message]:
         """Parse a completion into messages (see :class:`StreamableParser`)."""
         return parse_tokens(self, tokens, role, strict=strict)
+
+    def parse_completion(
+        self, completion: Iterable[int] | str, role: Role | None = None, *, strict: bool = True
+    ) -> ParseResult:
+        """Parse token ids, or text with special tokens spelled out, into messages
+        and the lenient parser's diagnostics (a harmonia extension).
+
+        >>> enc = load_harmony_encoding("HarmonyGptOss")
+        >>> result = enc.parse_completion("<|channel|>final<|message|>Hi<|end|>junk",
+        ...                               Role.ASSISTANT, strict=False)
+        >>> [m.text for m in result.messages], [d.kind.value for d in result.diagnostics]
+        (['Hi'], ['junk-between-messages'])
+        """
+        return parse_completion(self, completion, role, strict=strict)
 
     # -- tokenizer ------------------------------------------------------------
 
