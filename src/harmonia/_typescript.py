@@ -28,7 +28,7 @@ from harmonia._jsonfmt import JsonValue, emit_serde_json, serde_roundtrip
 
 # The corrected mode lives in its own module; re-exported so callers can pick
 # either converter from here.
-from harmonia._typescript_fixed import schema_to_typescript_fixed
+from harmonia._typescript_fixed import _required_names, schema_to_typescript_fixed
 
 __all__ = ["schema_to_typescript", "schema_to_typescript_fixed"]
 
@@ -178,13 +178,6 @@ _TYPE_HANDLERS: Mapping[str, TypeHandler] = MappingProxyType(
 # --------------------------------------------------------------------------
 # Object properties
 # --------------------------------------------------------------------------
-
-
-def _required_names(schema: Schema) -> frozenset[str]:
-    required = schema.get("required")
-    if not isinstance(required, list):
-        return frozenset()
-    return frozenset(name for name in required if isinstance(name, str))
 
 
 def _property(key: str, value: JsonValue, required: bool, indent: str) -> str:

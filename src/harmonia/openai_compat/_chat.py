@@ -16,23 +16,22 @@ from typing import Any, Final
 
 from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
-from .._enums import Role
-from .._message import Conversation, RenderConversationConfig
+from .._message import Conversation
 from ._common import (
     JsonDict,
     PromptOptions,
     arguments_text,
     as_list,
     as_mapping,
-    developer_message,
+    assemble_conversation,
     function_tool,
     join_text,
     opt_str,
     reasoning_effort,
     recipient_for,
+    render_prompt,
     req_str,
     response_format,
-    system_message,
     type_name,
     unique_tools,
 )
@@ -97,11 +96,8 @@ def chat_request_to_conversation(
             )
         else:
             raise RequestError(f"unknown role {role!r}", f"{path}.role")
-    head = [system_message(options, effort, ())]
-    developer = developer_message(instructions, offered, formats)
-    if developer is not None:
-        head.append(developer)
-    return Conversation.from_messages(head + transcript.finish())
+    developer = (instructions, offered, formats)
+    return assemble_conversation(options, effort, (), developer, transcript.finish())
 
 
 def render_chat_request(
@@ -123,9 +119,7 @@ def render_chat_request(
     >>> enc.decode_utf8(tokens[-7:])
     '<|start|>user<|message|>Hi<|end|><|start|>assistant'
     """
-    conversation = chat_request_to_conversation(request, options)
-    config = RenderConversationConfig(cot_policy=cot_policy)
-    return encoding.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
+    return render_prompt(encoding, chat_request_to_conversation(request, options), cot_policy)
 
 
 def _effort_value(request: Mapping[str, Any]) -> object:

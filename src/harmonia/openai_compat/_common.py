@@ -18,8 +18,9 @@ from .._content import (
     SystemContent,
     ToolDescription,
 )
+from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
-from .._message import Message
+from .._message import Conversation, Message, RenderConversationConfig
 from ._errors import RequestError, UnsupportedContentError
 
 JsonDict = dict[str, Any]
@@ -318,6 +319,29 @@ def developer_message(
     for fmt in formats:
         content.with_response_format(fmt.name, fmt.schema, fmt.description)
     return Message.from_role_and_content(Role.DEVELOPER, content)
+
+
+def assemble_conversation(
+    options: PromptOptions,
+    effort: ReasoningEffort | None,
+    builtins: Sequence[str],
+    developer: tuple[Sequence[str], Sequence[ToolDescription], Sequence[ResponseFormat]],
+    transcript: Sequence[Message],
+) -> Conversation:
+    """System message, developer message (if any), then the transcript."""
+    head = [system_message(options, effort, builtins)]
+    developer_msg = developer_message(*developer)
+    if developer_msg is not None:
+        head.append(developer_msg)
+    return Conversation.from_messages([*head, *transcript])
+
+
+def render_prompt(
+    encoding: HarmonyEncoding, conversation: Conversation, cot_policy: str
+) -> list[int]:
+    """The completion prompt for the assistant's next turn, with ``cot_policy`` applied."""
+    config = RenderConversationConfig(cot_policy=cot_policy)
+    return encoding.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
 
 
 def unique_tools(tools: Sequence[ToolDescription], paths: Sequence[str]) -> None:

@@ -18,8 +18,7 @@ from typing import Any, Final
 
 from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
-from .._enums import Role
-from .._message import Conversation, RenderConversationConfig
+from .._message import Conversation
 from ._common import (
     BROWSER,
     PYTHON,
@@ -27,16 +26,16 @@ from ._common import (
     arguments_text,
     as_list,
     as_mapping,
-    developer_message,
+    assemble_conversation,
     function_tool,
     join_text,
     opt_str,
     part_text,
     reasoning_effort,
     recipient_for,
+    render_prompt,
     req_str,
     response_format,
-    system_message,
     unique_tools,
 )
 from ._errors import RequestError, UnsupportedContentError
@@ -95,11 +94,8 @@ def responses_request_to_conversation(
         else:
             raise UnsupportedContentError(f"input item type {kind!r} is not supported", path)
     effort = reasoning_effort(_effort_value(request), "reasoning.effort")
-    head = [system_message(options, effort, builtins)]
-    developer = developer_message(instructions, offered, _formats(request))
-    if developer is not None:
-        head.append(developer)
-    return Conversation.from_messages(head + transcript.finish())
+    developer = (instructions, offered, _formats(request))
+    return assemble_conversation(options, effort, builtins, developer, transcript.finish())
 
 
 def render_responses_request(
@@ -117,8 +113,7 @@ def render_responses_request(
     '<|start|>user<|message|>Hi<|end|><|start|>assistant'
     """
     conversation = responses_request_to_conversation(request, options)
-    config = RenderConversationConfig(cot_policy=cot_policy)
-    return encoding.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
+    return render_prompt(encoding, conversation, cot_policy)
 
 
 # -- request fields -------------------------------------------------------------------
