@@ -1,0 +1,465 @@
+"""The grammar of the next assistant turn, built from the conversation it continues.
+
+The prompt ends with ``<|start|>assistant``; the turn the model writes next is
+
+* any number of ``analysis`` messages (free text, optionally bounded in tokens),
+* then any number of ``commentary`` preambles (free text),
+* then either one tool call to a *declared* tool, ended by ``<|call|>``, or the
+  ``final`` answer (free text, or JSON matching the response format), ended by
+  ``<|return|>``.
+
+Every message after the first begins with ``<|start|>assistant`` (the first one's
+was in the prompt). The grammar is written in llguidance's Lark dialect: special
+tokens by id (``<[200007]>``), so text that merely spells ``<|end|>`` is content
+and never ends a message; tool arguments and structured answers as inline JSON
+schemas (``%json {...}``).
+
+Header shapes (what the text between the special tokens may be) follow the
+renderer exactly, plus the form gpt-oss itself writes; both parse to the same
+message with harmonia's parser:
+
+==================  ===========================================================
+message             header after ``<|start|>assistant``
+==================  ===========================================================
+analysis            ``<|channel|>analysis<|message|>``
+preamble            ``<|channel|>commentary<|message|>``
+final               ``<|channel|>final<|message|>`` (with a response format
+                    also ``<|channel|>final <|constrain|>json<|message|>``)
+function call       `` to=functions.f<|channel|>commentary <|constrain|>json``
+                    (the renderer's form) or ``<|channel|>commentary
+                    to=functions.f <|constrain|>json`` (the model's form)
+built-in call       the same two placements, channel ``analysis`` or
+                    ``commentary``; content type `` code``,
+                    `` <|constrain|>json`` (browser only) or none
+==================  ===========================================================
+
+:class:`GrammarOptions` narrows this (``recipient_placement="role"`` keeps the
+model to the renderer's form, so a parsed turn re-renders to the same tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from .. import _special_tokens as st
+from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
+from .._errors import InputError
+from .._message import Conversation
+
+RecipientPlacement = Literal["both", "role", "channel"]
+ToolChoice = Literal["auto", "required", "none"]
+
+#: The content type of JSON arguments, as the renderer takes it.
+CONSTRAIN_JSON: Final = "<|constrain|>json"
+#: The content type gpt-oss writes for built-in tool calls.
+CODE: Final = "code"
+
+ANALYSIS: Final = "analysis"
+COMMENTARY: Final = "commentary"
+FINAL: Final = "final"
+
+# Function tools are called on commentary (the system message says so); built-in
+# tools normally on analysis, occasionally on commentary (the harmony guide).
+_FUNCTION_CHANNELS: Final = (COMMENTARY,)
+_BUILTIN_CHANNELS: Final = (ANALYSIS, COMMENTARY)
+_FUNCTION_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CONSTRAIN_JSON,)
+_BUILTIN_JSON_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CODE, CONSTRAIN_JSON, None)
+_BUILTIN_TEXT_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CODE, None)
+
+#: Arguments of a tool declared without parameters (``type f = () => any``).
+_NO_ARGUMENTS: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": False,
+}
+_JSON_WHITESPACE: Final = "[\\x20\\x0A\\x0D\\x09]"
+# A recipient is one header word: no whitespace (it would split the word) and no
+# special-token text (the parser reads headers as text).
+_BAD_RECIPIENT: Final = re.compile(r"\s|<\|")
+_PLACEMENTS: Final = ("both", "role", "channel")
+_TOOL_CHOICES: Final = ("auto", "required", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class GrammarOptions:
+    """How strict the turn grammar is, beyond what the conversation declares.
+
+    * ``recipient_placement``: where a tool call's ``to=`` may stand: ``"both"``
+      (default), ``"role"`` (the renderer's ``<|start|>assistant to=R<|channel|>``,
+      so a parsed call re-renders to the same tokens) or ``"channel"`` (gpt-oss's
+      ``<|channel|>commentary to=R``).
+    * ``tool_choice``: ``"auto"`` (a tool call or a final answer), ``"required"``
+      (a tool call) or ``"none"`` (a final answer).
+    * ``analysis_max_tokens``: at most this many tokens per analysis message.
+      (llguidance cannot roll back inside such a bound, so rollback replays.)
+    * ``json_max_whitespace``: at most this many whitespace characters between
+      two JSON tokens; ``None`` for no bound. A bound keeps a model from looping
+      on newlines inside JSON; 32 admits compact, ``", "`` and indented JSON.
+    * ``lenient_schemas``: let llguidance ignore schema keywords and formats it
+      does not implement (and read ``oneOf`` as ``anyOf``) instead of refusing
+      the schema; the JSON it allows may then break those keywords.
+    """
+
+    recipient_placement: RecipientPlacement = "both"
+    tool_choice: ToolChoice = "auto"
+    analysis_max_tokens: int | None = None
+    json_max_whitespace: int | None = 32
+    lenient_schemas: bool = False
+
+    def __post_init__(self) -> None:
+        if self.recipient_placement not in _PLACEMENTS:
+            raise InputError(
+                f"recipient_placement must be one of {_PLACEMENTS}, "
+                f"not {self.recipient_placement!r}"
+            )
+        if self.tool_choice not in _TOOL_CHOICES:
+            raise InputError(
+                f"tool_choice must be one of {_TOOL_CHOICES}, not {self.tool_choice!r}"
+            )
+        _check_bound("analysis_max_tokens", self.analysis_max_tokens, minimum=1)
+        _check_bound("json_max_whitespace", self.json_max_whitespace, minimum=0)
+
+
+def _check_bound(name: str, value: int | None, *, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{name} must be None or an int >= {minimum}, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallSpec:
+    """One tool the model may call, and how its call message may look.
+
+    ``schema`` is the JSON Schema of the arguments, or ``None`` for free text
+    (the ``python`` tool); ``where`` says where it was declared (for errors).
+    """
+
+    recipient: str
+    channels: tuple[str, ...]
+    content_types: tuple[str | None, ...]
+    schema: dict[str, Any] | None
+    where: str
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSlot:
+    """A JSON value in the grammar: its rule, what it is (for errors), its schema text."""
+
+    rule: str
+    label: str
+    json: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSpec:
+    """Everything the grammar is built from, read off a conversation."""
+
+    channels: tuple[str, ...]
+    tools: tuple[ToolCallSpec, ...]  # the tools the model may call (none for tool_choice="none")
+    response_formats: tuple[tuple[str, dict[str, Any]], ...]
+    options: GrammarOptions
+
+    @property
+    def allows_final(self) -> bool:
+        return FINAL in self.channels and self.options.tool_choice != "required"
+
+
+# -- reading the conversation -----------------------------------------------------------
+
+
+def turn_spec(conversation: Conversation, options: GrammarOptions | None = None) -> TurnSpec:
+    """Read the declared channels, tools and response formats off ``conversation``.
+
+    Later declarations win: the last system content's channel config, and for a
+    recipient declared twice, the later tool.
+    """
+    options = options or GrammarOptions()
+    channels: tuple[str, ...] = DEFAULT_CHANNELS
+    tools: dict[str, ToolCallSpec] = {}
+    formats: dict[str, dict[str, Any]] = {}
+    for i, message in enumerate(conversation.messages):
+        for j, part in enumerate(message.content):
+            where = f"message {i}, content[{j}]"
+            if isinstance(part, SystemContent):
+                cc = part.channel_config
+                if cc is not None and cc.valid_channels:
+                    channels = tuple(cc.valid_channels)
+                for ns in (part.tools or {}).values():
+                    tools.update((t.recipient, t) for t in _builtin_tools(ns, where))
+            elif isinstance(part, DeveloperContent):
+                for ns in (part.tools or {}).values():
+                    tools.update((t.recipient, t) for t in _function_tools(ns, where))
+                for fmt in part.response_formats or ():
+                    formats[fmt.name] = _schema_dict(
+                        fmt.schema, f"{where}, response format {fmt.name!r}"
+                    )
+    if options.tool_choice == "none":
+        tools = {}
+    spec = TurnSpec(
+        channels=tuple(c for c in (ANALYSIS, COMMENTARY, FINAL) if c in channels),
+        tools=tuple(_restrict_channels(t, channels) for t in tools.values()),
+        response_formats=tuple(formats.items()),
+        options=options,
+    )
+    if not spec.allows_final and not spec.tools:
+        raise InputError(
+            "the assistant's turn could not end: no final answer is allowed "
+            f"(channels {list(channels)}, tool_choice={options.tool_choice!r}) "
+            "and no tool can be called"
+        )
+    return spec
+
+
+def _function_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
+    """Tools of a developer namespace: JSON arguments on commentary."""
+    for k, tool in enumerate(ns.tools):
+        recipient = _recipient((ns.name, tool.name), f"{where}, tools {ns.name!r}[{k}]")
+        schema = _NO_ARGUMENTS if tool.parameters is None else tool.parameters
+        yield ToolCallSpec(
+            recipient,
+            _FUNCTION_CHANNELS,
+            _FUNCTION_CONTENT_TYPES,
+            _schema_dict(schema, f"tool {recipient} (parameters)"),
+            where,
+        )
+
+
+def _builtin_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
+    """Tools of a system namespace: typed ones (browser) take JSON; a namespace
+    without typed tools (python) is itself the recipient and takes free text."""
+    if not ns.tools:
+        recipient = _recipient((ns.name,), f"{where}, tools {ns.name!r}")
+        yield ToolCallSpec(recipient, _BUILTIN_CHANNELS, _BUILTIN_TEXT_CONTENT_TYPES, None, where)
+        return
+    for k, tool in enumerate(ns.tools):
+        recipient = _recipient((ns.name, tool.name), f"{where}, tools {ns.name!r}[{k}]")
+        schema = _NO_ARGUMENTS if tool.parameters is None else tool.parameters
+        yield ToolCallSpec(
+            recipient,
+            _BUILTIN_CHANNELS,
+            _BUILTIN_JSON_CONTENT_TYPES,
+            _schema_dict(schema, f"tool {recipient} (parameters)"),
+            where,
+        )
+
+
+def _restrict_channels(tool: ToolCallSpec, declared: Sequence[str]) -> ToolCallSpec:
+    channels = tuple(c for c in tool.channels if c in declared)
+    if not channels:
+        raise InputError(
+            f"tool {tool.recipient} ({tool.where}) must be called on "
+            f"{' or '.join(tool.channels)}, but the system message declares only the "
+            f"channels {list(declared)}"
+        )
+    return ToolCallSpec(tool.recipient, channels, tool.content_types, tool.schema, tool.where)
+
+
+def _recipient(names: Sequence[str], where: str) -> str:
+    """``namespace.tool`` (or a lone namespace), checked to be one header word."""
+    for name in names:
+        if not name or _BAD_RECIPIENT.search(name):
+            raise InputError(
+                f"tool name {name!r} ({where}) cannot be written in a message header: "
+                "it must be non-empty, without whitespace or '<|'"
+            )
+    return ".".join(names)
+
+
+def _schema_dict(schema: object, label: str) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        raise InputError(f"{label}: a JSON Schema object is required, got {schema!r}")
+    return schema
+
+
+# -- writing the grammar --------------------------------------------------------------------
+
+Piece = str | int  # text, or a special token id
+
+
+def _lark_sequence(pieces: Sequence[Piece]) -> str:
+    """Lark for pieces: adjacent texts merged into one literal, specials by id."""
+    out: list[str] = []
+    text = ""
+    for piece in pieces:
+        if isinstance(piece, str):
+            text += piece
+            continue
+        if text:
+            out.append(_literal(text))
+            text = ""
+        out.append(f"<[{piece}]>")
+    if text:
+        out.append(_literal(text))
+    return " ".join(out)
+
+
+def _literal(text: str) -> str:
+    # Only '"' and '\' need escaping (recipients hold no whitespace or controls,
+    # and the fixed header words are ASCII); non-ASCII is written as itself.
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _content_type_pieces(content_type: str | None) -> list[Piece]:
+    # Exactly what the renderer writes for a content type.
+    if content_type is None:
+        return []
+    if content_type.startswith("<|constrain|>"):
+        return [" ", st.CONSTRAIN, content_type[len("<|constrain|>") :]]
+    return [" " + content_type]
+
+
+def call_headers(tool: ToolCallSpec, placement: RecipientPlacement) -> list[list[Piece]]:
+    """Every header a call to ``tool`` may have, from after the role to ``<|message|>``."""
+    headers = []
+    for channel in tool.channels:
+        for content_type in tool.content_types:
+            tail = [*_content_type_pieces(content_type), st.MESSAGE]
+            if placement in ("both", "role"):
+                headers.append([" to=" + tool.recipient, st.CHANNEL, channel, *tail])
+            if placement in ("both", "channel"):
+                headers.append([st.CHANNEL, f"{channel} to={tool.recipient}", *tail])
+    return headers
+
+
+class _Writer:
+    """Accumulates rules; one instance per grammar."""
+
+    def __init__(self, spec: TurnSpec) -> None:
+        self.spec = spec
+        self.rules: list[str] = []
+        self.json_slots: list[JsonSlot] = []
+
+    def rule(self, name: str, alternatives: Sequence[str], comment: str | None = None) -> None:
+        if comment:
+            self.rules.append(f"// {comment}")
+        pad = " " * len(name)
+        self.rules.append(f"{name}: {alternatives[0]}")
+        self.rules.extend(f"{pad}| {alt}" for alt in alternatives[1:])
+
+    def json_rule(self, name: str, schema: dict[str, Any], label: str) -> None:
+        text = _json_text(schema, label, self.spec.options)
+        self.json_slots.append(JsonSlot(name, label, text))
+        self.rules.append(f"{name}: %json {text}")
+
+    def message_rule(self, name: str, channel: str, body: str, end: int) -> None:
+        head = _lark_sequence([st.CHANNEL, channel, st.MESSAGE])
+        self.rule(name, [f"{head} {body} <[{end}]>"])
+
+
+def _json_text(schema: dict[str, Any], label: str, options: GrammarOptions) -> str:
+    """The schema as JSON, with llguidance's JSON options added (``x-guidance``)."""
+    # \uXXXX escapes are valid JSON and what json.dumps writes by default (llguidance
+    # accepts only control characters escaped unless told otherwise).
+    guidance: dict[str, Any] = {"json_allow_general_unicode_escapes": True}
+    if options.json_max_whitespace is not None:
+        bound = f"{_JSON_WHITESPACE}{{0,{options.json_max_whitespace}}}"
+        guidance["whitespace_pattern"] = bound
+    if options.lenient_schemas:
+        guidance["lenient"] = True
+    guidance.update(schema.get("x-guidance") or {})  # the schema's own settings win
+    try:
+        return json.dumps({**schema, "x-guidance": guidance}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{label}: the schema is not valid JSON: {exc}") from None
+
+
+def _write(spec: TurnSpec) -> _Writer:
+    w = _Writer(spec)
+    start = []
+    if ANALYSIS in spec.channels:
+        start.append("(analysis next)*")
+    if COMMENTARY in spec.channels:
+        start.append("(preamble next)*")
+    start.append("ending")
+    w.rule("start", [" ".join(start)])
+    w.rule("next", [_lark_sequence([st.START, "assistant"])])
+    if ANALYSIS in spec.channels:
+        bounded = spec.options.analysis_max_tokens is not None
+        w.message_rule("analysis", ANALYSIS, "analysis_text" if bounded else "TEXT", st.END)
+        if bounded:
+            w.rule(f"analysis_text[max_tokens={spec.options.analysis_max_tokens}]", ["TEXT"])
+    if COMMENTARY in spec.channels:
+        w.message_rule("preamble", COMMENTARY, "TEXT", st.END)
+    endings = []
+    if spec.allows_final:
+        endings.append("final")
+        _write_final(w, spec)
+    for i, tool in enumerate(spec.tools, 1):
+        endings.append(f"call_{i}")
+        _write_call(w, tool, f"call_{i}", f"args_{i}")
+    w.rule("ending", endings)
+    w.rules.append("TEXT: /(?s:.*)/")
+    return w
+
+
+def _write_final(w: _Writer, spec: TurnSpec) -> None:
+    if not spec.response_formats:
+        w.message_rule("final", FINAL, "TEXT", st.RETURN)
+        return
+    end = f"<[{st.RETURN}]>"
+    plain = _lark_sequence([st.CHANNEL, FINAL, st.MESSAGE])
+    typed = _lark_sequence([st.CHANNEL, FINAL, *_content_type_pieces(CONSTRAIN_JSON), st.MESSAGE])
+    w.rule("final", [f"{plain} final_json {end}", f"{typed} final_json {end}"])
+    names = [f"format_{k}" for k in range(1, len(spec.response_formats) + 1)]
+    # One %json per format (not an anyOf), so each schema keeps its own "$ref" root.
+    w.rule("final_json", names)
+    for name, (fmt_name, schema) in zip(names, spec.response_formats, strict=True):
+        w.json_rule(name, schema, f"response format {fmt_name!r}")
+
+
+def _write_call(w: _Writer, tool: ToolCallSpec, rule: str, args: str) -> None:
+    body = "TEXT" if tool.schema is None else args
+    alternatives = [
+        f"{_lark_sequence(header)} {body} <[{st.CALL}]>"
+        for header in call_headers(tool, w.spec.options.recipient_placement)
+    ]
+    w.rule(rule, alternatives, tool.recipient)
+    if tool.schema is not None:
+        w.json_rule(args, tool.schema, f"tool {tool.recipient} (parameters)")
+
+
+_PREAMBLE: Final = f"""\
+%llguidance {{}}
+// One gpt-oss assistant turn in the harmony format, generated by harmonia from the
+// conversation it continues; it starts right after the prompt's <|start|>assistant.
+// Special tokens are matched by id: <[{st.START}]> <|start|>, <[{st.CHANNEL}]> <|channel|>,
+// <[{st.CONSTRAIN}]> <|constrain|>, <[{st.MESSAGE}]> <|message|>, <[{st.END}]> <|end|>,
+// <[{st.CALL}]> <|call|>, <[{st.RETURN}]> <|return|>.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnGrammar:
+    """A turn grammar: its Lark text, and its JSON values (to explain errors)."""
+
+    lark: str
+    json_slots: tuple[JsonSlot, ...]
+    spec: TurnSpec
+
+
+def compile_turn(conversation: Conversation, options: GrammarOptions | None = None) -> TurnGrammar:
+    """The grammar of the next assistant turn, with what it was built from."""
+    spec = turn_spec(conversation, options)
+    w = _write(spec)
+    return TurnGrammar(_PREAMBLE + "\n".join(w.rules) + "\n", tuple(w.json_slots), spec)
+
+
+def build_turn_grammar(conversation: Conversation, options: GrammarOptions | None = None) -> str:
+    """The Lark grammar (llguidance's dialect) of the next assistant turn.
+
+    ``conversation`` is what the prompt was rendered from; its system and
+    developer messages declare the channels, tools and response formats. Raises
+    :class:`~harmonia.InputError` for declarations no grammar can follow (a tool
+    name with whitespace, a channel list that leaves no way to end the turn).
+
+    >>> from harmonia import Conversation, Message, Role
+    >>> conv = Conversation.from_messages([Message.from_role_and_content(Role.USER, "Hi")])
+    >>> print(build_turn_grammar(conv).splitlines()[6])
+    start: (analysis next)* (preamble next)* ending
+    """
+    return compile_turn(conversation, options).lark

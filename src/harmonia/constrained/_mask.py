@@ -1,0 +1,378 @@
+"""Allowed-token masks for one assistant turn, backed by llguidance.
+
+:class:`TurnMatcher` compiles a turn grammar (:mod:`._grammar`) against the
+o200k_harmony vocabulary and follows the model token by token: feed it each
+sampled token, ask it for the bitmask of the tokens allowed next. The bitmask is
+llguidance's layout: ``int32`` words, bit ``i % 32`` of word ``i // 32`` set when
+token ``i`` is allowed, one bit for each of the 201,089 ids.
+
+llguidance is an optional dependency (``pip install 'harmonia[constrained]'``);
+it is imported on first use, so ``import harmonia`` never needs it.
+
+The llguidance tokenizer is built once per process from harmonia's own id ->
+bytes table, so every id is listed exactly once (tiktoken's o200k_harmony has two
+names for id 200018) and the 1,091 special ids are declared special: llguidance
+keeps them apart from text, which is why text spelling ``<|end|>`` is content
+and only the id 200007 ends a message.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _special_tokens as st
+from .._errors import HarmonyError, InputError, ModelOutputError
+from .._message import Conversation
+from ._grammar import GrammarOptions, JsonSlot, compile_turn
+
+if TYPE_CHECKING:
+    import llguidance
+
+    from .._encoding import HarmonyEncoding
+
+#: Number of ids the masks cover (0 ..= 201088).
+VOCAB_SIZE: Final = st.N_VOCAB
+#: Number of int32 words in a mask.
+MASK_WORDS: Final = (VOCAB_SIZE + 31) // 32
+#: The stop tokens that end a turn.
+TURN_STOP_TOKENS: Final = frozenset({st.CALL, st.RETURN})
+
+_INSTALL_HINT: Final = "pip install 'harmonia[constrained]'"
+_TEMPLATE_CACHE_LIMIT: Final = 32
+
+
+class ConstrainedUnavailableError(HarmonyError, ImportError):
+    """llguidance is not installed (``pip install 'harmonia[constrained]'``)."""
+
+
+class TokenRejectedError(ModelOutputError):
+    """A token the grammar does not allow at this point of the turn.
+
+    ``token`` is its id and ``position`` its index in the turn; the matcher is
+    left as it was before the token.
+    """
+
+    def __init__(self, message: str, *, token: int, position: int) -> None:
+        super().__init__(message)
+        self.token = token
+        self.position = position
+
+
+# -- llguidance, the tokenizer, compiled grammars ------------------------------------------
+
+_lock = threading.Lock()
+_tokenizer: llguidance.LLTokenizer | None = None
+_templates: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
+
+
+def _llguidance() -> Any:
+    try:
+        import llguidance
+    except ImportError as exc:
+        raise ConstrainedUnavailableError(
+            f"constrained decoding needs llguidance: {_INSTALL_HINT}"
+        ) from exc
+    return llguidance
+
+
+class _Vocabulary:
+    """What llguidance's ``TokenizerWrapper`` reads: harmonia's table, specials marked."""
+
+    def __init__(self, encoding: HarmonyEncoding) -> None:
+        self.tokens = encoding.tokenizer.token_bytes_table
+        self.special_token_ids = list(range(st.FIRST_SPECIAL, st.N_VOCAB))
+        # llguidance allows its EOS only once the grammar is complete; the turn
+        # ends on <|call|>/<|return|> before that, so any unused special will do.
+        self.eos_token_id = st.ENDOFTEXT
+        self.bos_token_id = None
+        self._encode = encoding.tokenizer.encode_ordinary
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        # llguidance calls this only to turn text it forces into tokens
+        # (fast-forwarding, which harmonia does not use); masks never depend on it.
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        return self._encode(text)
+
+
+def _load_encoding() -> HarmonyEncoding:
+    from .._encoding import load_harmony_encoding
+    from .._enums import HarmonyEncodingName
+
+    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+def llg_tokenizer() -> llguidance.LLTokenizer:
+    """The process-wide llguidance tokenizer for o200k_harmony (built once, ~1 s)."""
+    global _tokenizer
+    if _tokenizer is None:
+        llg = _llguidance()
+        encoding = _load_encoding()
+        with _lock:
+            if _tokenizer is None:
+                _tokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_Vocabulary(encoding)))
+    return _tokenizer
+
+
+def _template(lark: str, slots: tuple[JsonSlot, ...]) -> llguidance.LLMatcher:
+    """A compiled, never-used matcher for ``lark`` (cached: servers repeat tool sets)."""
+    with _lock:
+        hit = _templates.get(lark)
+        if hit is not None:
+            _templates.move_to_end(lark)
+            return hit
+    llg = _llguidance()
+    tokenizer = llg_tokenizer()
+    grammar = llg.LLMatcher.grammar_from_lark(lark)
+    matcher: llguidance.LLMatcher = llg.LLMatcher(tokenizer, grammar, log_level=0)
+    if matcher.is_error():
+        raise _compile_error(llg, tokenizer, matcher.get_error(), slots)
+    with _lock:
+        _templates[lark] = matcher
+        if len(_templates) > _TEMPLATE_CACHE_LIMIT:
+            _templates.popitem(last=False)
+    return matcher
+
+
+def _compile_error(
+    llg: Any, tokenizer: llguidance.LLTokenizer, error: str, slots: tuple[JsonSlot, ...]
+) -> InputError:
+    """Name the schema llguidance refused, if one was (each is tried on its own)."""
+    for slot in slots:
+        grammar = llg.LLMatcher.grammar_from_lark(f"start: %json {slot.json}")
+        problem = llg.LLMatcher.validate_grammar(grammar, tokenizer)
+        if problem:
+            return InputError(f"{slot.label}: llguidance cannot compile the schema: {problem}")
+    return InputError(f"llguidance cannot compile the turn grammar: {error}")
+
+
+# -- the matcher ---------------------------------------------------------------------------
+
+
+class TurnMatcher:
+    """Follows one assistant turn token by token and says which tokens may come next.
+
+    Build it from the conversation the prompt was rendered from::
+
+        matcher = TurnMatcher.from_conversation(conversation)
+        mask = matcher.fill_mask()        # int32 bitmask of the allowed first tokens
+        matcher.consume(token)            # the token that was sampled
+        ...
+        matcher.is_finished               # True once <|call|> or <|return|> was consumed
+
+    Not thread-safe: use one matcher per sequence (:meth:`copy` is cheap).
+    """
+
+    def __init__(self, grammar: str) -> None:
+        """Compile ``grammar`` (Lark text from :func:`build_turn_grammar`, or your own)."""
+        if not isinstance(grammar, str):
+            raise InputError(f"a grammar must be a str, not {type(grammar).__name__}")
+        self._setup(grammar, ())
+
+    def _setup(self, lark: str, slots: tuple[JsonSlot, ...]) -> None:
+        self._lark = lark
+        self._slots = slots
+        self._matcher = _template(lark, slots).deep_copy()
+        self._tokens: list[int] = []
+
+    @classmethod
+    def from_conversation(
+        cls, conversation: Conversation, options: GrammarOptions | None = None
+    ) -> TurnMatcher:
+        """A matcher for the assistant turn that continues ``conversation``.
+
+        Raises :class:`~harmonia.InputError` when the declarations cannot be
+        followed, naming the tool or response format whose schema llguidance
+        refuses.
+        """
+        grammar = compile_turn(conversation, options)
+        matcher = object.__new__(cls)
+        matcher._setup(grammar.lark, grammar.json_slots)
+        return matcher
+
+    # -- state -----------------------------------------------------------------------
+
+    @property
+    def grammar(self) -> str:
+        """The Lark text this matcher follows."""
+        return self._lark
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The tokens consumed so far."""
+        return tuple(self._tokens)
+
+    @property
+    def is_finished(self) -> bool:
+        """True once the turn is complete (``<|call|>`` or ``<|return|>`` consumed)."""
+        return bool(self._tokens) and self._tokens[-1] in TURN_STOP_TOKENS
+
+    @property
+    def stop_token(self) -> int | None:
+        """The token that ended the turn (``<|call|>`` or ``<|return|>``), else ``None``."""
+        return self._tokens[-1] if self.is_finished else None
+
+    def can_end(self) -> bool:
+        """True when the next token may end the turn (a stop token is allowed now)."""
+        return not self.is_finished and any(self.allows(t) for t in TURN_STOP_TOKENS)
+
+    def allows(self, token: int) -> bool:
+        """Whether ``token`` may come next."""
+        token = int(token)  # numpy and torch integers too
+        if self.is_finished or not 0 <= token < VOCAB_SIZE:
+            return False
+        return bool(self._matcher.validate_tokens([token]) == 1)
+
+    # -- masks -----------------------------------------------------------------------
+
+    def fill_mask(self, out: NDArray[np.int32] | None = None) -> NDArray[np.int32]:
+        """The bitmask of the tokens allowed next, written into ``out`` if given.
+
+        ``out`` must be a C-contiguous ``int32`` array of :data:`MASK_WORDS`
+        words (a row of a batch works). Once the turn is finished nothing is
+        allowed: the mask is all zeros.
+        """
+        if out is None:
+            out = np.zeros(MASK_WORDS, dtype=np.int32)
+        elif out.dtype != np.int32 or out.shape != (MASK_WORDS,) or not out.flags.c_contiguous:
+            raise InputError(
+                f"a mask must be a C-contiguous int32 array of shape ({MASK_WORDS},), "
+                f"not {out.dtype} {out.shape}"
+            )
+        if self.is_finished:
+            out[:] = 0
+            return out
+        self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
+        return out
+
+    def allowed_tokens(self) -> NDArray[np.int64]:
+        """The ids allowed next, ascending (a convenience; :meth:`fill_mask` is faster)."""
+        return np.flatnonzero(mask_to_bool(self.fill_mask()))
+
+    # -- moving ----------------------------------------------------------------------
+
+    def consume(self, token: int) -> None:
+        """Advance past ``token``; :class:`TokenRejectedError` if it is not allowed."""
+        token = int(token)  # numpy and torch integers too
+        if self.is_finished or not 0 <= token < VOCAB_SIZE:
+            raise self._rejected(token)
+        if not self._matcher.consume_token(token):
+            # llguidance's matcher stays in its error state: rebuild it (rare).
+            error = self._rejected(token)
+            keep = self._tokens
+            self.reset()
+            self.consume_all(keep)
+            raise error
+        self._tokens.append(token)
+
+    def consume_all(self, tokens: Iterable[int]) -> None:
+        """:meth:`consume` each token in turn (stops at the first rejected one)."""
+        for token in tokens:
+            self.consume(token)
+
+    def sync(self, tokens: Sequence[int]) -> None:
+        """Make the consumed tokens equal ``tokens`` (an engine's output so far).
+
+        Rolls back to the common prefix and consumes the rest, so it serves engines
+        that hand over the whole output at each step, re-order beams or rewind;
+        tokens after the turn's stop token are ignored.
+        """
+        seen = self._tokens
+        n = len(seen)
+        if len(tokens) >= n and list(tokens[:n]) == seen:
+            common = n
+        else:
+            common = 0
+            limit = min(n, len(tokens))
+            while common < limit and tokens[common] == seen[common]:
+                common += 1
+            self.rollback(n - common)
+        for token in tokens[common:]:
+            if self.is_finished:
+                break
+            self.consume(token)
+
+    def rollback(self, n: int) -> None:
+        """Forget the last ``n`` tokens (for speculative decoding and re-sampling)."""
+        if not 0 <= n <= len(self._tokens):
+            raise InputError(f"cannot roll back {n} of {len(self._tokens)} tokens")
+        if n == 0:
+            return
+        keep = self._tokens[:-n]
+        # llguidance cannot roll back into a max_tokens-bounded lexeme: replay.
+        if self._matcher.rollback(n) and not self._matcher.is_error():
+            self._tokens = keep
+            return
+        self.reset()
+        self.consume_all(keep)
+
+    def reset(self) -> None:
+        """Back to the start of the turn."""
+        self._matcher = _template(self._lark, self._slots).deep_copy()
+        self._tokens = []
+
+    def copy(self) -> TurnMatcher:
+        """An independent matcher in the same state."""
+        twin = object.__new__(TurnMatcher)
+        twin._lark = self._lark
+        twin._slots = self._slots
+        twin._matcher = self._matcher.deep_copy()
+        twin._tokens = list(self._tokens)
+        return twin
+
+    def _rejected(self, token: int) -> TokenRejectedError:
+        position = len(self._tokens)
+        if self.is_finished:
+            reason = "the turn is already finished"
+        elif not 0 <= token < VOCAB_SIZE:
+            reason = "it is not a token id of o200k_harmony"
+        else:
+            reason = "the turn grammar does not allow it here"
+        text = _token_text(token)
+        tail = "".join(_token_text(t) for t in self._tokens[-12:])
+        return TokenRejectedError(
+            f"token {token} {text!r} at position {position} of the turn rejected: {reason} "
+            f"(after ...{tail!r})",
+            token=token,
+            position=position,
+        )
+
+
+def _token_text(token: int) -> str:
+    if token in st.SPECIAL_TOKEN_TEXT:
+        return st.SPECIAL_TOKEN_TEXT[token]
+    if not 0 <= token < VOCAB_SIZE:
+        return "?"
+    return _load_encoding().tokenizer.token_bytes_table[token].decode("utf-8", "replace")
+
+
+# -- masks as arrays -------------------------------------------------------------------------
+
+
+def mask_to_bool(mask: NDArray[np.int32], size: int = VOCAB_SIZE) -> NDArray[np.bool_]:
+    """A bitmask as one bool per id, cut or padded (with ``False``) to ``size``.
+
+    >>> import numpy as np
+    >>> mask_to_bool(np.array([0b101], dtype=np.int32), 4).tolist()
+    [True, False, True, False]
+    """
+    words = np.ascontiguousarray(mask, dtype="<i4")
+    bits = np.unpackbits(words.view(np.uint8), bitorder="little").view(np.bool_)
+    if size <= bits.size:
+        return bits[:size]
+    return np.concatenate([bits, np.zeros(size - bits.size, dtype=np.bool_)])
+
+
+def apply_mask(logits: NDArray[np.floating[Any]], mask: NDArray[np.int32]) -> None:
+    """Set the logits of disallowed ids to ``-inf``, in place (last axis = vocabulary).
+
+    Logits longer than the vocabulary (padded) get ``-inf`` past its end.
+    """
+    allowed = mask_to_bool(mask, logits.shape[-1])
+    logits[..., ~allowed] = -np.inf
