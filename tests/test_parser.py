@@ -541,9 +541,12 @@ def test_recover_missing_message_token(enc: h.HarmonyEncoding) -> None:
     ]
     assert kinds(diags) == ["missing-message"]
     assert diags[0].kept == "I must refuse"
-    # ... harmonia every message that has text (the reference drops these).
+    # ... and drops any other header a stop token ends; lenient mode returns the
+    # same messages, and the diagnostic keeps the dropped text.
     msgs, diags = lenient(enc, "<|start|>assistant<|channel|>commentary Hello<|end|>", None)
-    assert msgs == [{"role": "assistant", "channel": "commentary", "text": "Hello"}]
+    assert msgs == []
+    assert kinds(diags) == ["missing-message"]
+    assert diags[0].dropped == "assistant<|channel|>commentary Hello"
     # A header without text is dropped, and the diagnostic says so.
     msgs, diags = lenient(enc, "<|start|>assistant<|channel|>final<|end|>", None)
     assert msgs == []
@@ -622,3 +625,20 @@ def test_parse_tokens_and_text_agree(enc: h.HarmonyEncoding) -> None:
         enc, toks(enc, text), Role.ASSISTANT
     )
     assert h.parse_text is parse_text and h.parse_completion is parse_completion
+
+
+def test_lenient_drops_a_later_header_without_message_but_keeps_its_text(
+    enc: h.HarmonyEncoding,
+) -> None:
+    """As the reference's strict=False, the messages leave the header out; the
+    diagnostic carries its text, so nothing is lost silently."""
+    text = (
+        "<|channel|>analysis<|message|>a<|end|>"
+        "<|start|>assistant<|channel|>final The answer is 4<|return|>"
+    )
+    result = h.parse_completion(enc, text, h.Role.ASSISTANT, strict=False)
+    assert [m.text for m in result.messages] == ["a"]
+    [diag] = result.diagnostics
+    assert diag.kind is h.RecoveryKind.MISSING_MESSAGE
+    assert diag.dropped is not None and "The answer is 4" in diag.dropped
+    assert diag.tokens and enc.decode_utf8(list(diag.tokens)).endswith("The answer is 4")

@@ -66,11 +66,14 @@ repeated-start           ``<|start|>`` at the beginning of a header (the complet
                          repeats the prompt's ``<|start|>assistant``, or
                          ``<|start|>`` is doubled): ignored; the header is read
                          from there.
-missing-message          a header ended by a stop token, or cut by a ``<|start|>``,
-                         without ``<|message|>``: its words become the message text,
-                         as the reference does for a refusal written without a
-                         header (``I must refuse<|end|>``). A header with no words
-                         is dropped (nothing but role and channel is lost).
+missing-message          a header without ``<|message|>``. The first header of a
+                         parser given a role, ended by a stop token, becomes a
+                         message whose text is its words, as the reference does
+                         for a refusal written without a header (``I must
+                         refuse<|end|>``); any other header a stop token ends is
+                         dropped, as the reference drops it, with its text in the
+                         diagnostic. A header cut short by ``<|start|>`` becomes a
+                         message when it has words (the reference fails there).
 truncated                the stream ended inside a header: read as missing-message.
                          (A stream ending inside content is not a recovery: the
                          partial message is returned in both modes.)
@@ -800,10 +803,34 @@ class StreamableParser:
                 keep_empty=True,
             )
             return
+        if token is not None and not self._implicit:
+            # The reference's strict=False drops any other header that a stop
+            # token ends before <|message|>. Lenient mode returns the reference's
+            # messages wherever the reference returns any, so the header is
+            # dropped here too; its text is kept in the diagnostic.
+            self._drop_header(token)
+            return
         segments = self._take_header_segments()
         self._recover_segments(segments, role, token, last_is_message=False)
         if token is None:
             self._flush_junk(None)
+
+    def _drop_header(self, token: int) -> None:
+        tokens = self._header_tokens
+        self._header_tokens = []
+        first = self._header_first
+        text = self._header_text(tokens, first) if tokens else ""
+        ended_by = _SPECIAL_NAME.get(token, f"token {token}")
+        self._diagnose(
+            Diagnostic(
+                RecoveryKind.MISSING_MESSAGE,
+                first,
+                f"header ended by {ended_by} without <|message|>: dropped, as the "
+                "reference's strict=False does",
+                dropped=text or None,
+                tokens=tuple(tokens),
+            )
+        )
 
     def _recover_segments(
         self,
