@@ -926,7 +926,8 @@ class StreamableParser:
 
     # -- actions: content ------------------------------------------------------------------------
 
-    def _begin_content(self, header: MessageHeader) -> None:
+    def _reset_content(self, header: MessageHeader | None) -> None:
+        """Start (or end) a message: no text, no pending bytes, no delta."""
         self._header = header
         self._pieces = []
         self._joined = ""
@@ -934,6 +935,9 @@ class StreamableParser:
         self._pending = b""
         self._swallow = False
         self._delta = None
+
+    def _begin_content(self, header: MessageHeader) -> None:
+        self._reset_content(header)
         if self._events is not None:
             self._emit(MessageStarted(header, self._index()))
 
@@ -1062,13 +1066,7 @@ class StreamableParser:
         self._messages.append((header, text))
         if self._events is not None:
             self._emit(MessageDone(_message(header, text), index, token))
-        self._header = None
-        self._pieces = []
-        self._joined = ""
-        self._joined_n = 0
-        self._pending = b""
-        self._swallow = False
-        self._delta = None
+        self._reset_content(None)
 
 
 _STRICT_ROWS: Final = _compile(STRICT)

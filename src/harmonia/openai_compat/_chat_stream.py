@@ -11,7 +11,6 @@ message :func:`chat_completion_from_tokens` returns for the same tokens.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
 from .._encoding import HarmonyEncoding
 from ._chat import SEPARATOR, chat_message_from_items, chat_usage, finish_reason
@@ -20,14 +19,13 @@ from ._ids import IdGenerator, as_generator
 from ._output import (
     ItemAdded,
     ItemDelta,
-    OutputAssembler,
-    OutputDiagnostic,
     OutputEvent,
     OutputItem,
 )
+from ._stream import AssembledStream
 
 
-class ChatCompletionStream:
+class ChatCompletionStream(AssembledStream):
     """Turns the tokens a model samples into ``chat.completion.chunk`` objects.
 
     Call :meth:`feed` for each token (or :meth:`feed_many`), then :meth:`finish`
@@ -57,7 +55,7 @@ class ChatCompletionStream:
         prompt_tokens: int | None = None,
         reasoning_field: str = "reasoning_content",
     ) -> None:
-        self._assembler = OutputAssembler(encoding)
+        super().__init__(encoding)
         self._ids = as_generator(ids)
         self._id = self._ids.new("chatcmpl", sep="-")
         self._created = int(time.time()) if created is None else created
@@ -69,37 +67,12 @@ class ChatCompletionStream:
         self._started = False
         self._written: set[str] = set()  # fields that already hold text
         self._fresh: set[int] = set()  # items that have not written yet
-        self._result: JsonDict | None = None
         self._finished = True
 
-    @property
-    def diagnostics(self) -> list[OutputDiagnostic]:
-        """What the model got wrong so far, and how it was handled."""
-        return self._assembler.diagnostics
-
-    def feed(self, token: int) -> list[JsonDict]:
-        """One sampled token -> the chunks to send (often none or one)."""
-        chunks = self._begin()
-        for event in self._assembler.feed(token):
-            chunks += self._chunks(event)
-        return chunks
-
-    def feed_many(self, tokens: Iterable[int]) -> list[JsonDict]:
-        chunks: list[JsonDict] = []
-        for token in tokens:
-            chunks += self.feed(token)
-        return chunks
-
-    def finish(self, *, finished: bool = True) -> list[JsonDict]:
-        """End of generation; ``finished=False`` if it was cut off (``length``)."""
-        if self._result is not None:
-            return []
-        chunks = self._begin()
-        for event in self._assembler.finish(finished=finished):
-            chunks += self._chunks(event)
+    def _closing(self, finished: bool) -> list[JsonDict]:
         self._finished = finished
         items = self._assembler.items
-        chunks.append(self._chunk({}, finish_reason(items, finished)))
+        chunks = [self._chunk({}, finish_reason(items, finished))]
         usage = chat_usage(self._prompt_tokens or 0, items, self._assembler.token_count)
         if self._include_usage:
             chunk = self._chunk({}, None)
@@ -139,7 +112,7 @@ class ChatCompletionStream:
             out["usage"] = usage
         return out
 
-    def _begin(self) -> list[JsonDict]:
+    def _opening(self) -> list[JsonDict]:
         if self._started:
             return []
         self._started = True
@@ -154,7 +127,7 @@ class ChatCompletionStream:
             "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}],
         }
 
-    def _chunks(self, event: OutputEvent) -> list[JsonDict]:
+    def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
         if isinstance(event, ItemAdded):
             self._fresh.add(item.index)

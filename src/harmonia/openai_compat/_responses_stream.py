@@ -22,7 +22,7 @@ The sequence for one response::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .._encoding import HarmonyEncoding
@@ -31,12 +31,11 @@ from ._ids import IdGenerator
 from ._output import (
     ItemAdded,
     ItemDelta,
-    OutputAssembler,
-    OutputDiagnostic,
     OutputEvent,
     OutputItem,
 )
 from ._responses_output import BuiltinCalls, ResponseBuilder, reasoning_part, text_part
+from ._stream import AssembledStream
 
 _DELTA = {
     "reasoning": "response.reasoning_text.delta",
@@ -46,7 +45,7 @@ _DELTA = {
 }
 
 
-class ResponseStream:
+class ResponseStream(AssembledStream):
     """Turns the tokens a model samples into Responses API stream events (dicts).
 
     Arguments are those of :func:`response_from_tokens`. :meth:`feed` (or
@@ -75,7 +74,7 @@ class ResponseStream:
         prompt_tokens: int | None = None,
         builtin_calls: BuiltinCalls = "function_call",
     ) -> None:
-        self._assembler = OutputAssembler(encoding)
+        super().__init__(encoding)
         self._builder = ResponseBuilder(
             model=model,
             request=request,
@@ -87,11 +86,6 @@ class ResponseStream:
         self._seq = 0
         self._started = False
         self._output: list[JsonDict] = []
-        self._result: JsonDict | None = None
-
-    @property
-    def diagnostics(self) -> list[OutputDiagnostic]:
-        return self._assembler.diagnostics
 
     @property
     def response(self) -> JsonDict:
@@ -111,25 +105,10 @@ class ResponseStream:
             self._event("response.in_progress", response=snapshot),
         ]
 
-    def feed(self, token: int) -> list[JsonDict]:
-        events = self.start()
-        for event in self._assembler.feed(token):
-            events += self._events(event)
-        return events
+    def _opening(self) -> list[JsonDict]:
+        return self.start()
 
-    def feed_many(self, tokens: Iterable[int]) -> list[JsonDict]:
-        events: list[JsonDict] = []
-        for token in tokens:
-            events += self.feed(token)
-        return events
-
-    def finish(self, *, finished: bool = True) -> list[JsonDict]:
-        """End of generation; ``finished=False`` if cut off (``response.incomplete``)."""
-        if self._result is not None:
-            return []
-        events = self.start()
-        for event in self._assembler.finish(finished=finished):
-            events += self._events(event)
+    def _closing(self, finished: bool) -> list[JsonDict]:
         status = "completed" if finished else "incomplete"
         self._result = self._builder.response(
             list(self._output),
@@ -137,8 +116,7 @@ class ResponseStream:
             items=self._assembler.items,
             output_tokens=self._assembler.token_count,
         )
-        events.append(self._event(f"response.{status}", response=self._result))
-        return events
+        return [self._event(f"response.{status}", response=self._result)]
 
     # -- internals -------------------------------------------------------------------------
 
@@ -147,7 +125,7 @@ class ResponseStream:
         self._seq += 1
         return event
 
-    def _events(self, event: OutputEvent) -> list[JsonDict]:
+    def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
         kind = self._builder.item_type(item)
         item_id, _ = self._builder.ids(item)

@@ -1,0 +1,62 @@
+"""The driver both streaming adapters share: tokens in, API objects out.
+
+The :class:`OutputAssembler` turns tokens into output-item events; a subclass
+says how an event becomes Chat chunks or Responses events, what to send first
+and what to send at the end.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+from .._encoding import HarmonyEncoding
+from ._common import JsonDict
+from ._output import OutputAssembler, OutputDiagnostic, OutputEvent
+
+
+class AssembledStream(ABC):
+    """Feed sampled tokens, get the API objects to send."""
+
+    def __init__(self, encoding: HarmonyEncoding) -> None:
+        self._assembler = OutputAssembler(encoding)
+        self._result: JsonDict | None = None
+
+    @property
+    def diagnostics(self) -> list[OutputDiagnostic]:
+        """What the model got wrong so far, and how it was handled."""
+        return self._assembler.diagnostics
+
+    def feed(self, token: int) -> list[JsonDict]:
+        """One sampled token -> the objects to send (often none or one)."""
+        out = self._opening()
+        for event in self._assembler.feed(token):
+            out += self._translate(event)
+        return out
+
+    def feed_many(self, tokens: Iterable[int]) -> list[JsonDict]:
+        out: list[JsonDict] = []
+        for token in tokens:
+            out += self.feed(token)
+        return out
+
+    def finish(self, *, finished: bool = True) -> list[JsonDict]:
+        """End of generation; ``finished=False`` if it was cut off by a length limit."""
+        if self._result is not None:
+            return []
+        out = self._opening()
+        for event in self._assembler.finish(finished=finished):
+            out += self._translate(event)
+        return out + self._closing(finished)
+
+    @abstractmethod
+    def _opening(self) -> list[JsonDict]:
+        """What is sent before anything else (once; later calls return nothing)."""
+
+    @abstractmethod
+    def _translate(self, event: OutputEvent) -> list[JsonDict]:
+        """The objects one assembler event becomes."""
+
+    @abstractmethod
+    def _closing(self, finished: bool) -> list[JsonDict]:
+        """The last objects; must set ``self._result``."""
