@@ -6,13 +6,15 @@ STAMP := $(VENV)/.installed-dev
 CORPUS := ../shared/golden/reference-corpus.jsonl.gz
 LINTED := src tests benchmarks examples tools
 
-.PHONY: demo test lint typecheck unit corpus bench clean
+.PHONY: venv demo test lint typecheck unit corpus bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+venv: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
