@@ -1,0 +1,129 @@
+"""What the parser consumes and produces: the encoding protocols, events and diagnostics.
+
+Plain values with no behaviour, shared by every parser module (:mod:`._parse_base`,
+:mod:`._parse_content`, :mod:`._recovery`, :mod:`._parser`), which import this
+module and never the other way round. :mod:`._parser` re-exports the public names.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ._content import TextContent
+from ._header import MessageHeader
+from ._message import Author, Message
+
+# -- what the parser needs from an encoding --------------------------------------
+
+
+class TokenizerLike(Protocol):
+    @property
+    def token_bytes_table(self) -> list[bytes]: ...
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+    def encode(self, text: str, *, allowed_special: Literal["all"]) -> list[int]: ...
+
+
+class EncodingLike(Protocol):
+    """Anything with a ``tokenizer`` (a ``HarmonyEncoding``); the parser never imports it."""
+
+    @property
+    def tokenizer(self) -> TokenizerLike: ...
+
+
+# -- diagnostics and events ------------------------------------------------------
+
+
+class RecoveryKind(str, enum.Enum):
+    """What a :class:`Diagnostic` reports (see the table in :mod:`._recovery`)."""
+
+    JUNK_BETWEEN_MESSAGES = "junk-between-messages"
+    MISSING_START = "missing-start"
+    REPEATED_START = "repeated-start"
+    MISSING_MESSAGE = "missing-message"
+    TRUNCATED = "truncated"
+    HEADER_REPAIRED = "header-repaired"
+    INVALID_UTF8 = "invalid-utf8"
+    INVALID_TOKEN = "invalid-token"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One recovery: what happened, where, and what was kept or dropped.
+
+    ``token_index`` is the index (in :attr:`StreamableParser.tokens`) of the
+    first token concerned; ``tokens`` are the raw token ids concerned (for
+    invalid bytes: the tokens that carried them). ``kept`` and ``dropped`` are
+    text, or ``None`` when nothing was kept or dropped.
+    """
+
+    kind: RecoveryKind
+    token_index: int
+    description: str
+    kept: str | None = None
+    dropped: str | None = None
+    tokens: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        out = f"{self.kind.value} at token {self.token_index}: {self.description}"
+        if self.kept is not None:
+            out += f"; kept {self.kept!r}"
+        if self.dropped is not None:
+            out += f"; dropped {self.dropped!r}"
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStarted:
+    """A header is complete; content follows.
+
+    ``token_index`` is the ``<|message|>`` token's (for a header recovered
+    without one, the header's first token's).
+    """
+
+    header: MessageHeader
+    token_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDelta:
+    """New text of the current message (never half a character).
+
+    ``token_index`` is the token that completed the text.
+    """
+
+    text: str
+    token_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDone:
+    """A message is complete.
+
+    ``stop_token`` is the token that ended it (``<|end|>``, ``<|return|>`` or
+    ``<|call|>``; ``None`` when the stream ended, or a ``<|start|>`` cut a
+    header short); the reference does not record it. ``token_index`` is the
+    stop token's (at the end of the stream: the number of tokens). ``message``
+    is a fresh object.
+    """
+
+    message: Message
+    token_index: int
+    stop_token: int | None
+
+
+ParserEvent = MessageStarted | ContentDelta | MessageDone | Diagnostic
+
+
+def make_message(header: MessageHeader, text: str) -> Message:
+    """A fresh :class:`Message` with one text part."""
+    return Message(
+        Author(header.role, header.name),
+        [TextContent(text)],
+        header.channel,
+        header.recipient,
+        header.content_type,
+    )
