@@ -217,16 +217,7 @@ def turn_spec(conversation: Conversation, options: GrammarOptions | None = None)
 
 def _function_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
     """Tools of a developer namespace: JSON arguments on commentary."""
-    for k, tool in enumerate(ns.tools):
-        recipient = _recipient((ns.name, tool.name), f"{where}, tools {ns.name!r}[{k}]")
-        schema = _NO_ARGUMENTS if tool.parameters is None else tool.parameters
-        yield ToolCallSpec(
-            recipient,
-            _FUNCTION_CHANNELS,
-            _FUNCTION_CONTENT_TYPES,
-            _schema_dict(schema, f"tool {recipient} (parameters)"),
-            where,
-        )
+    return _typed_tools(ns, where, _FUNCTION_CHANNELS, _FUNCTION_CONTENT_TYPES)
 
 
 def _builtin_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
@@ -234,15 +225,26 @@ def _builtin_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec
     without typed tools (python) is itself the recipient and takes free text."""
     if not ns.tools:
         recipient = _recipient((ns.name,), f"{where}, tools {ns.name!r}")
-        yield ToolCallSpec(recipient, _BUILTIN_CHANNELS, _BUILTIN_TEXT_CONTENT_TYPES, None, where)
-        return
+        return [
+            ToolCallSpec(recipient, _BUILTIN_CHANNELS, _BUILTIN_TEXT_CONTENT_TYPES, None, where)
+        ]
+    return _typed_tools(ns, where, _BUILTIN_CHANNELS, _BUILTIN_JSON_CONTENT_TYPES)
+
+
+def _typed_tools(
+    ns: ToolNamespaceConfig,
+    where: str,
+    channels: tuple[str, ...],
+    content_types: tuple[str | None, ...],
+) -> Iterable[ToolCallSpec]:
+    """One call spec per declared tool, its arguments checked against its schema."""
     for k, tool in enumerate(ns.tools):
         recipient = _recipient((ns.name, tool.name), f"{where}, tools {ns.name!r}[{k}]")
         schema = _NO_ARGUMENTS if tool.parameters is None else tool.parameters
         yield ToolCallSpec(
             recipient,
-            _BUILTIN_CHANNELS,
-            _BUILTIN_JSON_CONTENT_TYPES,
+            channels,
+            content_types,
             _schema_dict(schema, f"tool {recipient} (parameters)"),
             where,
         )
