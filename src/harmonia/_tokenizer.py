@@ -14,7 +14,7 @@ from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from ._errors import DecodeError, DisallowedSpecialTokenError, InputError
-from ._loader import BpeEngine, get_engine
+from ._loader import BpeEngine, get_engine, ordinary_ranks
 from ._special_tokens import N_ORDINARY, N_VOCAB, SPECIAL_TOKEN_TEXT, SPECIAL_TOKENS
 
 #: Every special token's text.
@@ -110,8 +110,8 @@ class Tokenizer:
             with self._table_lock:
                 table = self._table
                 if table is None:
-                    get = self.engine.token_bytes
-                    table = [get(i) for i in range(N_ORDINARY)]
+                    # Every engine uses these same ranks (the loader proves them official).
+                    table = list(ordinary_ranks())
                     table += [SPECIAL_TOKEN_TEXT[i].encode() for i in range(N_ORDINARY, N_VOCAB)]
                     self._table = table
         return table

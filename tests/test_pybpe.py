@@ -1,0 +1,300 @@
+"""The pure-Python encoder and the tiered engine: exactly quicktok's ids, always."""
+
+from __future__ import annotations
+
+import random
+import struct
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import harmonia
+from harmonia import _loader, _pybpe, _tiered
+from harmonia._tokenizer import Tokenizer
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+import workloads
+
+from test_tokenizer import _varied_corpus
+
+PY = _loader.get_engine("python")
+QUICK = _loader.get_engine("quicktok")
+
+
+def _chunks_of_every_code_point(size: int = 48) -> list[str]:
+    """Every code point but the surrogates, ``size`` at a time between letters."""
+    texts = []
+    for low in range(0, 0x110000, size):
+        top = min(low + size, 0x110000)
+        chars = [chr(c) for c in range(low, top) if not 0xD800 <= c <= 0xDFFF]
+        texts.append("x" + "".join(chars) + " y'S" + "".join(reversed(chars)) + "\n")
+    return texts
+
+
+def _mixed(rng: random.Random) -> str:
+    pieces = ["'s", "'LL", "'ſ", "'Ve", " ", "  ", "\n", "\r\n", "\t", "/", "123456", "x"]
+    out = []
+    for _ in range(rng.randint(1, 40)):
+        roll = rng.random()
+        if roll < 0.3:
+            code_point = rng.randint(0, 127)
+        elif roll < 0.6:
+            code_point = rng.randint(128, 0x2FFF)
+        elif roll < 0.9:
+            code_point = rng.randint(0x3000, 0x2FFFF)
+        else:
+            code_point = rng.randint(0x30000, 0x10FFFF)
+        if 0xD800 <= code_point <= 0xDFFF:
+            code_point = 0x20
+        out.append(chr(code_point))
+        if rng.random() < 0.25:
+            out.append(rng.choice(pieces))
+    return "".join(out)
+
+
+def _corpus() -> list[str]:
+    rng = random.Random(2024)
+    texts = _varied_corpus() + _chunks_of_every_code_point()
+    texts += [_mixed(rng) for _ in range(2000)]
+    texts += [workloads.big_text()]
+    texts += ["a" * 5000, " " * 3000, "ab" * 4000 + "!", "\n" * 2000, "'" * 999, "😀" * 500]
+    texts += ["x" + "\u0301" * 300, "1" * 1000, " \r\n" * 700, "Hello" * 900]
+    return texts
+
+
+def test_python_encoder_gives_quicktoks_ids_on_every_code_point_and_more() -> None:
+    mismatches = [t for t in _corpus() if PY.encode_ordinary(t) != QUICK.encode_ordinary(t)]
+    assert mismatches == []
+
+
+def test_pieces_cover_the_text_exactly() -> None:
+    for text in _corpus()[:3000]:
+        assert "".join(PY.split(text)) == text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(st.characters(exclude_categories=("Cs",)), max_size=60))
+def test_any_text_encodes_like_quicktok(text: str) -> None:
+    assert PY.encode_ordinary(text) == QUICK.encode_ordinary(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=1, max_size=300))
+def test_long_and_short_merges_agree(data: bytes) -> None:
+    ranks = PY._ranks
+    assert _pybpe.merge_long(data, ranks) == _pybpe.merge_short(data, ranks)
+
+
+def test_long_pieces_take_the_heap_merge_and_stay_exact() -> None:
+    for text in ["é" * 200, "ab" * 700, "x" * 3000, "日本語" * 100]:
+        assert len(text.encode()) > _pybpe._SHORT_PIECE
+        assert PY.encode_ordinary(text) == QUICK.encode_ordinary(text)
+
+
+def test_repeat_encodes_come_from_the_piece_cache_and_stay_equal() -> None:
+    text = workloads.big_text()
+    first = PY.encode_ordinary(text)
+    assert PY.encode_ordinary(text) == first
+    assert "the" in PY._cache or " the" in PY._cache
+
+
+def test_piece_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = _pybpe.PythonBpe(_loader.ordinary_ranks(), _loader.unicode_classes())
+    monkeypatch.setattr(_pybpe, "_PIECE_CACHE_LIMIT", 10)
+    text = " ".join(f"w{i}" for i in range(100))
+    assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
+    assert len(engine._cache) <= 10
+
+
+def test_python_encoder_rejects_what_the_engines_reject() -> None:
+    with pytest.raises(TypeError, match="can only encode str"):
+        PY.encode_ordinary(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(UnicodeEncodeError):
+        PY.encode_ordinary("a\ud800b")
+    # The tokenizer replaces lone surrogates, whichever engine is below it.
+    assert Tokenizer(PY).encode_ordinary("a\ud800b") == Tokenizer(QUICK).encode_ordinary("a\ud800b")
+
+
+# -- the tiered engine ------------------------------------------------------------------
+
+
+class _CountingBuild:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls = 0
+        self.fail = fail
+
+    def __call__(self) -> _tiered.Encoder:
+        self.calls += 1
+        if self.fail:
+            raise OSError("no tables today")
+        return QUICK
+
+
+def test_tiered_engine_starts_in_python_and_switches_once_it_pays() -> None:
+    build = _CountingBuild()
+    engine = _tiered.TieredEngine(PY, build, switch_after_seconds=0.002)
+    assert engine.status == "python"
+    text = workloads.big_text()
+    expected = QUICK.encode_ordinary(text)
+    results = [engine.encode_ordinary(text) for _ in range(5)]
+    assert results == [expected] * 5
+    assert engine.status == "quicktok"
+    assert build.calls == 1
+
+
+def test_tiered_engine_that_never_pays_never_builds() -> None:
+    build = _CountingBuild()
+    engine = _tiered.TieredEngine(PY, build, switch_after_seconds=float("inf"))
+    for text in _varied_corpus()[:50]:
+        assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
+    assert build.calls == 0
+    assert engine.status == "python"
+
+
+def test_tiered_engine_keeps_encoding_when_quicktok_cannot_be_built() -> None:
+    build = _CountingBuild(fail=True)
+    engine = _tiered.TieredEngine(PY, build, switch_after_seconds=0.0)
+    for _ in range(3):
+        assert engine.encode_ordinary("Hello world") == QUICK.encode_ordinary("Hello world")
+    assert build.calls == 1  # tried once, not on every call
+    assert engine.status == "python (quicktok unavailable: no tables today)"
+
+
+def test_tiered_engine_builds_once_under_concurrent_use() -> None:
+    build = _CountingBuild()
+    engine = _tiered.TieredEngine(PY, build, switch_after_seconds=0.0)
+    texts = _varied_corpus()[:40]
+    expected = [QUICK.encode_ordinary(t) for t in texts]
+    failures: list[str] = []
+
+    def work() -> None:
+        if [engine.encode_ordinary(t) for t in texts] != expected:
+            failures.append("mismatch")
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert build.calls == 1
+
+
+def test_auto_is_the_default_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_loader.ENGINE_ENV_VAR, raising=False)
+    engine = _loader.get_engine()
+    assert isinstance(engine, _tiered.TieredEngine)
+    assert engine.name == "auto"
+    enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    assert "engine=auto" in repr(enc)
+
+
+def test_environment_variable_picks_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_loader.ENGINE_ENV_VAR, "python")
+    assert _loader.get_engine() is PY
+    enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    assert "engine=python" in repr(enc)
+
+
+def test_every_engine_renders_the_same_tokens() -> None:
+    conv = harmonia.Conversation.from_messages(
+        [
+            harmonia.Message.from_role_and_content(
+                harmonia.Role.SYSTEM, harmonia.SystemContent.new().with_browser_tool()
+            ),
+            harmonia.Message.from_role_and_content(
+                harmonia.Role.USER, "Grüße 😀 from Zürich, naïve café — 東京 'S don'T"
+            ),
+        ]
+    )
+    rendered = {
+        name: harmonia.load_harmony_encoding(
+            "HarmonyGptOss", engine=name
+        ).render_conversation_for_completion(conv, harmonia.Role.ASSISTANT)
+        for name in ("auto", "python", "quicktok")
+    }
+    assert rendered["auto"] == rendered["python"] == rendered["quicktok"]
+
+
+# -- reading quicktok's files -----------------------------------------------------------
+
+
+def _vocab_bytes() -> bytes:
+    return Path(_loader.quicktok_data_file("o200k.vocab")).read_bytes()
+
+
+def test_checked_parse_agrees_with_the_pinned_fast_parse() -> None:
+    assert _loader.parse_vocab(_vocab_bytes()) == _loader.ordinary_ranks()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d[:-3],  # truncated
+        lambda d: d + b"\0",  # trailing bytes
+        lambda d: struct.pack("<I", 5) + d[4:],  # wrong count
+        lambda d: d[:4] + d[4:7] + d[11:],  # a record shifted: misaligned
+        lambda d: b"",
+    ],
+)
+def test_damaged_vocab_files_are_refused(damage) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(harmonia.VocabularyError, match="not in the expected format"):
+        _loader.parse_vocab(damage(_vocab_bytes()))
+
+
+def test_duplicate_rank_is_refused() -> None:
+    data = bytearray(_vocab_bytes())
+    # The first record is rank 0 (length 1): give it rank 1, which the second has too.
+    assert data[4:6] == b"\x01\x00"
+    data[7:11] = struct.pack("<I", 1)
+    with pytest.raises(harmonia.VocabularyError, match="not in the expected format"):
+        _loader.parse_vocab(bytes(data))
+
+
+def test_unpinned_vocab_file_is_checked_against_the_official_hash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_loader, "QUICKTOK_VOCAB_SHA256", "0" * 64)
+    assert _loader._load_ranks() == _loader.ordinary_ranks()
+
+
+def test_unreadable_vocab_format_falls_back_to_quicktok(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_loader, "_read", lambda name: b"not a vocabulary")
+    assert _loader._load_ranks() == _loader.ordinary_ranks()
+
+
+def test_wrong_vocabulary_is_refused_with_a_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    ranks = list(_loader.ordinary_ranks())
+    ranks[1000], ranks[1001] = ranks[1001], ranks[1000]
+    monkeypatch.setattr(_loader, "QUICKTOK_VOCAB_SHA256", "0" * 64)
+    monkeypatch.setattr(_loader, "parse_vocab", lambda data: ranks)
+    with pytest.raises(harmonia.VocabularyError, match="reinstall quicktok-v1"):
+        _loader._load_ranks()
+
+
+def test_unicode_class_table_is_parsed_and_damage_refused() -> None:
+    data = Path(_loader.quicktok_data_file("uniclass_o200k.bin")).read_bytes()
+    classes = _loader.parse_unicode_classes(data)
+    assert classes.signature(ord("a")) == _pybpe.LETTER | _pybpe.LOWER
+    assert classes.signature(ord("Q")) == _pybpe.LETTER | _pybpe.UPPER
+    assert classes.signature(ord("7")) == _pybpe.NUMBER
+    assert classes.signature(0x3000) == _pybpe.SPACE  # ideographic space
+    assert classes.signature(0x301) == _pybpe.UPPER | _pybpe.LOWER  # a combining mark
+    assert classes.signature(ord("!")) == 0
+    for damaged in (data[:-1], data + b"\0\0\0\0", b"\xff\xff\xff\xff"):
+        with pytest.raises(harmonia.VocabularyError, match="uniclass_o200k.bin"):
+            _loader.parse_unicode_classes(damaged)
+
+
+def test_auto_without_the_class_table_uses_quicktok(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_classes() -> _pybpe.UnicodeClasses:
+        raise harmonia.VocabularyError("no table")
+
+    monkeypatch.setattr(_loader, "unicode_classes", no_classes)
+    assert _loader._build("auto") is QUICK
+    with pytest.raises(harmonia.VocabularyError, match="no table"):
+        _loader._build("python")
