@@ -32,10 +32,17 @@ unit: $(STAMP)
 	$(PY) -m pytest
 
 # The reference corpus lives beside the repository (../shared); a plain clone
-# without it still runs everything else.
+# without it still runs everything else. It runs once per BPE engine: the default
+# (auto) and both of its tiers on their own, since auto may switch mid-run.
 corpus: $(STAMP)
 	@if [ -f $(CORPUS) ]; then \
-		$(PY) ../shared/golden/check_corpus.py $(CORPUS) | tail -n 15; \
+		$(PY) ../shared/golden/check_corpus.py $(CORPUS) | tail -n 15 | tee /dev/stderr \
+			| tail -n 1 | grep -Eq '^score: ([0-9]+)/\1$$' || exit 1; \
+		for engine in python quicktok; do \
+			echo "corpus with HARMONIA_BPE_ENGINE=$$engine:"; \
+			HARMONIA_BPE_ENGINE=$$engine $(PY) ../shared/golden/check_corpus.py $(CORPUS) \
+				| tail -n 1 | tee /dev/stderr | grep -Eq '^score: ([0-9]+)/\1$$' || exit 1; \
+		done; \
 	else echo "corpus: $(CORPUS) not found, skipped"; fi
 
 bench: $(STAMP)

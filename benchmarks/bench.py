@@ -63,7 +63,9 @@ except ImportError:  # running from a plain checkout: use the source tree
 
 from harmonia import _loader
 
-HARMONIA = "harmonia"
+HARMONIA = "harmonia"  # the default engine ("auto"), as users get it
+HARMONIA_PY = "harm-py"  # engine="python": the pure-Python tier on its own
+HARMONIA_QT = "harm-qt"  # engine="quicktok": quicktok built at load
 REFERENCE = "reference"
 QUICKTOK = "quicktok"
 TIKTOKEN = "tiktoken"
@@ -178,6 +180,7 @@ class Libraries:
     """Everything loaded once: the two libraries' encodings and the raw BPE engines."""
 
     harmonia_enc: Any
+    harmonia_py_enc: Any = None
     reference: ModuleType | None = None
     reference_enc: Any = None
     quicktok_enc: Any = None
@@ -190,9 +193,15 @@ class Libraries:
             sides.append((REFERENCE, self.reference, self.reference_enc))
         return sides
 
+    def render_sides(self) -> list[tuple[str, ModuleType, Any]]:
+        """Render workloads also time the pure-Python tier, which ``auto`` starts with."""
+        return [*self.sides(), (HARMONIA_PY, harmonia, self.harmonia_py_enc)]
+
 
 def load_libraries() -> Libraries:
-    libs = Libraries(harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS))
+    name = harmonia.HarmonyEncodingName.HARMONY_GPT_OSS
+    libs = Libraries(harmonia.load_harmony_encoding(name))
+    libs.harmonia_py_enc = harmonia.load_harmony_encoding(name, engine="python")
     try:
         ref = importlib.import_module("openai_harmony")
         libs.reference_enc = ref.load_harmony_encoding(ref.HarmonyEncodingName.HARMONY_GPT_OSS)
@@ -282,12 +291,13 @@ def prepare_render(
 ) -> tuple[Workload, dict[str, Any]]:
     wl = Workload(name, title)
     outputs: dict[str, Any] = {}
-    for label, mod, enc in libs.sides():
+    for label, mod, enc in libs.render_sides():
         wl.attempt(label, render_case, mod, enc, build, outputs, label)
     sample = next(iter(outputs.values()), None)
     if sample is not None:
         wl.notes.append(f"{len(sample)} tokens")
     compare(wl, outputs, "token ids", HARMONIA, REFERENCE)
+    compare(wl, outputs, "token ids", HARMONIA_PY, REFERENCE)
     return wl, outputs
 
 
@@ -476,10 +486,14 @@ LOAD_SCRIPT = (
     MEMORY_PROBE
     + r"""
 import json, time
+text = "Hi"
+if sys.argv[2] == "big":
+    import workloads
+    text = workloads.big_text()
 start = time.perf_counter()
 h = __import__(sys.argv[1])
 enc = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
-conv = h.Conversation.from_messages([h.Message.from_role_and_content(h.Role.USER, "Hi")])
+conv = h.Conversation.from_messages([h.Message.from_role_and_content(h.Role.USER, text)])
 tokens = enc.render_conversation_for_completion(conv, h.Role.ASSISTANT)
 seconds = time.perf_counter() - start
 rss, peak = memory_kib()
@@ -500,14 +514,23 @@ print(json.dumps({"rss_kib": rss, "peak_kib": peak}))
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     src = str(Path(harmonia.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    here = str(Path(__file__).resolve().parent)  # for ``import workloads``
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, here, env.get("PYTHONPATH")) if p)
     return env
 
 
-def run_load(module: str, env: dict[str, str]) -> dict[str, Any]:
+#: label -> (module, extra environment) for the fresh-process workloads
+LOAD_SIDES: dict[str, tuple[str, dict[str, str]]] = {
+    HARMONIA: ("harmonia", {}),
+    HARMONIA_QT: ("harmonia", {"HARMONIA_BPE_ENGINE": "quicktok"}),
+    REFERENCE: ("openai_harmony", {}),
+}
+
+
+def run_load(module: str, env: dict[str, str], text: str = "tiny") -> dict[str, Any]:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", LOAD_SCRIPT, module],
+        [sys.executable, "-c", LOAD_SCRIPT, module, text],
         env=env,
         capture_output=True,
         text=True,
@@ -522,33 +545,46 @@ def run_load(module: str, env: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-def measure_load(libs: Libraries, budget: Budget) -> tuple[Workload, Workload]:
-    title = "fresh process: import + load_harmony_encoding + first render of a tiny conversation"
-    wl = Workload("load", title)
-    mem = Workload("memory", "RSS of that process after the first render", unit="process")
-    mem.fmt = format_mib
-    modules = {HARMONIA: "harmonia"}
-    if libs.reference is not None:
-        modules[REFERENCE] = "openai_harmony"
+def run_fresh_processes(
+    wl: Workload, libs: Libraries, budget: Budget, text: str
+) -> dict[str, list[dict[str, Any]]]:
+    """``budget.load_runs`` fresh processes per side, the sides' order flipped every round."""
+    sides = {k: v for k, v in LOAD_SIDES.items() if k != REFERENCE or libs.reference is not None}
     env = subprocess_env()
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in modules}
-    labels = list(modules)
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in sides}
+    labels = list(sides)
     for rep in range(budget.load_runs):
         for label in labels if rep % 2 == 0 else labels[::-1]:
             if label in wl.errors:
                 continue
+            module, extra = sides[label]
             try:
-                runs[label].append(run_load(modules[label], env))
+                runs[label].append(run_load(module, {**env, **extra}, text))
             except Exception as exc:
                 wl.errors[label] = describe_error(exc)
+    return runs
+
+
+def measure_load(libs: Libraries, budget: Budget) -> tuple[Workload, Workload, Workload]:
+    title = "fresh process: import + load_harmony_encoding + first render of a tiny conversation"
+    wl = Workload("load", title)
+    mem = Workload("memory", "RSS of that process after the first render", unit="process")
+    mem.fmt = format_mib
+    runs = run_fresh_processes(wl, libs, budget, "tiny")
     summarise_load(wl, mem, runs)
+    cold = Workload("cold-120k", "fresh process: import + load + render the 120 KB message")
+    big_runs = run_fresh_processes(cold, libs, budget, "big")
+    summarise_load(cold, Workload("unused", ""), big_runs)
     baseline = subprocess.run(
-        [sys.executable, "-c", BASELINE_SCRIPT], capture_output=True, text=True, env=env
+        [sys.executable, "-c", BASELINE_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
     )
     with contextlib.suppress(ValueError, IndexError, KeyError):
         base = json.loads(baseline.stdout.strip().splitlines()[-1])["rss_kib"]
         mem.notes.append(f"a bare Python interpreter: RSS {base / 1024:.1f} MiB")
-    return wl, mem
+    return wl, mem, cold
 
 
 def summarise_load(wl: Workload, mem: Workload, runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -563,6 +599,7 @@ def summarise_load(wl: Workload, mem: Workload, runs: dict[str, list[dict[str, A
         mem.notes.append(f"{label}: peak RSS during start-up (VmHWM), median {peak:.1f} MiB")
     tokens = {label: results[0]["tokens"] for label, results in runs.items() if results}
     compare(wl, tokens, "first-render token ids", HARMONIA, REFERENCE)
+    compare(wl, tokens, "first-render token ids", HARMONIA_QT, REFERENCE)
 
 
 # -- goals --------------------------------------------------------------------------------
@@ -622,6 +659,10 @@ def print_workload(wl: Workload) -> None:
     ratio = wl.ratio(REFERENCE, HARMONIA)
     if ratio is not None:
         say(f"  ratio reference/harmonia: {ratio:.2f}x")
+    for side, what in ((HARMONIA_PY, "engine=python"), (HARMONIA_QT, "engine=quicktok")):
+        ratio = wl.ratio(REFERENCE, side)
+        if ratio is not None:
+            say(f"  ratio reference/harmonia with {what}: {ratio:.2f}x")
     raw = wl.ratio(HARMONIA, QUICKTOK)
     if raw is not None:
         say(f"  harmonia render / raw quicktok encode_ordinary: {raw:.2f}x")
@@ -776,6 +817,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results[name] = wl = run_workload(name, libs, budget, args.profile)
             if not args.profile:
                 print_workload(wl)
+    engine = libs.harmonia_enc._tokenizer.engine
+    say(
+        f"\nharmonia's default engine ({engine.name}) ended the run on: "
+        f"{getattr(engine, 'status', engine.name)}"
+    )
+    meta["auto engine at the end"] = getattr(engine, "status", engine.name)
     goals = [] if args.profile else print_goals(results)
     elapsed = time.perf_counter() - started
     say(f"\ntotal time {elapsed:.1f} s")
