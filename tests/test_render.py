@@ -394,3 +394,33 @@ def test_corrected_typescript_is_opt_in(enc: HarmonyEncoding) -> None:
     assert enc.decode_utf8(enc.render(one, RenderOptions(typescript="corrected"))) in fixed
     with pytest.raises(RenderError, match="unknown typescript mode"):
         enc.render(one, RenderOptions(typescript="pretty"))
+
+
+def test_message_text_cache_is_safe_to_reuse(enc: HarmonyEncoding) -> None:
+    from harmonia import _render
+
+    conv = Conversation.from_messages([msg(Role.USER, "Grüße, world"), msg(Role.USER, "Hi")])
+    first = enc.render_conversation(conv)
+    first.append(-1)  # a caller changing its result must not change the next render
+    again = enc.render_conversation(conv)
+    assert again == first[:-1]
+    assert again == enc.render_conversation(conv)
+    # A text too long to cache, and non-text content, still render and fail as before.
+    long_text = "word " * (_render._CACHED_TEXT_CHARS // 4)
+    assert enc.render(msg(Role.USER, long_text)) == enc.render(msg(Role.USER, long_text))
+    bad = Message.from_role_and_contents(Role.USER, ["a"])
+    bad.content[0].text = ["not", "a", "string"]  # type: ignore[attr-defined]
+    with pytest.raises(RenderError, match="expected a string, got list"):
+        enc.render(bad)
+
+
+def test_message_text_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harmonia import _render
+    from harmonia._tokenizer import get_tokenizer
+
+    renderer = _render.Renderer(get_tokenizer())
+    monkeypatch.setattr(_render, "_TEXT_CACHE_CHARS", 100)
+    for i in range(50):
+        renderer.render_message(msg(Role.USER, f"message number {i}"), False)
+    assert 0 < renderer._texts_size <= 100 + len("message number 49")
+    assert sum(map(len, renderer._texts)) == renderer._texts_size

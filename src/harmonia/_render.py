@@ -27,6 +27,10 @@ TYPESCRIPT_CORRECTED: Final = "corrected"
 
 _PIECE_CACHE_LIMIT: Final = 8192
 _CONTENT_CACHE_LIMIT: Final = 512
+# Message texts repeat: a chat server re-renders the whole history every turn.
+# Texts up to this long are cached, until the cached texts total _TEXT_CACHE_CHARS.
+_CACHED_TEXT_CHARS: Final = 4096
+_TEXT_CACHE_CHARS: Final = 1 << 20
 _CONSTRAIN_PREFIX: Final = "<|constrain|>"
 _SPACE: Final = [220]  # " "
 
@@ -50,6 +54,8 @@ class Renderer:
         self._encode = tokenizer.engine.encode_ordinary
         self._pieces: dict[str, list[int]] = {}
         self._contents: dict[tuple[object, ...], list[int]] = {}
+        self._texts: dict[str, list[int]] = {}
+        self._texts_size = 0  # characters held by _texts
 
     # -- encoding helpers -----------------------------------------------------
 
@@ -64,6 +70,19 @@ class Renderer:
             else:
                 reason = f"expected a string, got {type(text).__name__}"
             raise RenderError(reason, message_index=index, path=path) from None
+
+    def _message_text(self, text: str, index: int | None, path: str) -> list[int]:
+        """Encode a message's text; short ones are cached (callers never mutate the ids)."""
+        ids = self._texts.get(text) if type(text) is str else None
+        if ids is None:
+            ids = self._text(text, index, path)
+            if len(text) <= _CACHED_TEXT_CHARS:
+                if self._texts_size >= _TEXT_CACHE_CHARS:
+                    self._texts.clear()
+                    self._texts_size = 0
+                self._texts[text] = ids
+                self._texts_size += len(text)
+        return ids
 
     def _piece(self, text: str, index: int | None, path: str) -> list[int]:
         """Encode a short header piece, cached (these repeat in every message)."""
@@ -127,7 +146,7 @@ class Renderer:
         j: int,
     ) -> list[int]:
         if isinstance(part, TextContent):
-            return self._text(part.text, index, f"content[{j}].text")
+            return self._message_text(part.text, index, f"content[{j}].text")
         if isinstance(part, SystemContent):
             if role is not Role.SYSTEM:
                 raise RenderError(
