@@ -66,6 +66,7 @@ from harmonia import _loader
 HARMONIA = "harmonia"  # the default engine ("auto"), as users get it
 HARMONIA_PY = "harm-py"  # engine="python": the pure-Python tier on its own
 HARMONIA_QT = "harm-qt"  # engine="quicktok": quicktok built at load
+HARMONIA_NC = "harm-nc"  # the default engine, every render cache cleared before each call
 REFERENCE = "reference"
 QUICKTOK = "quicktok"
 TIKTOKEN = "tiktoken"
@@ -181,6 +182,7 @@ class Libraries:
 
     harmonia_enc: Any
     harmonia_py_enc: Any = None
+    harmonia_nc_enc: Any = None
     reference: ModuleType | None = None
     reference_enc: Any = None
     quicktok_enc: Any = None
@@ -194,14 +196,21 @@ class Libraries:
         return sides
 
     def render_sides(self) -> list[tuple[str, ModuleType, Any]]:
-        """Render workloads also time the pure-Python tier, which ``auto`` starts with."""
-        return [*self.sides(), (HARMONIA_PY, harmonia, self.harmonia_py_enc)]
+        """Render workloads also time the pure-Python tier, which ``auto`` starts with,
+        and renders that find nothing in harmonia's render caches."""
+        return [
+            *self.sides(),
+            (HARMONIA_PY, harmonia, self.harmonia_py_enc),
+            (HARMONIA_NC, harmonia, self.harmonia_nc_enc),
+        ]
 
 
 def load_libraries() -> Libraries:
     name = harmonia.HarmonyEncodingName.HARMONY_GPT_OSS
     libs = Libraries(harmonia.load_harmony_encoding(name))
     libs.harmonia_py_enc = harmonia.load_harmony_encoding(name, engine="python")
+    # Its own renderer (so clearing its caches leaves the default's alone), same engine.
+    libs.harmonia_nc_enc = type(libs.harmonia_enc)(name, libs.harmonia_enc._tokenizer)
     try:
         ref = importlib.import_module("openai_harmony")
         libs.reference_enc = ref.load_harmony_encoding(ref.HarmonyEncodingName.HARMONY_GPT_OSS)
@@ -279,6 +288,14 @@ def render_case(
 ) -> Callable[[], object]:
     conversation, role = build(mod), mod.Role.ASSISTANT
     outputs[label] = enc.render_conversation_for_completion(conversation, role)
+    if label == HARMONIA_NC:
+        clear = enc._renderer.clear_caches
+
+        def run_uncached() -> object:
+            clear()
+            return enc.render_conversation_for_completion(conversation, role)
+
+        return run_uncached
 
     def run() -> object:
         return enc.render_conversation_for_completion(conversation, role)
@@ -298,6 +315,7 @@ def prepare_render(
         wl.notes.append(f"{len(sample)} tokens")
     compare(wl, outputs, "token ids", HARMONIA, REFERENCE)
     compare(wl, outputs, "token ids", HARMONIA_PY, REFERENCE)
+    compare(wl, outputs, "token ids", HARMONIA_NC, REFERENCE)
     return wl, outputs
 
 
@@ -659,7 +677,12 @@ def print_workload(wl: Workload) -> None:
     ratio = wl.ratio(REFERENCE, HARMONIA)
     if ratio is not None:
         say(f"  ratio reference/harmonia: {ratio:.2f}x")
-    for side, what in ((HARMONIA_PY, "engine=python"), (HARMONIA_QT, "engine=quicktok")):
+    others = (
+        (HARMONIA_PY, "engine=python"),
+        (HARMONIA_QT, "engine=quicktok"),
+        (HARMONIA_NC, "no render caches"),
+    )
+    for side, what in others:
         ratio = wl.ratio(REFERENCE, side)
         if ratio is not None:
             say(f"  ratio reference/harmonia with {what}: {ratio:.2f}x")

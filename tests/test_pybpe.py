@@ -144,6 +144,8 @@ def test_tiered_engine_starts_in_python_and_switches_once_it_pays() -> None:
     assert results == [expected] * 5
     assert engine.status == "quicktok"
     assert build.calls == 1
+    assert engine._python is None  # the Python tables were released
+    assert engine.token_bytes(1000) == QUICK.token_bytes(1000)
 
 
 def test_tiered_engine_that_never_pays_never_builds() -> None:

@@ -57,6 +57,13 @@ class Renderer:
         self._texts: dict[str, list[int]] = {}
         self._texts_size = 0  # characters held by _texts
 
+    def clear_caches(self) -> None:
+        """Forget every cached encoding (the benchmark uses this to time cold renders)."""
+        self._pieces.clear()
+        self._contents.clear()
+        self._texts.clear()
+        self._texts_size = 0
+
     # -- encoding helpers -----------------------------------------------------
 
     def _text(self, text: str, index: int | None, path: str) -> list[int]:

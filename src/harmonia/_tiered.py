@@ -46,7 +46,7 @@ class TieredEngine:
         build_fast: Callable[[], Encoder],
         switch_after_seconds: float = DEFAULT_SWITCH_AFTER_SECONDS,
     ) -> None:
-        self._python = python
+        self._python: Encoder | None = python  # dropped after the switch, to free its tables
         self._build_fast = build_fast
         self._fast: Callable[[str], list[int]] | None = None
         # Updated without a lock: a lost update between threads only moves the
@@ -66,11 +66,15 @@ class TieredEngine:
         return "python"
 
     def encode_ordinary(self, text: str) -> list[int]:
+        # Read the Python encoder before the fast one: switch() publishes the fast
+        # encoder first and drops the Python one after, so one of the two is set.
+        python = self._python
         fast = self._fast
         if fast is not None:
             return fast(text)
+        assert python is not None
         start = perf_counter()
-        ids = self._python.encode_ordinary(text)
+        ids = python.encode_ordinary(text)
         self._seconds_left -= perf_counter() - start
         if self._seconds_left < 0 and self._failure is None:
             self.switch()
@@ -79,9 +83,17 @@ class TieredEngine:
     def switch(self) -> Callable[[str], list[int]]:
         """Build the fast encoder now (if not yet built) and use it from now on."""
         with self._lock:
+            python = self._python
             if self._fast is None and self._failure is None:
                 try:
-                    self._fast = self._build_fast().encode_ordinary
+                    fast = self._build_fast()
                 except Exception as exc:  # keep encoding in Python: never fail a render
                     self._failure = str(exc) or type(exc).__name__
-        return self._fast or self._python.encode_ordinary
+                else:
+                    self._fast = fast.encode_ordinary
+                    self.token_bytes = fast.token_bytes
+                    self._python = None  # its rank table and piece cache can go
+        if self._fast is not None:
+            return self._fast
+        assert python is not None
+        return python.encode_ordinary
