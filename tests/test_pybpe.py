@@ -6,6 +6,7 @@ import random
 import struct
 import sys
 import threading
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 import harmonia
 from harmonia import _loader, _pybpe, _tiered
 from harmonia._tokenizer import Tokenizer
+from harmonia._unicode16 import UNICODE_16_OVERRIDES
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
 import workloads
@@ -300,3 +302,80 @@ def test_auto_without_the_class_table_uses_quicktok(monkeypatch: pytest.MonkeyPa
     assert _loader._build("auto") is QUICK
     with pytest.raises(harmonia.VocabularyError, match="no table"):
         _loader._build("python")
+    # quicktok itself then loads its own bundled files, as they are.
+    bundled = _loader._build("quicktok")
+    assert bundled is not QUICK
+    assert bundled.encode_ordinary("Hello, world") == QUICK.encode_ordinary("Hello, world")
+
+
+# -- the reference's Unicode version and its case folding ------------------------------
+
+
+def _raw_quicktok_classes() -> _pybpe.UnicodeClasses:
+    data = Path(_loader.quicktok_data_file("uniclass_o200k.bin")).read_bytes()
+    return _loader.parse_unicode_classes(data)
+
+
+def test_classes_follow_unicode_16_where_quicktoks_table_is_newer() -> None:
+    raw, ours = _raw_quicktok_classes(), _loader.unicode_classes()
+    tangut_component = 0x18DD0  # assigned (a letter) in Unicode 17 only
+    assert raw.signature(tangut_component) == _pybpe.LETTER | _pybpe.UPPER | _pybpe.LOWER
+    assert ours.signature(tangut_component) == 0
+    assert raw.signature(0x295) != ours.signature(0x295) == _pybpe.LETTER | _pybpe.LOWER
+    # Unassigned in Unicode 16, it is punctuation-like: it joins the "%".
+    assert PY.split("\U00018dd0%xxt") == ["\U00018dd0%", "xxt"]
+    assert QUICK.encode_ordinary("\U00018dd0%xxt") == PY.encode_ordinary("\U00018dd0%xxt")
+    # Everywhere else the two tables agree.
+    for cp in random.Random(5).sample(range(0x110000), 20000):
+        if not any(lo <= cp <= hi for lo, hi, _ in UNICODE_16_OVERRIDES):
+            assert raw.signature(cp) == ours.signature(cp), hex(cp)
+
+
+def test_long_s_counts_as_s_in_contractions_in_every_engine() -> None:
+    # The reference folds case the Unicode way, so "'ſ" is the contraction "'s".
+    assert PY.split(" I'\u017f") == [" I'\u017f"]
+    assert PY.split(" I's") == [" I's"]
+    text = " I'\u017f and it'\u017f"
+    assert QUICK.encode_ordinary(text) == PY.encode_ordinary(text)
+    assert QUICK._quick(text) != PY.encode_ordinary(text)  # quicktok alone would differ
+    assert "\u017f" in PY.split("a\u017fb")[0]  # elsewhere it is just a letter
+
+
+def test_class_table_round_trips_through_quicktoks_format() -> None:
+    ours = _loader.unicode_classes()
+    again = _loader.parse_unicode_classes(_loader.unicode_classes_bytes(ours))
+    for bit in _pybpe.CLASS_BITS:
+        assert again.ranges(bit) == ours.ranges(bit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 6)), max_size=8),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 6), st.integers(0, 31)), max_size=5),
+)
+def test_overrides_behave_like_sets(
+    raw: list[tuple[int, int]], raw_overrides: list[tuple[int, int, int]]
+) -> None:
+    def disjoint(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        taken: set[int] = set()
+        out = []
+        for start, width in sorted(spans):
+            cps = set(range(start, start + width + 1))
+            if not cps & taken:
+                taken |= cps
+                out.append((start, start + width))
+        return out
+
+    base = disjoint(raw)
+    spans = disjoint([(s, w) for s, w, _ in raw_overrides])
+    sigs = {s: sig for s, _, sig in raw_overrides}
+    overrides = [(lo, hi, sigs[lo]) for lo, hi in spans]
+    classes = _pybpe.UnicodeClasses([base] * 5).with_overrides(overrides)
+    for cp in range(0, 70):
+        forced = [sig for lo, hi, sig in overrides if lo <= cp <= hi]
+        inside = any(lo <= cp <= hi for lo, hi in base)
+        expected = forced[0] if forced else (0b11111 if inside else 0)
+        assert classes.signature(cp) == expected
+    for bit in _pybpe.CLASS_BITS:
+        ranges = classes.ranges(bit)
+        assert all(a[1] + 1 < b[0] for a, b in pairwise(ranges))

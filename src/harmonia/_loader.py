@@ -18,16 +18,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shutil
 import struct
+import tempfile
 import threading
 from collections.abc import Callable
 from importlib.util import find_spec
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._errors import VocabularyError
 from ._pybpe import CLASS_BITS, PythonBpe, UnicodeClasses
 from ._special_tokens import N_ORDINARY
 from ._tiered import TieredEngine
+from ._unicode16 import UNICODE_16_OVERRIDES
 
 #: sha256 of the official ``o200k_base.tiktoken`` file.
 O200K_BASE_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
@@ -65,24 +68,70 @@ class BpeEngine(Protocol):
     def token_bytes(self, rank: int) -> bytes: ...
 
 
+def _import_quicktok() -> Any:
+    try:
+        import quicktok
+    except ImportError as exc:  # pragma: no cover - quicktok is a hard dependency
+        raise VocabularyError(
+            "the quicktok engine is not installed: pip install quicktok-v1"
+        ) from exc
+    return quicktok
+
+
 class _QuicktokEngine:
+    """quicktok, made to split text exactly as the reference does.
+
+    Two differences are closed: quicktok's class table is newer Unicode than the
+    reference's, so it is built from a data directory holding the reference's
+    classes (``unicode_classes()``) beside quicktok's own vocabulary; and quicktok
+    matches the ``'s`` contraction in ASCII only, where the reference folds case
+    the Unicode way (``'ſ``, long s, counts), so the rare text holding ``'ſ`` is
+    encoded by the pure-Python encoder, which follows the reference there.
+    """
+
     name = "quicktok"
 
-    def __init__(self) -> None:
+    def __init__(
+        self, classes: UnicodeClasses | None, python: Callable[[], BpeEngine] | None
+    ) -> None:
+        """Without ``classes`` (their file unreadable) quicktok uses its bundled files
+        as they are; without ``python`` no text is sent to Python."""
+        quicktok = _import_quicktok()
         try:
-            import quicktok
-        except ImportError as exc:  # pragma: no cover - quicktok is a hard dependency
-            raise VocabularyError(
-                "the quicktok engine is not installed: pip install quicktok-v1"
-            ) from exc
-        try:
-            # o200k_base, not quicktok's o200k_harmony: harmonia handles every
-            # special token itself, so only the ordinary ranks are used.
-            self._tok = quicktok.get_encoding("o200k_base")
-        except Exception as exc:
+            if classes is None:
+                tok = quicktok.get_encoding("o200k_base")
+            else:
+                with tempfile.TemporaryDirectory(prefix="harmonia-quicktok-") as directory:
+                    _write_quicktok_data(directory, classes)
+                    # quicktok reads the files while it builds: the directory can go.
+                    tok = quicktok.Tokenizer("o200k_base", directory)
+        except (OSError, RuntimeError) as exc:
             raise VocabularyError(f"quicktok could not load o200k_base: {exc}") from exc
-        self.encode_ordinary: Callable[[str], list[int]] = self._tok.encode_ordinary
-        self.token_bytes: Callable[[int], bytes] = self._tok.decode_single_token_bytes
+        # o200k_base, not quicktok's o200k_harmony: harmonia handles every special
+        # token itself, so only the ordinary ranks are used.
+        self._quick: Callable[[str], list[int]] = tok.encode_ordinary
+        self._python = python
+        self.token_bytes: Callable[[int], bytes] = tok.decode_single_token_bytes
+        if python is None:
+            self.encode_ordinary = self._quick  # type: ignore[method-assign]
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        # ``in`` raises TypeError for what is not text, as quicktok would.
+        if "\u017f" in text and "'\u017f" in text and self._python is not None:
+            return self._python().encode_ordinary(text)
+        return self._quick(text)
+
+
+def _write_quicktok_data(directory: str, classes: UnicodeClasses) -> None:
+    """quicktok's o200k_base files, with ``classes`` as its class table."""
+    with open(os.path.join(directory, "uniclass_o200k.bin"), "wb") as f:
+        f.write(unicode_classes_bytes(classes))
+    for name in ("o200k.vocab", "o200k.special"):
+        source, target = quicktok_data_file(name), os.path.join(directory, name)
+        try:
+            os.symlink(source, target)
+        except OSError:  # no symlinks here (some Windows setups): copy instead
+            shutil.copyfile(source, target)
 
 
 class _TiktokenEngine:
@@ -186,8 +235,12 @@ def _load_ranks() -> list[bytes]:
 
 
 def _ranks_through_quicktok() -> list[bytes]:
-    # A private instance: the registry's lock may be held by a thread waiting on ours.
-    token_bytes = _QuicktokEngine().token_bytes
+    # quicktok's own loader, not the registry's engine: that one needs the class
+    # table, whose lock a caller of this function may hold.
+    try:
+        token_bytes = _import_quicktok().get_encoding("o200k_base").decode_single_token_bytes
+    except RuntimeError as exc:
+        raise VocabularyError(f"quicktok could not load o200k_base: {exc}") from exc
     return [token_bytes(i) for i in range(N_ORDINARY)]
 
 
@@ -223,19 +276,36 @@ def parse_unicode_classes(data: bytes) -> UnicodeClasses:
     return UnicodeClasses(classes)
 
 
+def unicode_classes_bytes(classes: UnicodeClasses) -> bytes:
+    """``classes`` in quicktok's format (the inverse of :func:`parse_unicode_classes`)."""
+    out = bytearray()
+    for bit in CLASS_BITS:
+        ranges = classes.ranges(bit)
+        out += struct.pack("<I", len(ranges))
+        for lo, hi in ranges:
+            out += struct.pack("<II", lo, hi)
+    return bytes(out)
+
+
 def unicode_classes() -> UnicodeClasses:
-    """The Unicode classes of o200k's pattern, exactly as quicktok splits text."""
+    """The Unicode classes of o200k's pattern as the reference sees them: quicktok's
+    table, corrected to Unicode 16.0 where it is newer (see ``_unicode16``)."""
     global _classes
     if _classes is None:
         with _lock:
             if _classes is None:
-                _classes = parse_unicode_classes(_read("uniclass_o200k.bin"))
+                table = parse_unicode_classes(_read("uniclass_o200k.bin"))
+                _classes = table.with_overrides(UNICODE_16_OVERRIDES)
     return _classes
 
 
 def _build(name: str) -> BpeEngine:
     if name == "quicktok":
-        return _QuicktokEngine()
+        try:
+            classes = unicode_classes()
+        except VocabularyError:  # quicktok can still load its own copy
+            return _QuicktokEngine(None, None)
+        return _QuicktokEngine(classes, lambda: get_engine("python"))
     if name == "tiktoken":
         return _TiktokenEngine(ordinary_ranks())
     try:

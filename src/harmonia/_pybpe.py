@@ -49,8 +49,22 @@ class UnicodeClasses:
     def __init__(self, ranges: Sequence[Ranges]) -> None:
         if len(ranges) != len(CLASS_BITS):
             raise ValueError(f"expected {len(CLASS_BITS)} classes, got {len(ranges)}")
+        self._ranges = [list(rs) for rs in ranges]
         self._starts = [[lo for lo, _ in rs] for rs in ranges]
         self._ends = [[hi for _, hi in rs] for rs in ranges]
+
+    def ranges(self, bit: int) -> list[tuple[int, int]]:
+        """One class's members as sorted, disjoint, inclusive ranges."""
+        return list(self._ranges[CLASS_BITS.index(bit)])
+
+    def with_overrides(self, overrides: Sequence[tuple[int, int, int]]) -> UnicodeClasses:
+        """A copy where each ``(first, last, signature)`` range has that signature."""
+        classes = []
+        for bit, ranges in zip(CLASS_BITS, self._ranges, strict=True):
+            kept = _subtract(ranges, [(lo, hi) for lo, hi, _ in overrides])
+            added = [(lo, hi) for lo, hi, sig in overrides if sig & bit]
+            classes.append(_merge(sorted(kept + added)))
+        return UnicodeClasses(classes)
 
     def signature(self, code_point: int) -> int:
         sig = 0
@@ -65,6 +79,35 @@ class UnicodeClasses:
         ascii_members = [chr(c) for c in range(128) if self.signature(c) & bit]
         stand_ins = [chr(_STAND_IN + s) for s in range(32) if s & bit]
         return "".join(ascii_members + stand_ins)
+
+
+def _subtract(ranges: Ranges, holes: Ranges) -> list[tuple[int, int]]:
+    """``ranges`` without the code points of ``holes`` (both sorted and disjoint)."""
+    out = []
+    first = 0  # holes before this index end before the current range
+    for lo, hi in ranges:
+        while first < len(holes) and holes[first][1] < lo:
+            first += 1
+        k = first
+        while k < len(holes) and holes[k][0] <= hi:
+            if holes[k][0] > lo:
+                out.append((lo, holes[k][0] - 1))
+            lo = max(lo, holes[k][1] + 1)
+            k += 1
+        if lo <= hi:
+            out.append((lo, hi))
+    return out
+
+
+def _merge(ranges: Ranges) -> list[tuple[int, int]]:
+    """Sorted ranges with touching or overlapping neighbours joined."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _charset(chars: str, negate: bool = False) -> str:
@@ -92,11 +135,18 @@ def split_pattern(classes: UnicodeClasses) -> re.Pattern[str]:
     return re.compile("|".join(alternatives))
 
 
+#: Non-ASCII letters that o200k's case-insensitive contractions (``'s``, ``'ll``, ...)
+#: match, as the reference's regex engine folds case: the long s is an ``s``.
+#: They keep their classes when translated to the ASCII letter.
+CASE_FOLDS_TO_ASCII = {0x17F: ord("s")}
+
+
 class _StandIns(dict[int, int]):
     """``str.translate`` table: ASCII to itself, anything else to its stand-in."""
 
     def __init__(self, classes: UnicodeClasses) -> None:
         super().__init__((c, c) for c in range(128))
+        self.update(CASE_FOLDS_TO_ASCII)
         self._classes = classes
 
     def __missing__(self, code_point: int) -> int:
