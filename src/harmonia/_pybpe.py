@@ -2,9 +2,10 @@
 
 Why it exists: quicktok encodes fastest, but building its tables takes about half
 a second of CPU with the GIL held, longer than the reference library takes to
-load. This encoder needs only the ranks and quicktok's Unicode class table (both
-read by ``_loader``), so harmonia can load fast and still encode exactly; the
-tiered engine (``_tiered``) hands heavy workloads over to quicktok later.
+load. This encoder needs only the ranks and a Unicode class table (quicktok's,
+corrected to the reference's Unicode 16.0 by ``_loader``), so harmonia can load
+fast and still encode exactly; the tiered engine (``_tiered``) hands heavy
+workloads over to quicktok later.
 
 How it splits text: o200k's pre-tokenisation pattern only asks five questions
 of a character (letter? number? whitespace? "upper-ish"? "lower-ish"?). Every
@@ -12,6 +13,8 @@ non-ASCII character is therefore replaced by one of 32 private-use stand-ins tha
 answers those questions the same way (``str.translate``, cached per character),
 and a stdlib ``re`` pattern written over ASCII plus the stand-ins does the split.
 The stand-ins keep every index, so the pieces are cut from the original text.
+One letter maps to an ASCII letter instead: long s, which the reference's
+case-insensitive contractions treat as ``s`` (``'ſ`` is ``'s``).
 Each piece is then merged by the usual BPE rule: repeatedly join the adjacent pair
 whose concatenation has the lowest rank, leftmost first.
 """
