@@ -112,8 +112,6 @@ class _QuicktokEngine:
         self._quick: Callable[[str], list[int]] = tok.encode_ordinary
         self._python = python
         self.token_bytes: Callable[[int], bytes] = tok.decode_single_token_bytes
-        if python is None:
-            self.encode_ordinary = self._quick  # type: ignore[method-assign]
 
     def encode_ordinary(self, text: str) -> list[int]:
         # ``in`` raises TypeError for what is not text, as quicktok would.
