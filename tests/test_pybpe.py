@@ -129,7 +129,7 @@ class _CountingBuild:
         self.calls = 0
         self.fail = fail
 
-    def __call__(self) -> _tiered.Encoder:
+    def __call__(self) -> _tiered.BpeEngine:
         self.calls += 1
         if self.fail:
             raise OSError("no tables today")

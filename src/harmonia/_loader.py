@@ -24,12 +24,12 @@ import tempfile
 import threading
 from collections.abc import Callable
 from importlib.util import find_spec
-from typing import Any, Protocol
+from typing import Any
 
 from ._errors import VocabularyError
 from ._pybpe import CLASS_BITS, PythonBpe, UnicodeClasses
 from ._special_tokens import N_ORDINARY
-from ._tiered import TieredEngine
+from ._tiered import BpeEngine, TieredEngine
 from ._unicode16 import UNICODE_16_OVERRIDES
 
 #: sha256 of the official ``o200k_base.tiktoken`` file.
@@ -56,16 +56,6 @@ QUICKTOK_VOCAB_SHA256 = "6b17521f79788c7ace48fc75f6edde125637a90b0018427e68f28d0
 DEFAULT_ENGINE = "auto"
 ENGINE_ENV_VAR = "HARMONIA_BPE_ENGINE"
 ENGINES = ("auto", "python", "quicktok", "tiktoken")
-
-
-class BpeEngine(Protocol):
-    """What harmonia needs from a BPE engine: ordinary text to ranks, ranks to bytes."""
-
-    name: str
-
-    def encode_ordinary(self, text: str) -> list[int]: ...
-
-    def token_bytes(self, rank: int) -> bytes: ...
 
 
 def _import_quicktok() -> Any:

@@ -27,7 +27,9 @@ from typing import Protocol
 DEFAULT_SWITCH_AFTER_SECONDS = 0.5
 
 
-class Encoder(Protocol):
+class BpeEngine(Protocol):
+    """What harmonia needs from a BPE engine: ordinary text to ranks, ranks to bytes."""
+
     name: str
 
     def encode_ordinary(self, text: str) -> list[int]: ...
@@ -42,11 +44,11 @@ class TieredEngine:
 
     def __init__(
         self,
-        python: Encoder,
-        build_fast: Callable[[], Encoder],
+        python: BpeEngine,
+        build_fast: Callable[[], BpeEngine],
         switch_after_seconds: float = DEFAULT_SWITCH_AFTER_SECONDS,
     ) -> None:
-        self._python: Encoder | None = python  # dropped after the switch, to free its tables
+        self._python: BpeEngine | None = python  # dropped after the switch, to free its tables
         self._build_fast = build_fast
         self._fast: Callable[[str], list[int]] | None = None
         # Updated without a lock: a lost update between threads only moves the

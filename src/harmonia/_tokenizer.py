@@ -14,8 +14,9 @@ from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from ._errors import DecodeError, DisallowedSpecialTokenError, InputError
-from ._loader import BpeEngine, get_engine, ordinary_ranks
+from ._loader import get_engine, ordinary_ranks
 from ._special_tokens import N_ORDINARY, N_VOCAB, SPECIAL_TOKEN_TEXT, SPECIAL_TOKENS
+from ._tiered import BpeEngine
 
 #: Every special token's text.
 SPECIAL_TOKENS_SET: frozenset[str] = frozenset(SPECIAL_TOKENS)
