@@ -25,6 +25,8 @@ from ._errors import (
     ModelOutputError,
     ParseError,
     RenderError,
+    SandboxUnavailableError,
+    ToolError,
     VocabularyError,
 )
 from ._loader import verify_vocabulary, write_tiktoken_file
@@ -80,10 +82,12 @@ __all__ = [
     "ResponseFormat",
     "Role",
     "StreamState",
+    "SandboxUnavailableError",
     "StreamableParser",
     "SystemContent",
     "TextContent",
     "ToolDescription",
+    "ToolError",
     "ToolNamespaceConfig",
     "VocabularyError",
     "load_harmony_encoding",

@@ -98,3 +98,21 @@ class ParseError(ModelOutputError):
 
 class VocabularyError(HarmonyError):
     """The tokenizer vocabulary is missing, corrupt or cannot be loaded."""
+
+
+class ToolError(HarmonyError):
+    """A tool failed, or was called in a way it cannot serve.
+
+    ``tool`` names the tool (the recipient, such as ``"browser.open"`` or
+    ``"functions.get_weather"``). Tool runtimes raise it; the dispatcher turns
+    it into a reply message the model can read, so it never escapes an agent
+    loop. ``message`` is written for the model: what was wrong and what is valid.
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        self.tool = tool
+        super().__init__(message)
+
+
+class SandboxUnavailableError(ToolError):
+    """The python tool's sandbox cannot start here; the message says why and how to fix it."""
