@@ -20,6 +20,7 @@ from ._enums import HarmonyEncodingName, ReasoningEffort, Role, StreamState
 from ._errors import (
     DecodeError,
     DisallowedSpecialTokenError,
+    EngineError,
     HarmonyError,
     InputError,
     ModelOutputError,
@@ -62,6 +63,7 @@ __all__ = [
     "DeveloperContent",
     "Diagnostic",
     "DisallowedSpecialTokenError",
+    "EngineError",
     "HarmonyEncoding",
     "HarmonyEncodingName",
     "HarmonyError",

@@ -114,5 +114,18 @@ class ToolError(HarmonyError):
         super().__init__(message)
 
 
+class EngineError(HarmonyError):
+    """An inference engine failed: unreachable, refused the request, or broke mid-stream.
+
+    ``engine`` names the engine (``"vllm"``, ``"llama.cpp"``, ``"transformers"``, ...)
+    and ``url`` the address it was reached at, when there is one.
+    """
+
+    def __init__(self, message: str, *, engine: str | None = None, url: str | None = None) -> None:
+        self.engine = engine
+        self.url = url
+        super().__init__(message)
+
+
 class SandboxUnavailableError(ToolError):
     """The python tool's sandbox cannot start here; the message says why and how to fix it."""
