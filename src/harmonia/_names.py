@@ -1,0 +1,72 @@
+"""The harmony vocabulary, named once.
+
+Channels, tool namespaces, content types and the ``<|constrain|>`` marker are
+words of the format; the renderer, the parser, the turn layer, the OpenAI
+conversions, constrained decoding and the tools all spell them from here. The
+modes users choose between are ``Literal`` types, so a type checker catches a
+misspelt mode and the CLI derives its ``choices`` from the same tuple.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final, Literal, get_args
+
+# Channels the format defines (the system message's ``# Valid channels`` line).
+ANALYSIS: Final = "analysis"
+COMMENTARY: Final = "commentary"
+FINAL: Final = "final"
+CHANNELS: Final = (ANALYSIS, COMMENTARY, FINAL)
+
+# Tool namespaces: ``functions`` in the developer message, the built-ins in the system message.
+FUNCTIONS: Final = "functions"
+BROWSER: Final = "browser"
+PYTHON: Final = "python"
+BUILTIN_NAMESPACES: Final = (BROWSER, PYTHON)
+
+# A tool's reply is addressed back to the assistant.
+ASSISTANT: Final = "assistant"
+
+# Content types. ``<|constrain|>`` is a special token that may open a content
+# type (``<|constrain|>json``): the only special token inside a header.
+CONSTRAIN: Final = "<|constrain|>"
+JSON: Final = "json"
+CODE: Final = "code"
+CONSTRAIN_JSON: Final = CONSTRAIN + JSON
+
+TypeScriptMode = Literal["reference", "corrected"]
+"""How tool schemas become TypeScript: byte-exact with the reference, or corrected."""
+TYPESCRIPT_MODES: Final[tuple[TypeScriptMode, ...]] = get_args(TypeScriptMode)
+
+CotPolicyName = Literal["reference", "guide", "keep_all"]
+"""Which earlier analysis messages a rendering drops (see ``harmonia.COT_POLICIES``)."""
+COT_POLICY_NAMES: Final[tuple[CotPolicyName, ...]] = get_args(CotPolicyName)
+
+EngineName = Literal["auto", "python", "quicktok", "tiktoken"]
+"""The BPE engines the tokenizer can run on."""
+ENGINE_NAMES: Final[tuple[EngineName, ...]] = get_args(EngineName)
+
+
+class DiagnosticKind(str, enum.Enum):
+    """What a diagnostic reports, for the parser's recoveries and the turn layer alike.
+
+    The values are stable strings (they appear in JSON output and logs).
+    """
+
+    # The parser's lenient recoveries.
+    JUNK_BETWEEN_MESSAGES = "junk-between-messages"
+    MISSING_START = "missing-start"
+    REPEATED_START = "repeated-start"
+    MISSING_MESSAGE = "missing-message"
+    TRUNCATED = "truncated"
+    HEADER_REPAIRED = "header-repaired"
+    INVALID_UTF8 = "invalid-utf8"
+    INVALID_TOKEN = "invalid-token"
+    # Reading a turn of model output into items.
+    MISSING_END = "missing-end"
+    SPECIAL_TOKEN_IN_CONTENT = "special-token-in-content"
+    HEADER_TEXT = "header-text"
+    FOREIGN_AUTHOR = "foreign-author"
+    CONTENT_TYPE_AS_RECIPIENT = "content-type-as-recipient"
+    UNKNOWN_CHANNEL = "unknown-channel"
+    DELTA_MISMATCH = "delta-mismatch"
