@@ -1,0 +1,236 @@
+"""One dispatch for every tool call: find the runtime, run it, answer on the caller's channel.
+
+:class:`Toolbox` holds runtimes by namespace. ``dispatch(message)`` resolves
+the message's recipient (aliases included, see :mod:`._route`), runs the call
+with a timeout and returns the reply the guide shows::
+
+    <|start|>{tool} to=assistant<|channel|>{channel}<|message|>{output}<|end|>
+
+Every failure (an unknown tool, arguments the runtime rejects, an exception in
+the tool, a timeout) becomes such a reply, with text the model can act on.
+Calls to namespaces the caller declared with :meth:`Toolbox.declare` are not
+run: ``dispatch`` returns ``None`` and the caller answers them itself (as a
+Chat Completions client answers ``tool_calls``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Literal
+
+from .. import (
+    Author,
+    InputError,
+    Message,
+    Role,
+    TextContent,
+    ToolError,
+    ToolNamespaceConfig,
+)
+from .._names import ASSISTANT, BUILTIN_NAMESPACES
+from ._base import Tool, ToolCall, ToolOutput
+from ._route import call_from_fields, is_tool_recipient
+
+logger = logging.getLogger("harmonia.tools")
+
+#: Seconds a call may run before the dispatcher cancels it and answers with a
+#: timeout. Above the python tool's own 120 s so that its message wins.
+DEFAULT_TIMEOUT = 180.0
+
+# An exception's text is quoted to the model up to this many characters.
+_EXCEPTION_QUOTE_LIMIT = 500
+
+
+class Toolbox:
+    """Runtimes by namespace, their declarations, and the dispatch of calls to them.
+
+    >>> box = Toolbox()
+    >>> box.declare(ToolNamespaceConfig("functions", None, []))
+    >>> box.namespaces
+    ['functions']
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), *, timeout: float | None = DEFAULT_TIMEOUT):
+        self._tools: dict[str, Tool] = {}
+        self._timeouts: dict[str, float | None] = {}
+        self._declared: dict[str, ToolNamespaceConfig] = {}
+        self.timeout = timeout
+        for tool in tools:
+            self.add(tool)
+
+    # -- registration ---------------------------------------------------------
+
+    def add(self, tool: Tool, *, timeout: float | Literal["default"] | None = "default") -> None:
+        """Register a runtime for its namespace; ``timeout`` (seconds, ``None`` for none)
+        overrides the toolbox's for its calls."""
+        namespace = tool.namespace
+        if namespace in self._tools or namespace in self._declared:
+            raise InputError(f"namespace {namespace!r} is already registered in this toolbox")
+        self._tools[namespace] = tool
+        if timeout != "default":
+            self._timeouts[namespace] = timeout
+
+    def declare(self, config: ToolNamespaceConfig) -> None:
+        """Declare a namespace whose calls the caller runs: ``dispatch`` returns ``None``."""
+        if config.name in self._tools or config.name in self._declared:
+            raise InputError(f"namespace {config.name!r} is already registered in this toolbox")
+        self._declared[config.name] = config
+
+    @property
+    def namespaces(self) -> list[str]:
+        """Every namespace, run here or declared for the caller."""
+        return [*self._tools, *self._declared]
+
+    def tool(self, namespace: str) -> Tool | None:
+        """The runtime serving ``namespace``, if any."""
+        return self._tools.get(namespace)
+
+    # -- declarations ---------------------------------------------------------
+
+    def namespace_configs(self) -> list[ToolNamespaceConfig]:
+        """Every namespace's declaration, runtimes first, in registration order."""
+        configs = [tool.namespace_config() for tool in self._tools.values()]
+        return configs + list(self._declared.values())
+
+    def system_tools(self) -> list[ToolNamespaceConfig]:
+        """The built-ins (``browser``, ``python``): they go into the system message."""
+        return [c for c in self.namespace_configs() if c.name in BUILTIN_NAMESPACES]
+
+    def developer_tools(self) -> list[ToolNamespaceConfig]:
+        """``functions`` and every other namespace: they go into the developer message."""
+        return [c for c in self.namespace_configs() if c.name not in BUILTIN_NAMESPACES]
+
+    # -- calls ----------------------------------------------------------------
+
+    def parse_call(self, message: Message, *, call_id: str | None = None) -> ToolCall:
+        """The :class:`ToolCall` a message makes, its recipient resolved.
+
+        Raises :class:`harmonia.InputError` when the message is not a tool call
+        (no recipient, or one addressed to ``assistant``/``all``/a role).
+        """
+        if not is_tool_recipient(message.recipient):
+            raise InputError(
+                f"message with recipient {message.recipient!r} is not a tool call; "
+                "check is_tool_call(message) before dispatching"
+            )
+        assert message.recipient is not None
+        return call_from_fields(
+            message.recipient,
+            message.text,
+            namespaces=self.namespaces,
+            functions=self._function_names(),
+            channel=message.channel,
+            content_type=message.content_type,
+            call_id=call_id,
+        )
+
+    def owns(self, call: ToolCall) -> bool:
+        """Whether the toolbox runs this call (``False`` for declared namespaces)."""
+        return call.namespace not in self._declared
+
+    async def run(self, call: ToolCall) -> ToolOutput:
+        """Run one call and return its output; never raises (but passes cancellation on)."""
+        tool = self._tools.get(call.namespace)
+        if tool is None:
+            return _error(self._unknown(call))
+        timeout = self._timeouts.get(call.namespace, self.timeout)
+        try:
+            return await asyncio.wait_for(tool.call(call), timeout)
+        except ToolError as exc:
+            return _error(f"Error: {exc}")
+        except asyncio.TimeoutError:
+            return _error(
+                f"Error: {call.recipient} did not answer within {timeout:g} seconds and was "
+                "cancelled. Try a smaller or simpler request."
+            )
+        except Exception as exc:  # a runtime's bug must not end the caller's loop
+            logger.warning("tool %s raised", call.recipient, exc_info=True)
+            text = str(exc)[:_EXCEPTION_QUOTE_LIMIT]
+            return _error(f"Error: {call.recipient} failed: {type(exc).__name__}: {text}")
+
+    async def dispatch(self, message: Message, *, call_id: str | None = None) -> Message | None:
+        """Run the call ``message`` makes and return the reply; ``None`` for declared namespaces.
+
+        The reply is ``Message(author=Author(Role.TOOL, <canonical recipient>),
+        recipient="assistant", channel=<the call's channel>)`` with the output as
+        its one text part.
+        """
+        call = self.parse_call(message, call_id=call_id)
+        if not self.owns(call):
+            return None
+        return tool_reply(call, await self.run(call))
+
+    def dispatch_sync(self, message: Message, *, call_id: str | None = None) -> Message | None:
+        """:meth:`dispatch` for synchronous callers (not from inside a running event loop)."""
+        return asyncio.run(self.dispatch(message, call_id=call_id))
+
+    async def aclose(self) -> None:
+        """Close every runtime (each is closed even when another fails)."""
+        errors: list[BaseException] = []
+        for tool in self._tools.values():
+            try:
+                await tool.aclose()
+            except Exception as exc:  # close the others first, then report
+                errors.append(exc)
+        if errors:
+            raise ToolError(f"closing a tool runtime failed: {errors[0]!r}") from errors[0]
+
+    async def __aenter__(self) -> Toolbox:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- helpers --------------------------------------------------------------
+
+    def _function_names(self) -> dict[str, list[str]]:
+        return {c.name: [t.name for t in c.tools] for c in self.namespace_configs()}
+
+    def _unknown(self, call: ToolCall) -> str:
+        valid: list[str] = []
+        for config in self.namespace_configs():
+            if config.tools:
+                valid.extend(f"{config.name}.{t.name}" for t in config.tools)
+            else:
+                valid.append(config.name)
+        listed = ", ".join(valid) if valid else "none"
+        return f"Error: there is no tool {call.recipient!r}. Valid tools: {listed}."
+
+
+def is_tool_call(message: Message) -> bool:
+    """Whether ``message`` is an assistant message addressed to a tool.
+
+    >>> call = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("functions.f")
+    >>> is_tool_call(call), is_tool_call(Message.from_role_and_content(Role.USER, "hi"))
+    (True, False)
+    """
+    return message.author.role == Role.ASSISTANT and is_tool_recipient(message.recipient)
+
+
+def tool_reply(call: ToolCall, output: ToolOutput | str) -> Message:
+    """The reply message for ``call``: from the tool, to the assistant, on the call's channel.
+
+    >>> call = ToolCall("python", "python", None, "print(1)", channel="analysis")
+    >>> reply = tool_reply(call, "1\\n")
+    >>> reply.author.name, reply.recipient, reply.channel, reply.text
+    ('python', 'assistant', 'analysis', '1\\n')
+    """
+    text = output if isinstance(output, str) else output.text
+    return Message(
+        author=Author(Role.TOOL, call.recipient),
+        content=[TextContent(text)],
+        channel=call.channel,
+        recipient=ASSISTANT,
+    )
+
+
+def _error(text: str) -> ToolOutput:
+    return ToolOutput(text=text, is_error=True)
