@@ -15,6 +15,8 @@ from typing import Any
 from .. import InputError, ToolError
 from ._base import ToolCall
 
+# How many violations one reply lists.
+_ERRORS_SHOWN = 3
 # How much of a schema an error message quotes before it is cut.
 _SCHEMA_QUOTE_LIMIT = 1500
 
@@ -62,11 +64,12 @@ def validate_arguments(value: Any, schema: Mapping[str, Any], *, tool: str) -> N
     errors = sorted(validator.iter_errors(value), key=lambda e: (len(e.path), list(e.path)))
     if not errors:
         return
-    first = errors[0]
-    path = _json_path(first.absolute_path)
-    more = f" ({len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    shown = "; ".join(
+        f"at {_json_path(e.absolute_path)}: {e.message}" for e in errors[:_ERRORS_SHOWN]
+    )
+    more = f" (and {len(errors) - _ERRORS_SHOWN} more)" if len(errors) > _ERRORS_SHOWN else ""
     raise ToolError(
-        f"invalid arguments for {tool}: at {path}: {first.message}{more}" + _expected(schema),
+        f"invalid arguments for {tool}: {shown}{more}" + _expected(schema),
         tool=tool,
     )
 
