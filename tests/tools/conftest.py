@@ -95,3 +95,101 @@ def fake_python() -> FakePython:
 @pytest.fixture
 def misbehaving() -> MisbehavingTool:
     return MisbehavingTool()
+
+
+# -- MCP helpers -------------------------------------------------------------
+
+# A small MCP server written with the SDK's own high-level API, run by the
+# tests as a subprocess (stdio) or in a thread (Streamable HTTP).
+DEMO_SERVER = '''
+import base64
+from typing import Optional
+
+from mcp.server import MCPServer
+from mcp.types import ImageContent, TextContent
+
+mcp = MCPServer("demo", instructions="Demo tools for tests.")
+
+
+@mcp.tool()
+def add(a: int, b: int = 2) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@mcp.tool()
+def greet(name: str, title: Optional[str] = None) -> str:
+    """Greet someone."""
+    return f"Hello, {title + ' ' if title else ''}{name}!"
+
+
+@mcp.tool()
+def picture() -> list:
+    """Return text and an image."""
+    png = base64.b64encode(b"\\x89PNG....").decode()
+    return [TextContent(text="a chart"), ImageContent(data=png, mime_type="image/png")]
+
+
+@mcp.tool()
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise ValueError(reason)
+
+
+if __name__ == "__main__":
+    mcp.run()
+'''
+
+
+@pytest.fixture(scope="session")
+def demo_server_script(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("mcp") / "demo_server.py"
+    path.write_text(DEMO_SERVER)
+    return str(path)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ThreadedServer:
+    """Serve an ASGI app with uvicorn in a thread on 127.0.0.1 and a free port."""
+
+    def __init__(self, app: object) -> None:
+        import threading
+
+        import uvicorn
+
+        self.port = _free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ThreadedServer:
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test MCP server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def serve_app() -> type[ThreadedServer]:
+    return ThreadedServer
