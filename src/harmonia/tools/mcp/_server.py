@@ -101,6 +101,10 @@ class McpToolServer:
             for t in self.config.tools
         ]
 
+    def hidden_tools(self) -> dict[str, dict[str, Any]]:
+        """Annotations by tool name that mcp's typed models cannot carry (``include_in_prompt``)."""
+        return {t["name"]: t["annotations"] for t in self.tool_listing() if "annotations" in t}
+
     def to_call(self, name: str, arguments: dict[str, Any] | None) -> ToolCall:
         """The harmony call an MCP ``tools/call`` stands for."""
         namespace = self.config.name
@@ -158,9 +162,13 @@ class McpToolServer:
         from mcp.server.lowlevel import Server
 
         async def list_tools(ctx: Any, params: Any) -> Any:
-            # A dict goes to the wire as it is: the typed ToolAnnotations model
-            # would drop ``include_in_prompt``, which vLLM reads.
-            return {"tools": self.tool_listing()}
+            tools = [
+                types.Tool(
+                    name=t["name"], description=t["description"], input_schema=t["inputSchema"]
+                )
+                for t in self.tool_listing()
+            ]
+            return types.ListToolsResult(tools=tools)
 
         async def call_tool(ctx: Any, params: Any) -> Any:
             box = await self.toolbox(_session_key(ctx))
@@ -195,7 +203,8 @@ class McpToolServer:
 
         async def handle_sse(request: Request) -> Response:
             async with sse.connect_sse(request.scope, request.receive, request._send) as streams:
-                await server.run(streams[0], streams[1], server.create_initialization_options())
+                writer = _AnnotatingWriter(streams[1], self.hidden_tools())
+                await server.run(streams[0], writer, server.create_initialization_options())
             return Response()
 
         app.router.routes.append(Route("/sse", endpoint=handle_sse, methods=["GET"]))
@@ -230,6 +239,43 @@ class McpToolServer:
                 await server.run(read, write, server.create_initialization_options())
         finally:
             await self.aclose()
+
+
+class _AnnotatingWriter:
+    """The server's outgoing stream, adding annotations to a ``tools/list`` result.
+
+    mcp 2 validates every result against the protocol's typed models, which
+    drop unknown annotation keys; gpt-oss's servers (mcp 1) sent
+    ``include_in_prompt`` and vLLM reads it, so it is put back on the way out.
+    """
+
+    def __init__(self, inner: Any, annotations: dict[str, dict[str, Any]]) -> None:
+        self._inner = inner
+        self._annotations = annotations
+
+    async def send(self, item: Any) -> None:
+        result = getattr(getattr(item, "message", None), "result", None)
+        if self._annotations and isinstance(result, dict):
+            for tool in result.get("tools") or ():
+                if not isinstance(tool, dict):
+                    continue
+                extra = self._annotations.get(str(tool.get("name")))
+                if extra:
+                    tool["annotations"] = {**(tool.get("annotations") or {}), **extra}
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _AnnotatingWriter:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _session_key(ctx: Any) -> str:
