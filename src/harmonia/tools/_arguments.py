@@ -102,14 +102,16 @@ def _relax(node: Any) -> Any:
     return out
 
 
-_VALIDATORS: dict[str, Any] = {}
+# Validators by schema identity; each entry keeps its schema alive so that an
+# id is never reused while cached. Declarations are long-lived objects, so the
+# same dict comes back call after call.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any]] = {}
 
 
 def _validator(schema: Mapping[str, Any]) -> Any:
-    key = json.dumps(schema, sort_keys=True, default=str)
-    cached = _VALIDATORS.get(key)
-    if cached is not None:
-        return cached
+    cached = _VALIDATORS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
     try:
         import jsonschema
     except ImportError:  # pragma: no cover - depends on the environment
@@ -125,7 +127,7 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     validator = cls(relaxed)
     if len(_VALIDATORS) > 256:  # bounded: schemas come from code, but MCP servers can churn
         _VALIDATORS.clear()
-    _VALIDATORS[key] = validator
+    _VALIDATORS[id(schema)] = (schema, validator)
     return validator
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Literal
 
@@ -191,8 +191,9 @@ class Toolbox:
 
     # -- helpers --------------------------------------------------------------
 
-    def _function_names(self) -> dict[str, list[str]]:
-        return {c.name: [t.name for t in c.tools] for c in self.namespace_configs()}
+    def _function_names(self) -> Mapping[str, Collection[str]]:
+        # Only aliases need the declarations; most calls never read them.
+        return _LazyNames(self.namespace_configs)
 
     def _unknown(self, call: ToolCall) -> str:
         valid: list[str] = []
@@ -230,6 +231,28 @@ def tool_reply(call: ToolCall, output: ToolOutput | str) -> Message:
         channel=call.channel,
         recipient=ASSISTANT,
     )
+
+
+class _LazyNames(Mapping[str, Collection[str]]):
+    """Function names by namespace, read from the declarations on first use."""
+
+    def __init__(self, configs: Callable[[], list[ToolNamespaceConfig]]) -> None:
+        self._configs = configs
+        self._names: dict[str, list[str]] | None = None
+
+    def _load(self) -> dict[str, list[str]]:
+        if self._names is None:
+            self._names = {c.name: [t.name for t in c.tools] for c in self._configs()}
+        return self._names
+
+    def __getitem__(self, key: str) -> Collection[str]:
+        return self._load()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
 
 
 def _error(text: str) -> ToolOutput:

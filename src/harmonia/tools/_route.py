@@ -65,7 +65,7 @@ def resolve_recipient(
     ('functions.get_weather', 'functions', 'get_weather')
     """
     name = clean_recipient(recipient)
-    names = functions or {}
+    names: Mapping[str, Collection[str]] = functions if functions is not None else {}
     if name in namespaces:
         return name, name, None
     head, _, rest = name.partition(".")
