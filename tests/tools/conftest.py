@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -160,7 +161,7 @@ def _free_port() -> int:
 class ThreadedServer:
     """Serve an ASGI app with uvicorn in a thread on 127.0.0.1 and a free port."""
 
-    def __init__(self, app: object) -> None:
+    def __init__(self, app: Any) -> None:
         import threading
 
         import uvicorn

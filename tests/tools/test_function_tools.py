@@ -181,6 +181,7 @@ def test_docstring_styles_give_descriptions() -> None:
         "additionalProperties": False,
     }
     assert numpy.description.description == "Forecast."
+    assert numpy.description.parameters is not None and rest.description.parameters is not None
     assert numpy.description.parameters["properties"]["city"]["description"] == "The city name."
     assert rest.description.name == "rest_style"
     assert rest.description.description == "Overridden."

@@ -19,7 +19,9 @@ from harmonia.tools.mcp import McpToolServer, McpToolset
 pytest.importorskip("mcp", reason="the 'mcp' extra is not installed")
 
 
-async def _vllm_style_session(url: str, session_id: str, calls: list[tuple[str, dict[str, Any]]]):
+async def _vllm_style_session(
+    url: str, session_id: str, calls: list[tuple[str, dict[str, Any]]]
+) -> tuple[Any, ...]:
     """What vLLM's MCPToolServer does: SSE at /sse, x-session-id header, content[0].text."""
     from mcp import Client
     from mcp.client.sse import sse_client
@@ -29,7 +31,8 @@ async def _vllm_style_session(url: str, session_id: str, calls: list[tuple[str, 
         texts = []
         for name, args in calls:
             result = await client.call_tool(name, args)
-            texts.append((result.content[0].text, result.is_error))
+            block: Any = result.content[0]
+            texts.append((block.text, result.is_error))
         return client.server_info, client.instructions, listing.tools, texts
 
 
