@@ -244,3 +244,13 @@ def test_aclose_closes_every_runtime_and_reports_failures(
 def test_tool_reply_without_channel_still_parses(enc: harmonia.HarmonyEncoding) -> None:
     reply = tool_reply(ToolCall("functions.f", "functions", "f", "{}"), "ok")
     assert enc.parse_messages_from_completion_tokens(enc.render(reply), role=None) == [reply]
+
+
+def test_dispatch_sync_refuses_a_running_loop(box: Toolbox) -> None:
+    message = Message.from_role_and_content(Role.ASSISTANT, "1").with_recipient("python")
+
+    async def inside() -> None:
+        with pytest.raises(InputError, match="await dispatch"):
+            box.dispatch_sync(message)
+
+    asyncio.run(inside())

@@ -165,7 +165,11 @@ class Toolbox:
 
     def dispatch_sync(self, message: Message, *, call_id: str | None = None) -> Message | None:
         """:meth:`dispatch` for synchronous callers (not from inside a running event loop)."""
-        return asyncio.run(self.dispatch(message, call_id=call_id))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.dispatch(message, call_id=call_id))
+        raise InputError("dispatch_sync was called inside a running event loop; await dispatch()")
 
     async def aclose(self) -> None:
         """Close every runtime (each is closed even when another fails)."""
