@@ -224,7 +224,8 @@ def test_declarations_are_split_between_system_and_developer(box: Toolbox) -> No
 
 
 def test_not_a_tool_call_is_the_callers_error(box: Toolbox) -> None:
-    for recipient in (None, "all", "assistant"):
+    # "json" is what `<|channel|>final json` parses to: structured output, not a call
+    for recipient in (None, "all", "assistant", "user", "json", "<|constrain|>json"):
         message = Message.from_role_and_content(Role.ASSISTANT, "hi")
         message.recipient = recipient
         assert not is_tool_call(message)

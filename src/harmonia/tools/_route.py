@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from .._names import ASSISTANT, CONSTRAIN, FUNCTIONS
+from .._names import ASSISTANT, CODE, CONSTRAIN, FUNCTIONS, JSON
 from ._base import ToolCall
 
-# Recipients that address a person or the conversation, never a tool.
-_NOT_TOOLS = frozenset({ASSISTANT, "all", "user", "system", "developer"})
+# Recipients that address a person or the conversation, never a tool; and the
+# content types the parser reads as a recipient when a header has no ``to=``
+# (``<|channel|>final json`` is structured output, not a call to ``json``).
+_NOT_TOOLS = frozenset({ASSISTANT, "all", "user", "system", "developer", JSON, CODE, "text"})
 
 
 def clean_recipient(recipient: str) -> str:
@@ -38,6 +40,8 @@ def is_tool_recipient(recipient: str | None) -> bool:
 
     >>> is_tool_recipient("browser.search"), is_tool_recipient("all"), is_tool_recipient(None)
     (True, False, False)
+    >>> is_tool_recipient("json"), is_tool_recipient("<|constrain|>json")
+    (False, False)
     """
     if recipient is None:
         return False
