@@ -221,3 +221,37 @@ def test_stdio_server_round_trip(tmp_path: Path) -> None:
 
     reply = asyncio.run(asyncio.wait_for(main(), 30))
     assert reply is not None and reply.text == "echo: 1 + 1" and reply.author.name == "python"
+
+
+def test_sessions_are_bounded_and_closed(fake_browser: Any) -> None:
+    built: list[Any] = []
+
+    def factory() -> Any:
+        built.append(type(fake_browser)())
+        return built[-1]
+
+    server = McpToolServer(factory, max_sessions=2)
+
+    async def main() -> None:
+        a = await server.toolbox("a")
+        assert await server.toolbox("a") is a
+        await server.toolbox("b")
+        await server.toolbox("c")  # evicts "a", the least recently used
+        assert built[0].closed and not built[1].closed and not built[2].closed
+        await server.aclose()
+
+    asyncio.run(main())
+    assert len(built) == 3  # the runtime built for the declaration served session "a"
+    assert all(runtime.closed for runtime in built)
+
+
+def test_shared_instance_is_used_by_every_session(fake_python: Any) -> None:
+    server = McpToolServer(fake_python)
+
+    async def main() -> None:
+        assert await server.toolbox("a") is await server.toolbox("b")
+        await server.aclose()
+
+    asyncio.run(main())
+    assert fake_python.closed
+    assert server.to_call("python", {"code": "1"}).arguments == "1"

@@ -19,7 +19,7 @@ import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ... import ToolNamespaceConfig
 from .._base import Tool, ToolCall
@@ -57,9 +57,15 @@ class McpToolServer:
         timeout: float | None = DEFAULT_TIMEOUT,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
-        self._shared = not isinstance(tool, type) and isinstance(tool, Tool)
-        first: Tool = tool if self._shared else tool()  # type: ignore[operator,assignment]
-        self._factory: ToolFactory | None = None if self._shared else tool  # type: ignore[assignment]
+        # A class passes isinstance(cls, Tool) (the protocol checks attribute
+        # names only), so a type is always a factory.
+        self._factory: ToolFactory | None = None
+        if isinstance(tool, type) or not isinstance(tool, Tool):
+            self._factory = cast(ToolFactory, tool)
+            first = self._factory()
+        else:
+            first = tool
+        self._shared = self._factory is None
         self.config: ToolNamespaceConfig = first.namespace_config()
         self.name = name or first.namespace
         self.instructions = instructions if instructions is not None else self.config.description
