@@ -242,6 +242,15 @@ def test_aclose_closes_every_runtime_and_reports_failures(
     assert fake_browser.closed and fake_python.closed
 
 
+def test_runtimes_follow_the_protocol(fake_browser: Any) -> None:
+    from harmonia.tools import FunctionTools, Tool
+    from harmonia.tools.mcp import McpToolset
+
+    assert isinstance(fake_browser, Tool)
+    assert isinstance(FunctionTools(), Tool)
+    assert isinstance(McpToolset.http("http://127.0.0.1:9/mcp", namespace="x"), Tool)
+
+
 def test_tool_reply_without_channel_still_parses(enc: harmonia.HarmonyEncoding) -> None:
     reply = tool_reply(ToolCall("functions.f", "functions", "f", "{}"), "ok")
     assert enc.parse_messages_from_completion_tokens(enc.render(reply), role=None) == [reply]
