@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -255,3 +255,43 @@ def test_shared_instance_is_used_by_every_session(fake_python: Any) -> None:
     asyncio.run(main())
     assert fake_python.closed
     assert server.to_call("python", {"code": "1"}).arguments == "1"
+
+
+class ThreadBound:
+    """Like a runtime holding an SQLite connection: usable only in the thread that built it."""
+
+    namespace = "bound"
+    built: ClassVar[list[ThreadBound]] = []
+
+    def __init__(self) -> None:
+        import threading
+
+        self.thread = threading.get_ident()
+        ThreadBound.built.append(self)
+
+    def namespace_config(self) -> ToolNamespaceConfig:
+        return ToolNamespaceConfig("bound", "Thread-bound.", [harmonia.ToolDescription("t", "T")])
+
+    async def call(self, call: Any) -> Any:
+        import threading
+
+        from harmonia.tools import ToolOutput
+
+        return ToolOutput(f"same thread: {threading.get_ident() == self.thread}")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_runtimes_are_built_in_the_serving_thread(serve_app: Any) -> None:
+    ThreadBound.built.clear()
+    probe_only = McpToolServer(ThreadBound)  # built here to read the declaration
+    declared = McpToolServer(ThreadBound, config=ThreadBound().namespace_config())
+    for server in (probe_only, declared):
+        with serve_app(server.http_app()) as http:
+
+            async def main(base: str = http.base) -> list[tuple[str, bool]]:
+                return list((await _vllm_style_session(f"{base}/sse", "s", [("t", {})]))[3])
+
+            assert asyncio.run(asyncio.wait_for(main(), 20)) == [("same thread: True", False)]
+    assert len(ThreadBound.built) == 4  # probe, declaration, and one per served session

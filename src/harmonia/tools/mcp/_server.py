@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -44,14 +45,19 @@ class McpToolServer:
     """Serve one harmonia runtime (or one per session, from a factory) over MCP.
 
     ``tool`` is a runtime instance (shared by every client) or a zero-argument
-    factory (a class, a lambda) that builds one runtime per session. ``name``
-    and ``instructions`` default to the runtime's namespace and description.
+    factory (a class, a lambda) that builds one runtime per session, in the
+    thread and event loop that serves it. ``config`` is the declaration to
+    serve; without it, one runtime is built here to read it (and serves the
+    first session if that comes from this thread: runtimes holding thread-bound
+    resources, such as an SQLite connection, are never used from another).
+    ``name`` and ``instructions`` default to the namespace and its description.
     """
 
     def __init__(
         self,
         tool: Tool | ToolFactory,
         *,
+        config: ToolNamespaceConfig | None = None,
         name: str | None = None,
         instructions: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
@@ -60,20 +66,28 @@ class McpToolServer:
         # A class passes isinstance(cls, Tool) (the protocol checks attribute
         # names only), so a type is always a factory.
         self._factory: ToolFactory | None = None
+        first: Tool | None = None
         if isinstance(tool, type) or not isinstance(tool, Tool):
             self._factory = cast(ToolFactory, tool)
-            first = self._factory()
+            if config is None:
+                first = self._factory()
         else:
             first = tool
         self._shared = self._factory is None
-        self.config: ToolNamespaceConfig = first.namespace_config()
-        self.name = name or first.namespace
-        self.instructions = instructions if instructions is not None else self.config.description
+        if config is None:
+            assert first is not None
+            config = first.namespace_config()
+        self.config: ToolNamespaceConfig = config
+        self.name = name or config.name
+        self.instructions = instructions if instructions is not None else config.description
         self.timeout = timeout
         self.max_sessions = max_sessions
-        # The runtime built to read the declaration serves the first session.
+        # The runtime built to read the declaration serves the first session
+        # when that session is served from the thread that built it.
         self._spare: Tool | None = None if self._shared else first
-        self._shared_box = Toolbox([first], timeout=timeout) if self._shared else None
+        self._spare_thread = threading.get_ident()
+        shared = first is not None and self._shared
+        self._shared_box = Toolbox([first], timeout=timeout) if shared else None
         self._sessions: OrderedDict[str, Toolbox] = OrderedDict()
         self._lock = asyncio.Lock()
 
@@ -133,7 +147,7 @@ class McpToolServer:
             if box is not None:
                 self._sessions.move_to_end(session_key)
                 return box
-            if self._spare is not None:
+            if self._spare is not None and threading.get_ident() == self._spare_thread:
                 runtime, self._spare = self._spare, None
             else:
                 assert self._factory is not None
