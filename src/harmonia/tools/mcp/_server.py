@@ -86,8 +86,9 @@ class McpToolServer:
         # when that session is served from the thread that built it.
         self._spare: Tool | None = None if self._shared else first
         self._spare_thread = threading.get_ident()
-        shared = first is not None and self._shared
-        self._shared_box = Toolbox([first], timeout=timeout) if shared else None
+        self._shared_box: Toolbox | None = None
+        if self._shared and first is not None:
+            self._shared_box = Toolbox([first], timeout=timeout)
         self._sessions: OrderedDict[str, Toolbox] = OrderedDict()
         self._lock = asyncio.Lock()
 
