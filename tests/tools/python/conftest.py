@@ -71,7 +71,7 @@ class Tools:
     def close(self, tool: PythonTool) -> None:
         processes = kernel_processes(tool)
         self.aio.run(tool.aclose())
-        gone, alive = psutil.wait_procs(processes, timeout=5)
+        _, alive = psutil.wait_procs(processes, timeout=5)
         assert not alive, f"processes left after close: {alive}"
 
     def close_all(self) -> None:
