@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Any
+
+import psutil
 
 from harmonia.tools.python import NO_OUTPUT, PythonTool
 
@@ -159,4 +163,50 @@ def test_a_kernel_that_dies_is_reported_and_restarted_on_the_next_call(
     assert later.text.startswith("[WARN] The Python kernel had stopped (exit status 5)")
     assert later.text.endswith("again\n")
     assert later.metadata["kernel_restarted"] is True
+    tools.close(tool)
+
+
+def test_a_cancelled_call_kills_its_cell_and_the_next_call_says_so(aio: Any, tools: Any) -> None:
+    tool = tools.make(timeout=30.0)
+    aio.run(tool.start())
+
+    async def cancel_soon() -> bool:
+        task = asyncio.ensure_future(tool.run("import time\ntime.sleep(25)"))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    started = time.monotonic()
+    assert aio.run(cancel_soon())
+    after = aio.run(tool.run("print('next')"))
+    assert time.monotonic() - started < 15
+    assert after.text.startswith("[WARN] The previous call was cancelled")
+    assert after.text.endswith("next\n")
+    tools.close(tool)
+
+
+def test_a_call_cancelled_while_its_kernel_starts_leaves_no_process(aio: Any, tools: Any) -> None:
+    tool = tools.make()
+    session_root = str(tool.data_dir.parent)
+
+    async def cancel_during_start() -> None:
+        task = asyncio.ensure_future(tool.run("print(1)"))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    aio.run(cancel_during_start())
+    time.sleep(0.5)
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if any(session_root in part for part in p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+    assert aio.run(tool.run("print(2)")).text == "2\n"
     tools.close(tool)

@@ -82,6 +82,14 @@ class Kernel:
         self._log_path = home / "kernel.log"
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            # Cancelled or failed half-way: whatever was launched must not outlive us.
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         python = self._config.python or sys.executable
         argv = kernel_argv(self._config, self._dirs if self._sandboxed else None, python)
         spec = KernelSpec(
@@ -107,7 +115,6 @@ class Kernel:
             await kc.wait_for_ready(timeout=self._config.startup_timeout)
         except (RuntimeError, TimeoutError) as exc:
             tail = self._log_tail()
-            await self.stop()
             error = SandboxUnavailableError if self._sandboxed else ToolError
             raise error(
                 f"the Python kernel did not start ({exc}); its log ends: {tail or '(empty)'}. "

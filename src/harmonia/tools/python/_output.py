@@ -22,9 +22,10 @@ NO_OUTPUT = (
     "[WARN] No output available. Use print() to output anything to stdout to receive the output"
 )
 
-# CSI (colours, cursor moves), OSC (titles, links; ended by BEL or ST) and
-# the remaining two-character escapes.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI (colours, cursor moves), OSC (titles, links; ended by BEL or ST), then
+# any other escape: intermediates and a final byte (charset selection "ESC ( B",
+# "ESC 7", ...).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
 
 _IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/svg+xml": "svg"}
 

@@ -63,6 +63,7 @@ class PythonTool:
         self._kernel: Kernel | None = None
         self._closed = False
         self._calls = 0
+        self._pending_note: str | None = None
         # Everything of the session lives under one temporary root: the kernel's
         # home and sockets, and the data drive unless the caller chose one.
         self._root = Path(tempfile.mkdtemp(prefix="harmonia-py-"))
@@ -162,7 +163,19 @@ class PythonTool:
                 f"output_{self._calls}_",
                 self._owner(),
             )
-            result = await self._kernel.execute(code, output)
+            try:
+                result = await self._kernel.execute(code, output)
+            except asyncio.CancelledError:
+                # The cell may still be running; a kernel busy with it would make
+                # the next call time out. Kill it (bounded) and tell the model later.
+                await self._kernel.stop()
+                self._kernel = None
+                self._pending_note = (
+                    "[WARN] The previous call was cancelled, so the Python kernel was "
+                    "restarted: all variables and imports from earlier calls were lost "
+                    f"(files in {self._shown_data_dir()} are kept).\n"
+                )
+                raise
             if result.outcome == "died":
                 await self._kernel.stop()
                 self._kernel = None
@@ -192,7 +205,7 @@ class PythonTool:
         """Start the kernel if there is none; say so when that replaces a dead one."""
         if self._closed:
             raise ToolError("this python session was closed; start a new one", tool="python")
-        note = None
+        note, self._pending_note = self._pending_note, None
         if self._kernel is not None and not await self._kernel.is_alive():
             status = await self._kernel.exit_status()
             await self._kernel.stop()
