@@ -114,10 +114,10 @@ def test_timeout_interrupts_the_cell_and_keeps_state(run: Any, timing: Any) -> N
 
 
 def test_a_cell_that_ignores_interrupts_gets_a_new_kernel_in_bounded_time(
-    aio: Any, tools: Any, timing: Any
+    aio: Any, shared: Any, timing: Any
 ) -> None:
     TIMEOUT_S, GRACE_S = timing
-    tool = tools.make()
+    tool = shared
     aio.run(tool.run("lost_on_restart = 1"))
     code = (
         "import signal\n"
@@ -138,13 +138,12 @@ def test_a_cell_that_ignores_interrupts_gets_a_new_kernel_in_bounded_time(
     after = aio.run(tool.run("print('alive'); lost_on_restart"))
     assert after.text.startswith("alive\n")
     assert "NameError" in after.text
-    tools.close(tool)
 
 
 def test_a_kernel_that_dies_is_reported_and_restarted_on_the_next_call(
-    aio: Any, tools: Any
+    aio: Any, shared: Any
 ) -> None:
-    tool = tools.make()
+    tool = shared
     aio.run(tool.run("gone_with_kernel = 1"))
     out = aio.run(tool.run("import os\nprint('bye', flush=True)\nos._exit(3)"))
     assert out.is_error
@@ -163,12 +162,11 @@ def test_a_kernel_that_dies_is_reported_and_restarted_on_the_next_call(
     assert later.text.startswith("[WARN] The Python kernel had stopped (exit status 5)")
     assert later.text.endswith("again\n")
     assert later.metadata["kernel_restarted"] is True
-    tools.close(tool)
 
 
-def test_a_cancelled_call_kills_its_cell_and_the_next_call_says_so(aio: Any, tools: Any) -> None:
-    tool = tools.make(timeout=30.0)
-    aio.run(tool.start())
+def test_a_cancelled_call_kills_its_cell_and_the_next_call_says_so(aio: Any, shared: Any) -> None:
+    tool = shared  # its timeout (3 s) comes well after the cancellation (1 s)
+    aio.run(tool.run("print('warm')"))
 
     async def cancel_soon() -> bool:
         task = asyncio.ensure_future(tool.run("import time\ntime.sleep(25)"))
@@ -186,7 +184,6 @@ def test_a_cancelled_call_kills_its_cell_and_the_next_call_says_so(aio: Any, too
     assert time.monotonic() - started < 15
     assert after.text.startswith("[WARN] The previous call was cancelled")
     assert after.text.endswith("next\n")
-    tools.close(tool)
 
 
 def test_a_call_cancelled_while_its_kernel_starts_leaves_no_process(aio: Any, tools: Any) -> None:
