@@ -120,9 +120,12 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
 
 
 def _read_only_roots(python: str) -> list[str]:
-    """Distinct existing directories to bind read-only, none inside another or under /usr."""
+    """Distinct existing paths to bind read-only, none inside another or under /usr.
+
+    Files count too: a ``sys.path`` entry may be a zip archive or an egg.
+    """
     candidates = sorted(
-        {os.path.realpath(p) for p in interpreter_paths(python) if p and os.path.isdir(p)}
+        {os.path.realpath(p) for p in interpreter_paths(python) if p and os.path.exists(p)}
     )
     roots: list[str] = []
     for path in candidates:

@@ -218,6 +218,10 @@ class PythonTool:
         if self._kernel is None:
             from ._kernel import Kernel  # jupyter_client: imported only when needed
 
+            if self._sandboxed is None:
+                # The first probe starts bwrap (about 0.3 s): not on the event loop.
+                await asyncio.to_thread(sandbox_status, self._config)
+
             sandboxed = self._will_sandbox()
             prepare_dirs(self._dirs.data, self._dirs.ipc, self._config, sandboxed=sandboxed)
             home = self._root / "home"
