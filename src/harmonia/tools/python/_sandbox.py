@@ -148,6 +148,10 @@ class _Argv:
         self.args: list[str] = ["bwrap"]
         self._made: set[str] = {"/"}
 
+    def made(self, path: str) -> None:
+        """Record a directory the command line creates by other means (a tmpfs)."""
+        self._made.add(path)
+
     def parents(self, target: str) -> None:
         parts = Path(target).parts[1:-1]
         current = ""
@@ -160,7 +164,7 @@ class _Argv:
     def bind(self, option: str, source: str, target: str) -> None:
         self.parents(target)
         self.args += [option, source, target]
-        self._made.add(target)
+        self.made(target)
 
 
 def bwrap_argv(
@@ -170,7 +174,7 @@ def bwrap_argv(
     a = _Argv()
     # /tmp first: a tmpfs mounted later would hide the session binds below it.
     a.args += ["--size", str(config.tmp_size), "--perms", "1777", "--tmpfs", "/tmp"]
-    a._made.add("/tmp")
+    a.made("/tmp")
     a.bind("--ro-bind", "/usr", "/usr")
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / top
