@@ -1,0 +1,13 @@
+"""The built-in ``python`` tool: a stateful Jupyter kernel per session, sandboxed.
+
+Needs the ``python`` extra (``pip install 'harmonia[python]'``) and, for the
+sandbox, Linux with bubblewrap. Importing this package starts nothing and
+imports no Jupyter code; see docs/python-tool.md.
+"""
+
+from ._config import PythonToolConfig
+from ._output import NO_OUTPUT
+from ._sandbox import SandboxStatus, sandbox_status
+from ._tool import PythonTool
+
+__all__ = ["NO_OUTPUT", "PythonTool", "PythonToolConfig", "SandboxStatus", "sandbox_status"]

@@ -1,0 +1,157 @@
+"""Turning a cell's Jupyter messages into the text the model reads.
+
+Streams, tracebacks and results are kept in the order they arrived, ANSI
+escape sequences removed, images written to the data directory and named by
+path, and the whole bounded: past the budget only the head and the tail are
+kept, around a marker that says how much was cut. The buffer never holds more
+than the budget, so a 10 MB print costs no more memory than a short one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+# The warning gpt-oss's own python tool returns for a silent cell: the model has seen it.
+NO_OUTPUT = (
+    "[WARN] No output available. Use print() to output anything to stdout to receive the output"
+)
+
+# CSI (colours, cursor moves), OSC (titles, links; ended by BEL or ST), then
+# any other escape: intermediates and a final byte (charset selection "ESC ( B",
+# "ESC 7", ...).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
+
+_IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/svg+xml": "svg"}
+
+
+def strip_ansi(text: str) -> str:
+    r"""Remove terminal escape sequences.
+
+    >>> strip_ansi("\x1b[31mZeroDivisionError\x1b[0m: division by zero")
+    'ZeroDivisionError: division by zero'
+    """
+    return _ANSI.sub("", text)
+
+
+class OutputBuffer:
+    """Text appended in pieces, of which at most ``budget`` characters are kept.
+
+    >>> buf = OutputBuffer(budget=20)
+    >>> buf.append("0123456789" * 5)
+    >>> print(buf.text())
+    0123456789
+    [... 30 characters omitted ...]
+    0123456789
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._head_budget = budget - budget // 2
+        self._tail_budget = budget // 2
+        self._head = ""
+        self._tail = ""
+        self._omitted = 0
+
+    def append(self, text: str) -> None:
+        room = self._head_budget - len(self._head)
+        if room > 0:
+            self._head += text[:room]
+            text = text[room:]
+        if not text:
+            return
+        tail = self._tail + text
+        if len(tail) > self._tail_budget:
+            cut = len(tail) - self._tail_budget
+            self._omitted += cut
+            tail = tail[cut:]
+        self._tail = tail
+
+    def text(self) -> str:
+        if not self._omitted:
+            return self._head + self._tail
+        head = self._head if self._head.endswith("\n") else self._head + "\n"
+        marker = f"[... {self._omitted} characters omitted ...]\n"
+        return head + marker + self._tail
+
+    @property
+    def truncated(self) -> int:
+        """How many characters were cut."""
+        return self._omitted
+
+
+class CellOutput:
+    """Collects one execution's iopub messages; ``data_dir``/``shown_dir`` place images.
+
+    ``data_dir`` is where image files are written on the host and
+    ``shown_dir`` the same directory as the code sees it (``/mnt/data`` in the
+    sandbox), which is the path the model is told.
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        data_dir: Path,
+        shown_dir: str,
+        image_prefix: str,
+        owner: tuple[int, int] | None = None,
+    ) -> None:
+        self.buffer = OutputBuffer(budget)
+        self.images: list[str] = []
+        self.error: str | None = None
+        self._data_dir = data_dir
+        self._shown_dir = shown_dir
+        self._image_prefix = image_prefix
+        self._owner = owner
+
+    def add(self, msg_type: str, content: Mapping[str, Any]) -> None:
+        if msg_type == "stream":
+            self._append(str(content.get("text", "")))
+        elif msg_type == "error":
+            self.error = f"{content.get('ename', '')}: {content.get('evalue', '')}"
+            lines = content.get("traceback") or [self.error]
+            self._append("\n".join(str(line) for line in lines) + "\n")
+        elif msg_type in ("execute_result", "display_data"):
+            self._display(content.get("data") or {})
+
+    def _append(self, text: str) -> None:
+        if text:
+            self.buffer.append(strip_ansi(text))
+
+    def _display(self, data: Mapping[str, Any]) -> None:
+        for mime, ext in _IMAGE_TYPES.items():
+            if mime in data:
+                shown = self._save_image(data[mime], mime, ext)
+                if shown is not None:
+                    # The text/plain of a figure ("<Figure size 640x480 ...>") says
+                    # nothing the path does not; the path is what the model can use.
+                    self._append(f"[image saved to {shown}]\n")
+                    return
+        text = data.get("text/plain")
+        if text:
+            self._append(str(text).rstrip("\n") + "\n")
+
+    def _save_image(self, payload: Any, mime: str, ext: str) -> str | None:
+        try:
+            raw = payload.encode() if mime == "image/svg+xml" else base64.b64decode(payload)
+        except (binascii.Error, AttributeError, ValueError):
+            return None
+        name = f"{self._image_prefix}{len(self.images) + 1}.{ext}"
+        path = self._data_dir / name
+        try:
+            path.write_bytes(raw)
+            if self._owner is not None:
+                # The code in the kernel may want to overwrite or delete it.
+                os.chown(path, *self._owner)
+        except OSError:
+            return None
+        self.images.append(str(path))
+        return f"{self._shown_dir.rstrip('/')}/{name}"
+
+    def text(self) -> str:
+        out = self.buffer.text()
+        return out if out.strip() else ""

@@ -1,0 +1,298 @@
+"""The bubblewrap command line that confines a kernel, and the probe that tries it.
+
+The sandbox, from the outside in (see docs/python-tool.md for the reasons):
+
+* new mount, PID, network, IPC and UTS namespaces: no network at all (only a
+  loopback with nothing on it), no view of host processes;
+* a fresh root holding, read-only, ``/usr``, the interpreter's prefixes and the
+  few ``/etc`` files programs need; nothing else of the host exists inside;
+* writable: the session's data directory at ``/mnt/data`` and a private
+  size-capped ``/tmp``; the root itself is remounted read-only;
+* the kernel runs as an unprivileged uid with no capabilities and
+  ``no_new_privs``, under resource limits set by ``_launcher.py``;
+* a clean environment (no host variables, so no API keys leak in).
+
+When the host process is root, bubblewrap runs without a user namespace (as
+root it can bind directories that only root may traverse, such as a pyenv
+under ``/root``) and the launcher drops to the unprivileged uid; otherwise
+bubblewrap maps the caller into a user namespace.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._config import PythonToolConfig
+
+SANDBOX_DATA_DIR = "/mnt/data"
+LAUNCHER_PATH = Path(__file__).with_name("_launcher.py")
+_LAUNCHER_INSIDE = "/run/harmonia-launcher.py"
+# Files under /etc that ordinary programs read (the dynamic loader, users and
+# groups for getpwuid, time zone, TLS roots, fonts); the rest of /etc stays out.
+_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "fonts",
+    "mime.types",
+)
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "IPYTHONDIR": "/tmp/.ipython",
+    "MPLCONFIGDIR": "/tmp/.matplotlib",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # One thread per numeric library: threads count against the process limit.
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+_KERNEL_ARGS = (
+    "-m",
+    "ipykernel_launcher",
+    "-f",
+    "{connection_file}",
+    # Tracebacks without ANSI colours (the runtime strips any left anyway).
+    "--InteractiveShell.colors=nocolor",
+    # No sqlite history file: nothing to write, nothing to lock.
+    "--HistoryManager.hist_file=:memory:",
+)
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """Whether the python tool's sandbox can start here, and if not, why and how to fix it."""
+
+    ok: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class SessionDirs:
+    """The host directories of one session: the data drive and the kernel's sockets."""
+
+    data: Path
+    ipc: Path
+
+
+def host_is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def prepare_dirs(data: Path, ipc: Path, config: PythonToolConfig, *, sandboxed: bool) -> None:
+    """Create a session's directories, owned by the uid the kernel will run as."""
+    data.mkdir(parents=True, exist_ok=True)
+    ipc.mkdir(parents=True, exist_ok=True)
+    if sandboxed and host_is_root():
+        for path in (data, ipc):
+            os.chown(path, config.sandbox_uid, config.sandbox_gid)
+    ipc.chmod(0o700)
+
+
+@functools.lru_cache(maxsize=8)
+def interpreter_paths(python: str) -> tuple[str, ...]:
+    """The directories an interpreter needs to run, found by asking it (isolated mode)."""
+    script = (
+        "import json, os, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix,"
+        " sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path]))"
+    )
+    done = subprocess.run(
+        [python, "-I", "-c", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    found: list[str] = json.loads(done.stdout)
+    return tuple(found)
+
+
+def _read_only_roots(python: str) -> list[str]:
+    """Distinct existing paths to bind read-only, none inside another or under /usr.
+
+    Files count too: a ``sys.path`` entry may be a zip archive or an egg.
+    """
+    candidates = sorted(
+        {os.path.realpath(p) for p in interpreter_paths(python) if p and os.path.exists(p)}
+    )
+    roots: list[str] = []
+    for path in candidates:
+        if path == "/usr" or path.startswith("/usr/"):
+            continue
+        if any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots):
+            continue
+        roots.append(path)
+    return roots
+
+
+class _Argv:
+    """Builds a bwrap command line, creating each mount point's parents world-readable.
+
+    bubblewrap creates missing parent directories with mode 0700; a kernel
+    running as another uid could then not traverse them.
+    """
+
+    def __init__(self) -> None:
+        self.args: list[str] = ["bwrap"]
+        self._made: set[str] = {"/"}
+
+    def made(self, path: str) -> None:
+        """Record a directory the command line creates by other means (a tmpfs)."""
+        self._made.add(path)
+
+    def parents(self, target: str) -> None:
+        parts = Path(target).parts[1:-1]
+        current = ""
+        for part in parts:
+            current = f"{current}/{part}"
+            if current not in self._made:
+                self.args += ["--perms", "0755", "--dir", current]
+                self._made.add(current)
+
+    def bind(self, option: str, source: str, target: str) -> None:
+        self.parents(target)
+        self.args += [option, source, target]
+        self.made(target)
+
+
+def bwrap_argv(
+    config: PythonToolConfig, dirs: SessionDirs, python: str, command: list[str]
+) -> list[str]:
+    """The full command that starts ``command`` (run by ``python``) inside the sandbox."""
+    a = _Argv()
+    # /tmp first: a tmpfs mounted later would hide the session binds below it.
+    a.args += ["--size", str(config.tmp_size), "--perms", "1777", "--tmpfs", "/tmp"]
+    a.made("/tmp")
+    a.bind("--ro-bind", "/usr", "/usr")
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / top
+        if host.is_symlink():
+            a.args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            a.bind("--ro-bind", str(host), str(host))
+    for name in _ETC:
+        a.bind("--ro-bind-try", f"/etc/{name}", f"/etc/{name}")
+    for root in _read_only_roots(python):
+        a.bind("--ro-bind", root, root)
+    a.bind("--ro-bind", str(LAUNCHER_PATH), _LAUNCHER_INSIDE)
+    a.bind("--bind", str(dirs.data), SANDBOX_DATA_DIR)
+    a.bind("--bind", str(dirs.ipc), str(dirs.ipc))
+    a.args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", SANDBOX_DATA_DIR]
+    if host_is_root():
+        # No user namespace: the launcher drops to sandbox_uid itself and needs
+        # exactly these two capabilities to do so (it loses them with the uid).
+        a.args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        a.args += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
+        a.args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        a.args += ["--unshare-all", "--unshare-user", "--unshare-net", "--cap-drop", "ALL"]
+        a.args += ["--uid", str(config.sandbox_uid), "--gid", str(config.sandbox_gid)]
+    a.args += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in _ENV.items():
+        a.args += ["--setenv", key, value]
+    settings = {"rlimits": config.rlimits(), "uid": config.sandbox_uid, "gid": config.sandbox_gid}
+    if command == ["--check"]:
+        settings["check"] = True
+        command = []
+    launcher = [python, "-I", _LAUNCHER_INSIDE, json.dumps(settings, sort_keys=True)]
+    return [*a.args, "--", *launcher, "--", *command]
+
+
+def kernel_argv(config: PythonToolConfig, dirs: SessionDirs | None, python: str) -> list[str]:
+    """The kernel spec's argv: sandboxed when ``dirs`` is given, else the bare launcher."""
+    kernel = [python, *_KERNEL_ARGS]
+    if dirs is not None:
+        return bwrap_argv(config, dirs, python, kernel)
+    settings = json.dumps({"rlimits": config.rlimits(), "uid": None, "gid": None})
+    return [python, "-I", str(LAUNCHER_PATH), settings, "--", *kernel]
+
+
+def kernel_env(home: Path) -> dict[str, str]:
+    """The environment of an unsandboxed kernel: the sandbox's, not the host's secrets."""
+    return dict(
+        _ENV, HOME=str(home), IPYTHONDIR=str(home / ".ipython"), MPLCONFIGDIR=str(home / ".mpl")
+    )
+
+
+_HOW_TO_OPT_OUT = (
+    "To run the kernel without isolation anyway (your user, your files, your network), "
+    "pass PythonToolConfig(dangerously_allow_unsandboxed=True) -- only for code you trust."
+)
+
+
+def _dependencies_missing() -> str | None:
+    import importlib.util
+
+    missing = [m for m in ("jupyter_client", "ipykernel") if importlib.util.find_spec(m) is None]
+    if missing:
+        return (
+            f"{' and '.join(missing)} not installed: install them with "
+            "`pip install 'harmonia[python]'`"
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(python: str, uid: int, gid: int) -> SandboxStatus:
+    if not sys.platform.startswith("linux"):
+        return SandboxStatus(
+            False,
+            f"the python tool's sandbox needs Linux with bubblewrap; this is {sys.platform}. "
+            + _HOW_TO_OPT_OUT,
+        )
+    missing = _dependencies_missing()
+    if missing:
+        return SandboxStatus(False, missing)
+    if shutil.which("bwrap") is None:
+        return SandboxStatus(
+            False,
+            "bubblewrap (`bwrap`) is not installed: install it (Debian/Ubuntu: "
+            "`apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`). " + _HOW_TO_OPT_OUT,
+        )
+    config = PythonToolConfig(sandbox_uid=uid, sandbox_gid=gid)
+    with tempfile.TemporaryDirectory(prefix="harmonia-probe-") as tmp:
+        dirs = SessionDirs(Path(tmp) / "data", Path(tmp) / "ipc")
+        prepare_dirs(dirs.data, dirs.ipc, config, sandboxed=True)
+        try:
+            argv = bwrap_argv(config, dirs, python, ["--check"])
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return SandboxStatus(
+                False, f"the sandbox probe could not run: {exc}. {_HOW_TO_OPT_OUT}"
+            )
+    if done.returncode != 0 or done.stdout.strip() != str(uid):
+        detail = (done.stderr.strip() or done.stdout.strip() or "no output")[-600:]
+        return SandboxStatus(
+            False,
+            f"bubblewrap could not start the sandbox (exit {done.returncode}: {detail}). "
+            "Common causes: unprivileged user namespaces are disabled (sysctl "
+            "kernel.unprivileged_userns_clone=1 or user.max_user_namespaces > 0; Ubuntu 23.10+ "
+            "restricts them through AppArmor: kernel.apparmor_restrict_unprivileged_userns=0), "
+            "a container whose seccomp profile forbids namespaces (run it with a profile that "
+            f"allows them), or an interpreter ({python}) the sandbox user cannot read. "
+            + _HOW_TO_OPT_OUT,
+        )
+    return SandboxStatus(True, f"bubblewrap sandbox available (kernel uid {uid})")
+
+
+def sandbox_status(config: PythonToolConfig | None = None) -> SandboxStatus:
+    """Try to start the sandbox once (cached) and say whether it works and, if not, why.
+
+    This is what :class:`PythonTool` checks before it starts a kernel, and what
+    its tests print when they skip.
+    """
+    config = config or PythonToolConfig()
+    python = config.python or sys.executable
+    return _probe(python, config.sandbox_uid, config.sandbox_gid)

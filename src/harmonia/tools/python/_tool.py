@@ -1,0 +1,274 @@
+"""PythonTool: one stateful, sandboxed Jupyter kernel per session, as a harmony tool."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from harmonia import SandboxUnavailableError, ToolError, ToolNamespaceConfig
+from harmonia.tools import ToolCall, ToolOutput
+
+from ._config import PythonToolConfig
+from ._output import NO_OUTPUT, CellOutput
+from ._sandbox import (
+    SANDBOX_DATA_DIR,
+    SessionDirs,
+    host_is_root,
+    prepare_dirs,
+    sandbox_status,
+)
+
+if TYPE_CHECKING:
+    from ._kernel import CellResult, Kernel
+
+# Phrases of the trained declaration that depend on the configuration.
+_TRAINED_TIMEOUT = "time out after 120.0 seconds"
+_TRAINED_DRIVE = "The drive at '/mnt/data'"
+_TRAINED_INTERNET = "Internet access for this session is UNKNOWN. Depends on the cluster."
+_NO_INTERNET = "Internet access for this session is disabled."
+
+
+def _seconds(value: float) -> str:
+    return repr(float(value))
+
+
+class PythonTool:
+    """The built-in ``python`` tool: a stateful Jupyter kernel in a bubblewrap sandbox.
+
+    One instance is one session: one kernel (started on the first call),
+    one data directory (``/mnt/data`` inside), calls run one at a time.
+    The sandbox has no network, a read-only root, no view of host files
+    and runs as an unprivileged user under resource limits; where it cannot
+    start, :meth:`start` and :meth:`call` raise
+    :class:`harmonia.SandboxUnavailableError` saying why, unless
+    ``PythonToolConfig(dangerously_allow_unsandboxed=True)``.
+
+    Needs the ``python`` extra (``jupyter_client``, ``ipykernel``) and, on
+    Linux, bubblewrap. Example (not a doctest: it starts a kernel)::
+
+        async with PythonTool(PythonToolConfig(timeout=30)) as tool:
+            await tool.run("x = 41")
+            print((await tool.run("x + 1")).text)   # 42
+    """
+
+    def __init__(self, config: PythonToolConfig | None = None) -> None:
+        self._config = config or PythonToolConfig()
+        self._lock = asyncio.Lock()
+        self._kernel: Kernel | None = None
+        self._closed = False
+        self._calls = 0
+        self._pending_note: str | None = None
+        # Everything of the session lives under one temporary root: the kernel's
+        # home and sockets, and the data drive unless the caller chose one.
+        self._root = Path(tempfile.mkdtemp(prefix="harmonia-py-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._root, True)
+        if self._config.data_dir is None:
+            data = self._root / "data"
+        else:
+            data = Path(self._config.data_dir).resolve()
+        self._dirs = SessionDirs(data=data, ipc=self._root / "ipc")
+        self._sandboxed: bool | None = None
+
+    # -- the Tool protocol -------------------------------------------------
+
+    @property
+    def namespace(self) -> str:
+        return "python"
+
+    def namespace_config(self) -> ToolNamespaceConfig:
+        """The declaration for the system message, true to this session's configuration.
+
+        With the defaults and the sandbox on, this is the text gpt-oss was
+        trained on except that internet access is stated as disabled (the
+        sandbox has no network); the timeout sentence carries
+        ``config.timeout``; an unsandboxed kernel names its real data directory.
+        """
+        text = ToolNamespaceConfig.python().description or ""
+        timeout = _seconds(self._config.timeout)
+        text = text.replace(_TRAINED_TIMEOUT, f"time out after {timeout} seconds")
+        if self._will_sandbox():
+            text = text.replace(_TRAINED_INTERNET, _NO_INTERNET)
+        else:
+            text = text.replace(_TRAINED_DRIVE, f"The drive at '{self._dirs.data}'")
+        return ToolNamespaceConfig("python", text, [])
+
+    async def call(self, call: ToolCall) -> ToolOutput:
+        """Run the call's code (its whole body) in this session's kernel."""
+        return await self.run(call.arguments)
+
+    async def aclose(self) -> None:
+        """Stop the kernel and everything it started; delete the temporary directories."""
+        async with self._lock:
+            self._closed = True
+            if self._kernel is not None:
+                await self._kernel.stop()
+                self._kernel = None
+            self._cleanup()
+
+    # -- the rest of the public surface ------------------------------------
+
+    @property
+    def config(self) -> PythonToolConfig:
+        return self._config
+
+    @property
+    def data_dir(self) -> Path:
+        """The host directory the code sees as ``/mnt/data`` (its files persist across calls)."""
+        return self._dirs.data
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether this session's kernel runs (or will run) inside the sandbox."""
+        return self._will_sandbox()
+
+    @property
+    def kernel_pid(self) -> int | None:
+        """Host pid of the running kernel's outermost process, or ``None``."""
+        return None if self._kernel is None else self._kernel.pid
+
+    async def __aenter__(self) -> PythonTool:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Start the kernel now rather than on the first call (errors surface here)."""
+        async with self._lock:
+            await self._ensure_kernel()
+
+    async def run(self, code: str) -> ToolOutput:
+        """Run ``code`` in the session and return what the model reads."""
+        async with self._lock:
+            started = time.perf_counter()
+            note = await self._ensure_kernel()
+            assert self._kernel is not None
+            self._calls += 1
+            output = CellOutput(
+                self._config.max_output_chars,
+                self._dirs.data,
+                SANDBOX_DATA_DIR if self._sandboxed else str(self._dirs.data),
+                f"output_{self._calls}_",
+                self._owner(),
+            )
+            try:
+                result = await self._kernel.execute(code, output)
+            except asyncio.CancelledError:
+                # The cell may still be running; a kernel busy with it would make
+                # the next call time out. Kill it (bounded) and tell the model later.
+                await self._kernel.stop()
+                self._kernel = None
+                self._pending_note = (
+                    "[WARN] The previous call was cancelled, so the Python kernel was "
+                    "restarted: all variables and imports from earlier calls were lost "
+                    f"(files in {self._shown_data_dir()} are kept).\n"
+                )
+                raise
+            if result.outcome == "died":
+                await self._kernel.stop()
+                self._kernel = None
+            return self._reply(result, note, time.perf_counter() - started)
+
+    # -- internals ---------------------------------------------------------
+
+    def _will_sandbox(self) -> bool:
+        if self._sandboxed is None:
+            status = sandbox_status(self._config)
+            if not status.ok and not self._config.dangerously_allow_unsandboxed:
+                raise SandboxUnavailableError(
+                    f"the python tool cannot start its sandbox: {status.reason}", tool="python"
+                )
+            self._sandboxed = status.ok
+        return self._sandboxed
+
+    def _owner(self) -> tuple[int, int] | None:
+        if self._sandboxed and host_is_root():
+            return (self._config.sandbox_uid, self._config.sandbox_gid)
+        return None
+
+    def _shown_data_dir(self) -> str:
+        return SANDBOX_DATA_DIR if self._sandboxed else str(self._dirs.data)
+
+    async def _ensure_kernel(self) -> str | None:
+        """Start the kernel if there is none; say so when that replaces a dead one."""
+        if self._closed:
+            raise ToolError("this python session was closed; start a new one", tool="python")
+        note, self._pending_note = self._pending_note, None
+        if self._kernel is not None and not await self._kernel.is_alive():
+            status = await self._kernel.exit_status()
+            await self._kernel.stop()
+            self._kernel = None
+            note = (
+                f"[WARN] The Python kernel had stopped (exit status {status}) and was restarted: "
+                "all variables and imports from earlier calls were lost (files in "
+                f"{self._shown_data_dir()} are kept).\n"
+            )
+        if self._kernel is None:
+            from ._kernel import Kernel  # jupyter_client: imported only when needed
+
+            if self._sandboxed is None:
+                # The first probe starts bwrap (about 0.3 s): not on the event loop.
+                await asyncio.to_thread(sandbox_status, self._config)
+
+            sandboxed = self._will_sandbox()
+            prepare_dirs(self._dirs.data, self._dirs.ipc, self._config, sandboxed=sandboxed)
+            home = self._root / "home"
+            home.mkdir(exist_ok=True)
+            kernel = Kernel(
+                self._config, self._dirs, home, sandboxed=sandboxed, owner=self._owner()
+            )
+            await kernel.start()
+            self._kernel = kernel
+        return note
+
+    def _reply(self, result: CellResult, note: str | None, elapsed: float) -> ToolOutput:
+        out = result.output
+        text = out.text()
+        timeout = _seconds(self._config.timeout)
+        drive = self._shown_data_dir()
+        status_line = {
+            "ok": None,
+            "interrupted": (
+                f"[ERROR] Execution timed out after {timeout} seconds and was interrupted. "
+                "Variables and imports from earlier calls are kept."
+            ),
+            "restarted": (
+                f"[ERROR] Execution timed out after {timeout} seconds and did not stop when "
+                "interrupted, so the Python kernel was restarted: all variables and imports "
+                f"were lost (files in {drive} are kept)."
+            ),
+            "died": (
+                f"[ERROR] The Python kernel died while running this code (exit status "
+                f"{result.exit_status}): all variables and imports were lost (files in {drive} "
+                "are kept). A fresh kernel starts with the next call."
+            ),
+        }[result.outcome]
+        if status_line is not None:
+            text = f"{text.rstrip()}\n{status_line}" if text else status_line
+        elif not text:
+            text = NO_OUTPUT
+        if note:
+            text = note + text
+        metadata: dict[str, Any] = {
+            "status": result.outcome if result.outcome != "ok" or out.error is None else "error",
+            "images": list(out.images),
+            "truncated_chars": out.buffer.truncated,
+            "elapsed_s": round(elapsed, 6),
+            "kernel_restarted": note is not None or result.outcome in ("restarted", "died"),
+        }
+        if out.error is not None:
+            metadata["error"] = out.error
+        is_error = result.outcome != "ok" or out.error is not None
+        return ToolOutput(text=text, metadata=metadata, is_error=is_error)
