@@ -14,7 +14,6 @@ from ._content import (
     ToolDescription,
     ToolNamespaceConfig,
 )
-from ._cot import COT_POLICIES
 from ._encoding import HarmonyEncoding, load_harmony_encoding
 from ._enums import HarmonyEncodingName, ReasoningEffort, Role, StreamState
 from ._errors import (
@@ -30,7 +29,6 @@ from ._errors import (
     ToolError,
     VocabularyError,
 )
-from ._loader import verify_vocabulary, write_tiktoken_file
 from ._message import (
     Author,
     Conversation,
@@ -51,6 +49,8 @@ from ._parser import (
     parse_completion,
     parse_text,
 )
+from ._render import COT_POLICIES
+from ._tokenizer import verify_vocabulary, write_tiktoken_file
 
 __all__ = [
     "COT_POLICIES",

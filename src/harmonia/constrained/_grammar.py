@@ -45,10 +45,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .. import _special_tokens as st
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
 from .._errors import InputError
 from .._message import Conversation
+from .._tokenizer import special_tokens as st
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
