@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from ._enums import HarmonyEncodingName, Role
+from ._errors import InputError
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
 from ._parser import ParseResult, parse_completion, parse_tokens
 from ._render import Renderer
@@ -172,7 +173,7 @@ def load_harmony_encoding(
     """
     value = str(name)
     if value != HarmonyEncodingName.HARMONY_GPT_OSS.value:
-        raise ValueError(f"Invalid HarmonyEncodingName: {value}")
+        raise InputError(f"Invalid HarmonyEncodingName: {value}")
     bpe = get_engine(engine)
     key = (value, bpe.name)
     encoding = _encodings.get(key)

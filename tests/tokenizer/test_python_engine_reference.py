@@ -1,5 +1,5 @@
 """Every engine splits text as the reference does, including on the code points
-where quicktok's Unicode tables are newer than the reference's (``_unicode16``)."""
+where quicktok's Unicode tables are newer than the reference's (``_tokenizer/unicode16.py``)."""
 
 from __future__ import annotations
 

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeAlias
 
+from .._errors import InputError, InputTypeError
+
 __all__ = [
     "JsonValue",
     "emit_serde_json",
@@ -96,18 +98,18 @@ def _roundtrip(value: object, depth_left: int | None) -> JsonValue:
         return _roundtrip_float(value)
     if isinstance(value, (dict, list, tuple)):
         if depth_left is not None and depth_left <= 0:
-            raise ValueError("recursion limit exceeded")
+            raise InputError("recursion limit exceeded")
         inner = None if depth_left is None else depth_left - 1
         if isinstance(value, dict):
             return _roundtrip_object(value, inner)
         return [_roundtrip(item, inner) for item in value]
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    raise InputTypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _roundtrip_float(value: float) -> float | int:
     # json.dumps writes NaN/Infinity tokens, which are not JSON: serde fails.
     if not math.isfinite(value):
-        raise ValueError(f"{value!r} is not valid JSON")
+        raise InputError(f"{value!r} is not valid JSON")
     return parse_serde_number(float.__repr__(value))
 
 
@@ -140,7 +142,7 @@ def _json_key(key: object) -> str:
         return "null"
     if isinstance(key, int):
         return int.__repr__(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    raise InputTypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 def _join_surrogates(text: str) -> str:
@@ -161,7 +163,7 @@ def _join_surrogates(text: str) -> str:
             index += 2
             continue
         if "\ud800" <= char <= "\udfff":
-            raise ValueError(f"lone surrogate {char!r} cannot be encoded as JSON")
+            raise InputError(f"lone surrogate {char!r} cannot be encoded as JSON")
         out.append(char)
         index += 1
     return "".join(out)
@@ -197,7 +199,7 @@ def parse_serde_number(text: str) -> int | float:
             # serde's exponent overflow rule: zero or tiny -> signed zero.
             if significand == 0 or explicit < 0:
                 return -0.0 if negative else 0.0
-            raise ValueError("number out of range")
+            raise InputError("number out of range")
         exponent += explicit
     return _f64_from_parts(negative, significand, exponent)
 
@@ -242,14 +244,14 @@ def _f64_from_parts(negative: bool, significand: int, exponent: int) -> float:
             if exponent >= 0:
                 value *= _POW10[exponent]
                 if math.isinf(value):
-                    raise ValueError("number out of range")
+                    raise InputError("number out of range")
             else:
                 value /= _POW10[-exponent]
             break
         if value == 0.0:
             break
         if exponent >= 0:
-            raise ValueError("number out of range")
+            raise InputError("number out of range")
         # Very negative exponents are applied in steps so the table suffices.
         value /= 1e308
         exponent += 308
@@ -331,7 +333,7 @@ def format_f64(value: float) -> str:
     ['100.0', '1e16', '0.00003', '1.5e-7', '1.2345678901234568e20', '-0.0']
     """
     if not math.isfinite(value):
-        raise ValueError(f"{value!r} is not valid JSON")
+        raise InputError(f"{value!r} is not valid JSON")
     text = float.__repr__(value)
     sign = "-" if text.startswith("-") else ""
     digits, point = _shortest_digits(text.lstrip("-"))

@@ -6,7 +6,7 @@ printed twice, ``"a" | "b"[]``, a substring test for ``| null``, three
 different ways of quoting a string default, ``anyOf``/``$ref`` rendered as
 ``any``...).  They are all reproduced on purpose: gpt-oss was trained on this
 exact text, and byte-exact output is what lets harmonia be swapped in for the
-reference.  See :mod:`harmonia._typescript_fixed` (re-exported here as
+reference.  See :mod:`.typescript_corrected` (re-exported here as
 :func:`schema_to_typescript_fixed`) for an opt-in corrected mode.
 
 Structure: like jsonschema's validators, each keyword (``oneOf``, ``type``)

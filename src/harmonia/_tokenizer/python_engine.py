@@ -3,8 +3,8 @@
 Why it exists: quicktok encodes fastest, but building its tables takes about half
 a second of CPU with the GIL held, longer than the reference library takes to
 load. This encoder needs only the ranks and a Unicode class table (quicktok's,
-corrected to the reference's Unicode 16.0 by ``_loader``), so harmonia can load
-fast and still encode exactly; the tiered engine (``_tiered``) hands heavy
+corrected to the reference's Unicode 16.0 by :mod:`.vocab_file`), so harmonia can
+load fast and still encode exactly; the ``auto`` engine (:mod:`.auto_engine`) hands heavy
 workloads over to quicktok later.
 
 How it splits text: o200k's pre-tokenisation pattern only asks five questions
@@ -27,6 +27,8 @@ import threading
 from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import chain, pairwise
+
+from .._errors import InputTypeError, VocabularyError
 
 #: Bits of a character's class signature, in the order of quicktok's table.
 LETTER, NUMBER, SPACE, UPPER, LOWER = 1, 2, 4, 8, 16
@@ -51,7 +53,7 @@ class UnicodeClasses:
 
     def __init__(self, ranges: Sequence[Ranges]) -> None:
         if len(ranges) != len(CLASS_BITS):
-            raise ValueError(f"expected {len(CLASS_BITS)} classes, got {len(ranges)}")
+            raise VocabularyError(f"expected {len(CLASS_BITS)} classes, got {len(ranges)}")
         self._ranges = [list(rs) for rs in ranges]
         self._starts = [[lo for lo, _ in rs] for rs in ranges]
         self._ends = [[hi for _, hi in rs] for rs in ranges]
@@ -192,7 +194,7 @@ class PythonBpe:
 
     def encode_ordinary(self, text: str) -> list[int]:
         if not isinstance(text, str):
-            raise TypeError(f"can only encode str, not {type(text).__name__}")
+            raise InputTypeError(f"can only encode str, not {type(text).__name__}")
         pieces = self.split(text)
         found = list(map(self._cache.get, pieces))
         if None in found:

@@ -201,7 +201,7 @@ _tokenizers_lock = threading.Lock()
 
 
 def get_tokenizer(engine_name: str | None = None) -> Tokenizer:
-    """The process-wide tokenizer over the named engine (default: see ``_loader``)."""
+    """The process-wide tokenizer over the named engine (default: see :mod:`.registry`)."""
     engine = get_engine(engine_name)
     tok = _tokenizers.get(engine.name)
     if tok is None:

@@ -6,12 +6,13 @@ Unicode 16.0. quicktok-v1 0.4's class table was exported from a newer Unicode
 components, several new scripts and marks) and made U+0295 a letter of class Lo.
 For those code points the two disagree on a class of o200k's pattern, and so can
 their token ids. These are the code points where quicktok's table differs from
-Unicode 16.0, each with its Unicode 16.0 signature (bits of ``_pybpe``).
+Unicode 16.0, each with its Unicode 16.0 signature (bits of :mod:`.python_engine`).
 
 Facts, not code: derived by classifying every code point with the ``regex``
 module 2024.11.6 (Unicode 16.0) and comparing with quicktok's table, then checked
-against openai_harmony 0.0.8 itself on every code point (see tests/test_pybpe.py,
-which repeats the check whenever the reference is installed).
+against openai_harmony 0.0.8 itself on every code point (see
+tests/tokenizer/test_python_engine_reference.py, which repeats the check whenever
+the reference is installed).
 """
 
 from __future__ import annotations

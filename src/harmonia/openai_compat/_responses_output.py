@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from .._encoding import HarmonyEncoding
+from .._errors import InputError
 from ._common import BROWSER, PYTHON, JsonDict
 from ._ids import IdGenerator, as_generator
 from ._output import OutputAssembler, OutputDiagnostic, OutputItem
@@ -74,7 +75,7 @@ class ResponseBuilder:
         builtin_calls: BuiltinCalls,
     ) -> None:
         if builtin_calls not in ("function_call", "native"):
-            raise ValueError(
+            raise InputError(
                 f"builtin_calls must be 'function_call' or 'native': {builtin_calls!r}"
             )
         self.gen = as_generator(ids)
