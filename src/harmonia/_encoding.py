@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from ._enums import HarmonyEncodingName, Role
 from ._errors import InputError
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
+from ._names import EngineName
 from ._parser import ParseResult, parse_completion, parse_tokens
 from ._render import Renderer
 from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_engine, get_tokenizer
@@ -155,7 +156,7 @@ _lock = threading.Lock()
 
 
 def load_harmony_encoding(
-    name: str | HarmonyEncodingName, *, engine: str | None = None
+    name: str | HarmonyEncodingName, *, engine: EngineName | None = None
 ) -> HarmonyEncoding:
     """Load an encoding (once per process; later calls return the same object).
 

@@ -123,7 +123,8 @@ def check_all_ways(
 
 @pytest.mark.parametrize("case", CATALOGUE, ids=lambda c: f"{c['id']}")
 def test_catalogue(enc: h.HarmonyEncoding, case: dict[str, Any]) -> None:
-    """The reference's 76-case catalogue (reference-behaviour.md 6.6), with our deliberate fixes."""
+    """The reference's 76-case catalogue (tests/data/parse_catalogue.json: openai-harmony
+    0.0.8's result for each input), with our deliberate fixes."""
     want = case.get("harmonia", case["reference"])
     tokens = toks(enc, case["input"])
     got = check_all_ways(enc, tokens, role_of(case["role"]), case["strict"])
@@ -157,7 +158,7 @@ def _nonsense(messages: list[dict[str, Any]]) -> bool:
     return False
 
 
-# -- token-by-token traces (reference-behaviour.md 7.2) ----------------------------------------
+# -- token-by-token traces of the reference's streaming parser (tests/data/parse_traces.json) ----
 
 
 def snapshot(p: StreamableParser) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Rendering rules of the reference (reference-behaviour.md §4) and our extensions."""
+"""Rendering rules of the reference (what openai-harmony 0.0.8 renders) and our extensions."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """JSON Schema -> TypeScript conversion and serde-compatible JSON printing.
 
-These tests need nothing but harmonia: the expected strings come from the
-reference-behaviour spec (section 5.4 case table, section 5.3 numbers).  The
-optional differential checks against the reference wheel live in
-``test_typescript_reference.py``.
+These tests need nothing but harmonia: the expected strings are what
+openai-harmony 0.0.8 prints, recorded case by case in ``tests/data/typescript_cases.json``
+(schema in, ``type f = ...;`` line out) and, for numbers, serde_json's
+shortest-round-trip spelling written out below.  The optional differential
+checks against the reference wheel live in ``test_typescript_reference.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ CASES = json.loads(
 
 
 def tool_line(parameters: object, convert: object = schema_to_typescript) -> str:
-    """The `type f = ...;` line of a tools section (spec section 4.7)."""
+    """The `type f = ...;` line a function tool gets in the developer message's tools section."""
     if parameters is None:
         return "type f = () => any;"
     assert callable(convert)
@@ -40,7 +41,7 @@ def tool_line(parameters: object, convert: object = schema_to_typescript) -> str
 
 
 # --------------------------------------------------------------------------
-# Reference mode: the full case table of the spec
+# Reference mode: every recorded case (tests/data/typescript_cases.json)
 # --------------------------------------------------------------------------
 
 
@@ -89,7 +90,7 @@ def test_unserialisable_values_raise_type_error() -> None:
 
 
 # --------------------------------------------------------------------------
-# _jsonfmt: numbers (spec section 5.3)
+# serde_json: numbers (serde_json prints the shortest text that round-trips an f64)
 # --------------------------------------------------------------------------
 
 
@@ -215,7 +216,7 @@ def test_integers_in_range_print_exactly(value: int) -> None:
 
 
 # --------------------------------------------------------------------------
-# _jsonfmt: strings, containers, Python-side coercions
+# serde_json: strings, containers, Python-side coercions
 # --------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .._enums import Role
+from .._names import ANALYSIS, COMMENTARY, FINAL
 from .._parser import Diagnostic, EncodingLike, MessageDone, StreamableParser
 from .._tokenizer import is_special_token
 
@@ -99,7 +100,7 @@ def inspect_tokens(enc: EncodingLike, tokens: Sequence[int], role: Role | None) 
 # -- terminal ----------------------------------------------------------------------
 
 _ROLE_COLOURS = {"system": "35", "developer": "34", "user": "32", "assistant": "36", "tool": "33"}
-_CHANNEL_COLOURS = {"analysis": "2;36", "commentary": "36", "final": "1;36"}
+_CHANNEL_COLOURS = {ANALYSIS: "2;36", COMMENTARY: "36", FINAL: "1;36"}
 
 
 def _colour(code: str, text: str, enabled: bool) -> str:

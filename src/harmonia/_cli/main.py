@@ -18,10 +18,10 @@ from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role
 from .._errors import HarmonyError, InputError
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
+from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
 from .._parser import parse_completion
-from .._render.cot import COT_POLICIES
+from .._render import typescript_converter
 from .._render.prompt_text import tools_section
-from .._render.typescript import schema_to_typescript, schema_to_typescript_fixed
 from .inspect import inspect_tokens, render_html, render_terminal
 from .io import load_conversation, parse_token_list, read_input, read_json
 
@@ -72,7 +72,7 @@ def _as_tool(raw: Any, index: int) -> ToolDescription | None:
 
 def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
     data = read_json(args.file)
-    convert = schema_to_typescript_fixed if args.typescript == "corrected" else schema_to_typescript
+    convert = typescript_converter(args.typescript)
     items = data if isinstance(data, list) else [data]
     tools = [_as_tool(item, i) for i, item in enumerate(items)]
     if all(t is not None for t in tools) and tools:
@@ -177,18 +177,14 @@ def _build_parser() -> argparse.ArgumentParser:
     render.add_argument(
         "--next-role", default=Role.ASSISTANT.value, choices=[r.value for r in Role]
     )
-    render.add_argument("--cot-policy", choices=COT_POLICIES, default=None)
-    render.add_argument(
-        "--typescript", choices=("reference", "corrected"), default=DEFAULT_TYPESCRIPT_MODE
-    )
+    render.add_argument("--cot-policy", choices=COT_POLICY_NAMES, default=None)
+    render.add_argument("--typescript", choices=TYPESCRIPT_MODES, default=DEFAULT_TYPESCRIPT_MODE)
     render.set_defaults(func=_cmd_render)
 
     schema = sub.add_parser("schema", help="JSON Schema or tools -> the TypeScript the model sees")
     schema.add_argument("file", help="JSON file, or - for standard input")
-    schema.add_argument("--namespace", default="functions")
-    schema.add_argument(
-        "--typescript", choices=("reference", "corrected"), default=DEFAULT_TYPESCRIPT_MODE
-    )
+    schema.add_argument("--namespace", default=FUNCTIONS)
+    schema.add_argument("--typescript", choices=TYPESCRIPT_MODES, default=DEFAULT_TYPESCRIPT_MODE)
     schema.set_defaults(func=_cmd_schema)
 
     parse = sub.add_parser("parse", help="completion tokens or text -> messages and diagnostics")

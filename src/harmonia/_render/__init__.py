@@ -5,6 +5,6 @@ tokenizer and the data model.
 """
 
 from .cot import COT_POLICIES
-from .renderer import Renderer
+from .renderer import Renderer, typescript_converter
 
-__all__ = ["COT_POLICIES", "Renderer"]
+__all__ = ["COT_POLICIES", "Renderer", "typescript_converter"]

@@ -18,14 +18,15 @@ from typing import Final
 from .._enums import Role
 from .._errors import InputError
 from .._message import Message, RenderConversationConfig
+from .._names import ANALYSIS, COT_POLICY_NAMES, FINAL, CotPolicyName
 
-REFERENCE: Final = "reference"
-GUIDE: Final = "guide"
-KEEP_ALL: Final = "keep_all"
-COT_POLICIES: Final = (REFERENCE, GUIDE, KEEP_ALL)
+REFERENCE: Final[CotPolicyName] = "reference"
+GUIDE: Final[CotPolicyName] = "guide"
+KEEP_ALL: Final[CotPolicyName] = "keep_all"
+COT_POLICIES: Final = COT_POLICY_NAMES
 
 
-def resolve_policy(config: RenderConversationConfig | None) -> str:
+def resolve_policy(config: RenderConversationConfig | None) -> CotPolicyName:
     """The policy a config asks for (``None`` means the reference default)."""
     if config is None:
         return REFERENCE
@@ -38,7 +39,7 @@ def resolve_policy(config: RenderConversationConfig | None) -> str:
     return REFERENCE if config.auto_drop_analysis else KEEP_ALL
 
 
-def dropped_indices(messages: Sequence[Message], policy: str) -> frozenset[int]:
+def dropped_indices(messages: Sequence[Message], policy: CotPolicyName) -> frozenset[int]:
     """Indices of the messages the policy leaves out of the prompt."""
     if policy == KEEP_ALL:
         return frozenset()
@@ -49,12 +50,12 @@ def dropped_indices(messages: Sequence[Message], policy: str) -> frozenset[int]:
 
 def _reference_drops(messages: Sequence[Message]) -> frozenset[int]:
     last_assistant = next((m for m in reversed(messages) if m.author.role is Role.ASSISTANT), None)
-    if last_assistant is None or last_assistant.channel != "final":
+    if last_assistant is None or last_assistant.channel != FINAL:
         return frozenset()
-    first_final = next((i for i, m in enumerate(messages) if m.channel == "final"), None)
+    first_final = next((i for i, m in enumerate(messages) if m.channel == FINAL), None)
     if first_final is None:
         return frozenset()
-    return frozenset(i for i in range(first_final) if messages[i].channel == "analysis")
+    return frozenset(i for i in range(first_final) if messages[i].channel == ANALYSIS)
 
 
 def _guide_drops(messages: Sequence[Message]) -> frozenset[int]:
@@ -62,8 +63,8 @@ def _guide_drops(messages: Sequence[Message]) -> frozenset[int]:
         (
             i
             for i, m in enumerate(messages)
-            if m.author.role is Role.ASSISTANT and m.channel == "final"
+            if m.author.role is Role.ASSISTANT and m.channel == FINAL
         ),
         default=-1,
     )
-    return frozenset(i for i in range(last_final) if messages[i].channel == "analysis")
+    return frozenset(i for i in range(last_final) if messages[i].channel == ANALYSIS)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._content import DeveloperContent, ResponseFormat, SystemContent, ToolNamespaceConfig
+from .._names import FUNCTIONS
 
 SchemaConverter = Callable[[Any], str]
 
@@ -117,5 +118,5 @@ def has_function_tools(content: DeveloperContent) -> bool:
     tools = content.tools
     if tools is None:
         return False
-    functions = tools.get("functions")
+    functions = tools.get(FUNCTIONS)
     return functions is not None and bool(functions.tools)

@@ -17,13 +17,14 @@ from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
 from .._errors import RenderError
 from .._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
+from .._names import CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode
 from .._tokenizer import Tokenizer
 from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
 
-TYPESCRIPT_REFERENCE: Final = DEFAULT_TYPESCRIPT_MODE
-TYPESCRIPT_CORRECTED: Final = "corrected"
+TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
+TYPESCRIPT_CORRECTED: Final[TypeScriptMode] = "corrected"
 
 _PIECE_CACHE_LIMIT: Final = 8192
 _CONTENT_CACHE_LIMIT: Final = 512
@@ -31,11 +32,11 @@ _CONTENT_CACHE_LIMIT: Final = 512
 # Texts up to this long are cached, until the cached texts total _TEXT_CACHE_CHARS.
 _CACHED_TEXT_CHARS: Final = 4096
 _TEXT_CACHE_CHARS: Final = 1 << 20
-_CONSTRAIN_PREFIX: Final = "<|constrain|>"
 _SPACE: Final = [220]  # " "
 
 
-def _typescript_converter(mode: str) -> Callable[[Any], str]:
+def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
+    """The schema-to-TypeScript function of a mode (imported on first use)."""
     if mode == TYPESCRIPT_REFERENCE:
         from .typescript import schema_to_typescript
 
@@ -44,7 +45,9 @@ def _typescript_converter(mode: str) -> Callable[[Any], str]:
         from .typescript import schema_to_typescript_fixed
 
         return schema_to_typescript_fixed
-    raise RenderError(f"unknown typescript mode {mode!r}: choose 'reference' or 'corrected'")
+    raise RenderError(
+        f"unknown typescript mode {mode!r}: choose one of {', '.join(map(repr, TYPESCRIPT_MODES))}"
+    )
 
 
 class Renderer:
@@ -107,7 +110,7 @@ class Renderer:
         self,
         message: Message,
         has_function_tools: bool,
-        typescript: str = TYPESCRIPT_REFERENCE,
+        typescript: TypeScriptMode = DEFAULT_TYPESCRIPT_MODE,
         index: int | None = None,
     ) -> list[int]:
         author = message.author
@@ -131,10 +134,10 @@ class Renderer:
             out += self._piece(message.channel, index, "channel")
         content_type = message.content_type
         if content_type is not None:
-            if content_type.startswith(_CONSTRAIN_PREFIX):
+            if content_type.startswith(CONSTRAIN):
                 out += _SPACE
                 out.append(st.CONSTRAIN)
-                out += self._piece(content_type[len(_CONSTRAIN_PREFIX) :], index, "content_type")
+                out += self._piece(content_type[len(CONSTRAIN) :], index, "content_type")
             else:
                 out += self._piece(" " + content_type, index, "content_type")
         out.append(st.MESSAGE)
@@ -148,7 +151,7 @@ class Renderer:
         part: Content,
         role: Role,
         has_ft: bool,
-        typescript: str,
+        typescript: TypeScriptMode,
         index: int | None,
         j: int,
     ) -> list[int]:
@@ -183,7 +186,7 @@ class Renderer:
         self,
         part: SystemContent | DeveloperContent,
         has_ft: bool,
-        typescript: str,
+        typescript: TypeScriptMode,
         index: int | None,
         j: int,
     ) -> list[int]:
@@ -198,7 +201,7 @@ class Renderer:
         key = (part.TYPE, has_ft, typescript, value)
         ids = self._contents.get(key)
         if ids is None:
-            to_ts = _typescript_converter(typescript)
+            to_ts = typescript_converter(typescript)
             try:
                 if isinstance(part, SystemContent):
                     text = system_text(part, has_ft, to_ts)
@@ -222,7 +225,7 @@ class Renderer:
         messages = conversation.messages
         has_ft = conversation_has_function_tools(messages)
         drop = dropped_indices(messages, resolve_policy(config))
-        typescript = TYPESCRIPT_REFERENCE if config is None else config.typescript
+        typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
         out: list[int] = []
         for i, message in enumerate(messages):
             if i not in drop:
@@ -247,7 +250,7 @@ class Renderer:
         messages = conversation.messages
         if messages and out:
             last = messages[-1]
-            if last.author.role is Role.ASSISTANT and last.channel == "final":
+            if last.author.role is Role.ASSISTANT and last.channel == FINAL:
                 out[-1] = st.RETURN
         return out
 

@@ -54,8 +54,11 @@ def _build(name: str) -> BpeEngine:
     return TieredEngine(python, lambda: get_engine("quicktok"))
 
 
-def get_engine(name: str | None = None) -> BpeEngine:
-    """The process-wide engine called ``name`` (default: env var, then ``auto``)."""
+def get_engine(name: EngineName | str | None = None) -> BpeEngine:
+    """The process-wide engine called ``name`` (default: env var, then :data:`DEFAULT_ENGINE`).
+
+    A plain ``str`` is accepted because names also come from the environment; an
+    unknown one raises :class:`VocabularyError` naming the valid ones."""
     if name is None:
         name = os.environ.get(ENGINE_ENV_VAR) or DEFAULT_ENGINE
     engine = _engines.get(name)

@@ -25,7 +25,8 @@ from typing import Any, Final, Literal
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from ._common import BROWSER, PYTHON, JsonDict
+from .._names import BROWSER, PYTHON
+from ._common import JsonDict
 from ._ids import IdGenerator, as_generator
 from ._output import OutputAssembler, OutputDiagnostic, OutputItem
 
@@ -58,7 +59,7 @@ _PREFIX: Final = {
     "web_search_call": "ws",
     "code_interpreter_call": "ci",
 }
-_BROWSER_ACTIONS: Final = ("browser.search", "browser.open", "browser.find")
+_BROWSER_ACTIONS: Final = tuple(f"{BROWSER}.{action}" for action in ("search", "open", "find"))
 
 
 class ResponseBuilder:
