@@ -25,7 +25,7 @@ from harmonia._render.serde_json import (
     serde_roundtrip,
     to_serde_json,
 )
-from harmonia._render.typescript import schema_to_typescript, schema_to_typescript_fixed
+from harmonia._render.typescript import schema_to_typescript, schema_to_typescript_corrected
 
 CASES = json.loads(
     (Path(__file__).parent.parent / "data" / "typescript_cases.json").read_text(encoding="utf-8")
@@ -81,7 +81,7 @@ def test_values_serde_rejects_raise_value_error_even_in_ignored_keys(poison: obj
     with pytest.raises(ValueError):
         schema_to_typescript({"type": "string", "x-ignored": poison})
     with pytest.raises(ValueError):
-        schema_to_typescript_fixed({"type": "string", "x-ignored": poison})
+        schema_to_typescript_corrected({"type": "string", "x-ignored": poison})
 
 
 def test_unserialisable_values_raise_type_error() -> None:
@@ -491,11 +491,11 @@ FIXED_CASES: list[tuple[str, object, str]] = [
     [(schema, expected) for _, schema, expected in FIXED_CASES],
     ids=[name for name, _, _ in FIXED_CASES],
 )
-def test_fixed_mode(schema: object, expected: str) -> None:
-    assert schema_to_typescript_fixed(schema) == expected
+def test_corrected_mode(schema: object, expected: str) -> None:
+    assert schema_to_typescript_corrected(schema) == expected
 
 
-def test_fixed_mode_keeps_plain_schemas_identical_to_the_reference() -> None:
+def test_corrected_mode_keeps_plain_schemas_identical_to_the_reference() -> None:
     # The corrected mode only departs from the reference where it was wrong.
     same = [
         "TS-002",
@@ -519,9 +519,9 @@ def test_fixed_mode_keeps_plain_schemas_identical_to_the_reference() -> None:
     for case in CASES:
         if case["id"] in same:
             parameters = json.loads(case["parameters_json"])
-            assert tool_line(parameters, schema_to_typescript_fixed) == case["expected"]
+            assert tool_line(parameters, schema_to_typescript_corrected) == case["expected"]
 
 
-def test_fixed_mode_indent_argument() -> None:
+def test_corrected_mode_indent_argument() -> None:
     schema = obj(a={"type": "string", "description": "A"})
-    assert schema_to_typescript_fixed(schema, "  ") == "{\n  // A\n  a?: string,\n  }"
+    assert schema_to_typescript_corrected(schema, "  ") == "{\n  // A\n  a?: string,\n  }"

@@ -42,9 +42,9 @@ def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
 
         return schema_to_typescript
     if mode == TYPESCRIPT_CORRECTED:
-        from .typescript import schema_to_typescript_fixed
+        from .typescript import schema_to_typescript_corrected
 
-        return schema_to_typescript_fixed
+        return schema_to_typescript_corrected
     raise RenderError(
         f"unknown typescript mode {mode!r}: choose one of {', '.join(map(repr, TYPESCRIPT_MODES))}"
     )

@@ -7,7 +7,7 @@ different ways of quoting a string default, ``anyOf``/``$ref`` rendered as
 ``any``...).  They are all reproduced on purpose: gpt-oss was trained on this
 exact text, and byte-exact output is what lets harmonia be swapped in for the
 reference.  See :mod:`.typescript_corrected` (re-exported here as
-:func:`schema_to_typescript_fixed`) for an opt-in corrected mode.
+:func:`schema_to_typescript_corrected`) for an opt-in corrected mode.
 
 Structure: like jsonschema's validators, each keyword (``oneOf``, ``type``)
 and each ``type`` value has its own small handler, found through a lookup
@@ -28,9 +28,9 @@ from .serde_json import JsonValue, emit_serde_json, serde_roundtrip
 
 # The corrected mode lives in its own module; re-exported so callers can pick
 # either converter from here.
-from .typescript_corrected import _required_names, schema_to_typescript_fixed
+from .typescript_corrected import _required_names, schema_to_typescript_corrected
 
-__all__ = ["schema_to_typescript", "schema_to_typescript_fixed"]
+__all__ = ["schema_to_typescript", "schema_to_typescript_corrected"]
 
 Schema = dict[str, JsonValue]
 

@@ -50,9 +50,9 @@ reference mode, so numbers print identically and invalid JSON raises
 ``ValueError``.  The same handler-table design is used: one small function
 per keyword and per ``type`` value.
 
->>> schema_to_typescript_fixed({"type": "array", "items": {"enum": ["x", "y"]}})
+>>> schema_to_typescript_corrected({"type": "array", "items": {"enum": ["x", "y"]}})
 '("x" | "y")[]'
->>> schema_to_typescript_fixed({"anyOf": [{"type": "string"}, {"type": "null"}]})
+>>> schema_to_typescript_corrected({"anyOf": [{"type": "string"}, {"type": "null"}]})
 'string | null'
 """
 
@@ -68,7 +68,7 @@ from urllib.parse import unquote
 
 from .serde_json import JsonValue, emit_serde_json, serde_roundtrip
 
-__all__ = ["schema_to_typescript_fixed"]
+__all__ = ["schema_to_typescript_corrected"]
 
 Schema = dict[str, JsonValue]
 
@@ -108,10 +108,10 @@ _ANY = _Ts(("any",))
 _NEVER = _Ts(("never",))
 
 
-def schema_to_typescript_fixed(schema: object, indent: str = "") -> str:
+def schema_to_typescript_corrected(schema: object, indent: str = "") -> str:
     """Render ``schema`` as corrected TypeScript (see the module docstring).
 
-    >>> schema_to_typescript_fixed({"type": "object", "properties": {
+    >>> schema_to_typescript_corrected({"type": "object", "properties": {
     ...     "n": {"type": "integer", "enum": [1, 2], "description": "N\\nmore"}}})
     '{\\n// N\\n// more\\nn?: 1 | 2,\\n}'
     """
