@@ -61,7 +61,7 @@ except ImportError:  # running from a plain checkout: use the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     import harmonia
 
-from harmonia import _loader
+from harmonia._tokenizer import engines, vocab_file
 
 HARMONIA = "harmonia"  # the default engine ("auto"), as users get it
 HARMONIA_PY = "harm-py"  # engine="python": the pure-Python tier on its own
@@ -240,8 +240,8 @@ def build_tiktoken() -> Any:
 
     return tiktoken.Encoding(
         name="o200k_base_offline",
-        pat_str=_loader.O200K_PATTERN,
-        mergeable_ranks={b: i for i, b in enumerate(_loader.ordinary_ranks())},
+        pat_str=engines.O200K_PATTERN,
+        mergeable_ranks={b: i for i, b in enumerate(vocab_file.ordinary_ranks())},
         special_tokens={},
     )
 

@@ -6,7 +6,7 @@ Run it with the ``constrained`` and ``dev`` extras installed::
     python benchmarks/bench_constrained.py --turns 50   # quicker, rougher
 
 The cases are the conversations of the property test
-(``tests/test_constrained_cases.py``): function tools with nested schemas,
+(``tests/constrained/constrained_cases.py``): function tools with nested schemas,
 enums and arrays; the browser and python tools; a response format with tools;
 everything together. For each case it prints
 
@@ -33,15 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "constrained"))
 
-from harmonia import _special_tokens as st
+from constrained_cases import CASES, ENC, Case, TurnSampler
+
+from harmonia._tokenizer import special_tokens as st
 from harmonia.constrained import (
     TurnMatcher,
     _mask,
     build_turn_grammar,
 )
-from test_constrained_cases import CASES, ENC, Case, TurnSampler
 
 
 def _where(case: Case, tokens: list[int]) -> str:

@@ -21,7 +21,7 @@ from harmonia import (
     ToolDescription,
     load_harmony_encoding,
 )
-from harmonia._cli import main as cli
+from harmonia._cli.main import main as cli
 
 # The completion in the guide's StreamableParser example.
 GUIDE_COMPLETION = [

@@ -4,6 +4,8 @@ A drop-in replacement for ``openai_harmony``: the same names and behaviour, with
 extensions documented in the README.
 """
 
+from __future__ import annotations
+
 from ._content import (
     ChannelConfig,
     Content,
@@ -14,7 +16,6 @@ from ._content import (
     ToolDescription,
     ToolNamespaceConfig,
 )
-from ._cot import COT_POLICIES
 from ._encoding import HarmonyEncoding, load_harmony_encoding
 from ._enums import HarmonyEncodingName, ReasoningEffort, Role, StreamState
 from ._errors import (
@@ -23,6 +24,7 @@ from ._errors import (
     EngineError,
     HarmonyError,
     InputError,
+    InputTypeError,
     ModelOutputError,
     ParseError,
     RenderError,
@@ -30,7 +32,6 @@ from ._errors import (
     ToolError,
     VocabularyError,
 )
-from ._loader import verify_vocabulary, write_tiktoken_file
 from ._message import (
     Author,
     Conversation,
@@ -41,6 +42,7 @@ from ._message import (
 from ._parser import (
     ContentDelta,
     Diagnostic,
+    EncodingLike,
     MessageDone,
     MessageHeader,
     MessageStarted,
@@ -51,6 +53,8 @@ from ._parser import (
     parse_completion,
     parse_text,
 )
+from ._render import COT_POLICIES
+from ._tokenizer import Tokenizer, verify_vocabulary, write_tiktoken_file
 
 __all__ = [
     "COT_POLICIES",
@@ -63,11 +67,13 @@ __all__ = [
     "DeveloperContent",
     "Diagnostic",
     "DisallowedSpecialTokenError",
+    "EncodingLike",
     "EngineError",
     "HarmonyEncoding",
     "HarmonyEncodingName",
     "HarmonyError",
     "InputError",
+    "InputTypeError",
     "Message",
     "MessageDone",
     "MessageHeader",
@@ -88,13 +94,29 @@ __all__ = [
     "StreamableParser",
     "SystemContent",
     "TextContent",
+    "Tokenizer",
     "ToolDescription",
     "ToolError",
     "ToolNamespaceConfig",
     "VocabularyError",
+    "__version__",
     "load_harmony_encoding",
     "parse_completion",
     "parse_text",
     "verify_vocabulary",
     "write_tiktoken_file",
 ]
+
+
+def __getattr__(name: str) -> str:
+    # The version is read from the installed package's metadata (pyproject.toml is
+    # its one source), on first use: importlib.metadata costs milliseconds that
+    # ``import harmonia`` should not pay.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("harmonia")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 from ._builtin_tools import BROWSER_DESCRIPTION, BROWSER_TOOLS, PYTHON_DESCRIPTION
 from ._enums import ReasoningEffort
 from ._errors import InputError
+from ._names import BROWSER, CHANNELS, FUNCTIONS, PYTHON
 
 DEFAULT_MODEL_IDENTITY = "You are ChatGPT, a large language model trained by OpenAI."
 DEFAULT_KNOWLEDGE_CUTOFF = "2024-06"
 DEFAULT_REASONING_EFFORT = ReasoningEffort.MEDIUM
-DEFAULT_CHANNELS = ("analysis", "commentary", "final")
+DEFAULT_CHANNELS = CHANNELS
 
 
 class Content:
@@ -83,12 +84,12 @@ class ToolNamespaceConfig:
     def browser() -> ToolNamespaceConfig:
         """The built-in browsing tool, with the texts gpt-oss was trained on."""
         tools = [ToolDescription(n, d, copy.deepcopy(p)) for n, d, p in BROWSER_TOOLS]
-        return ToolNamespaceConfig("browser", BROWSER_DESCRIPTION, tools)
+        return ToolNamespaceConfig(BROWSER, BROWSER_DESCRIPTION, tools)
 
     @staticmethod
     def python() -> ToolNamespaceConfig:
         """The built-in Python tool (a description, no typed functions)."""
-        return ToolNamespaceConfig("python", PYTHON_DESCRIPTION, [])
+        return ToolNamespaceConfig(PYTHON, PYTHON_DESCRIPTION, [])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -304,7 +305,7 @@ class DeveloperContent(Content):
         return self
 
     def with_function_tools(self, tools: Iterable[ToolDescription]) -> DeveloperContent:
-        return self.with_tools(ToolNamespaceConfig("functions", None, list(tools)))
+        return self.with_tools(ToolNamespaceConfig(FUNCTIONS, None, list(tools)))
 
     def with_response_format(
         self, name: str, schema: dict[str, Any], description: str | None = None

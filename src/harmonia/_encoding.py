@@ -9,13 +9,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from . import _special_tokens as st
 from ._enums import HarmonyEncodingName, Role
-from ._loader import get_engine
+from ._errors import InputError
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
+from ._names import EngineName
 from ._parser import ParseResult, parse_completion, parse_tokens
 from ._render import Renderer
-from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_tokenizer
+from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_engine, get_tokenizer
+from ._tokenizer import special_tokens as st
 
 
 class HarmonyEncoding:
@@ -155,7 +156,7 @@ _lock = threading.Lock()
 
 
 def load_harmony_encoding(
-    name: str | HarmonyEncodingName, *, engine: str | None = None
+    name: str | HarmonyEncodingName, *, engine: EngineName | None = None
 ) -> HarmonyEncoding:
     """Load an encoding (once per process; later calls return the same object).
 
@@ -173,7 +174,7 @@ def load_harmony_encoding(
     """
     value = str(name)
     if value != HarmonyEncodingName.HARMONY_GPT_OSS.value:
-        raise ValueError(f"Invalid HarmonyEncodingName: {value}")
+        raise InputError(f"Invalid HarmonyEncodingName: {value}")
     bpe = get_engine(engine)
     key = (value, bpe.name)
     encoding = _encodings.get(key)

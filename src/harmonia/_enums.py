@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ._errors import InputError
+
 
 class Role(str, Enum):
     """Who wrote a message."""
@@ -16,7 +18,7 @@ class Role(str, Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Role:
-        raise ValueError(f"Unknown role: {value!r}")
+        raise InputError(f"Unknown role: {value!r}")
 
 
 class ReasoningEffort(str, Enum):

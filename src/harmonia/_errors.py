@@ -1,6 +1,27 @@
-"""The exception hierarchy.
+"""The exception hierarchy: every error harmonia raises is a :class:`HarmonyError`.
 
-Every error harmonia raises is a :class:`HarmonyError`. The subclasses say whose
+::
+
+    HarmonyError (RuntimeError)
+    ├── InputError (also ValueError): the caller's mistake
+    │   ├── InputTypeError (also TypeError): a value of the wrong type
+    │   ├── RenderError: a conversation or message that cannot be rendered
+    │   ├── DisallowedSpecialTokenError: special-token text ``encode`` may not encode
+    │   ├── DecodeError: token ids that cannot be decoded
+    │   └── openai_compat.RequestError: an OpenAI request that cannot be converted
+    │       ├── openai_compat.UnsupportedContentError
+    │       └── openai_compat.ToolCallMatchError
+    ├── ModelOutputError: the model's output breaks the format
+    │   ├── ParseError: a completion that strict parsing rejects
+    │   └── constrained.TokenRejectedError: a token the grammar does not allow
+    ├── constrained.ConstrainedUnavailableError (also ImportError): its extra is missing
+    ├── VocabularyError: the tokenizer vocabulary is missing or corrupt
+    ├── ToolError: a tool failed, or was called in a way it cannot serve
+    │   └── SandboxUnavailableError: the python tool's sandbox cannot start here
+    └── EngineError: an inference engine failed
+
+No module raises a bare built-in exception (``tests/test_raises_only_harmony_errors.py``
+checks it). The subclasses say whose
 fault it is and where it happened, so a server can answer 400 for a bad request
 (:class:`InputError`) and recover or retry for bad model output
 (:class:`ModelOutputError`), instead of turning everything into a 500.
@@ -18,6 +39,10 @@ class HarmonyError(RuntimeError):
 
 class InputError(HarmonyError, ValueError):
     """The caller passed something harmonia cannot use (also a ``ValueError``)."""
+
+
+class InputTypeError(InputError, TypeError):
+    """The caller passed a value of the wrong type (also a ``TypeError``, as Python's own is)."""
 
 
 class RenderError(InputError):

@@ -59,7 +59,7 @@ from typing import Final
 
 from ._enums import Role
 from ._message import Author
-from ._special_tokens import SPECIAL_TOKENS
+from ._tokenizer import SPECIAL_TOKENS
 
 CHANNEL_MARK: Final = "<|channel|>"
 CONSTRAIN_MARK: Final = "<|constrain|>"

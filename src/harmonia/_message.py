@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ._content import Content, TextContent, content_from_dict
 from ._enums import Role
 from ._errors import InputError
+from ._names import CotPolicyName, TypeScriptMode
 
 #: How tool schemas become TypeScript: "reference" (byte-exact) or "corrected".
-DEFAULT_TYPESCRIPT_MODE = "reference"
+DEFAULT_TYPESCRIPT_MODE: Final[TypeScriptMode] = "reference"
 
 
 @dataclass(slots=True)
@@ -189,8 +190,8 @@ class RenderConversationConfig:
     """
 
     auto_drop_analysis: bool = True
-    cot_policy: str | None = None
-    typescript: str = DEFAULT_TYPESCRIPT_MODE
+    cot_policy: CotPolicyName | None = None
+    typescript: TypeScriptMode = DEFAULT_TYPESCRIPT_MODE
 
 
 @dataclass(slots=True)
@@ -198,4 +199,4 @@ class RenderOptions:
     """Options for rendering a single message."""
 
     conversation_has_function_tools: bool = False
-    typescript: str = DEFAULT_TYPESCRIPT_MODE
+    typescript: TypeScriptMode = DEFAULT_TYPESCRIPT_MODE

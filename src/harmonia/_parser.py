@@ -94,7 +94,6 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
-from . import _special_tokens as st
 from ._enums import Role, StreamState
 from ._errors import ParseError
 from ._header import HeaderError, MessageHeader
@@ -112,6 +111,7 @@ from ._parse_events import (
 from ._parse_events import EncodingLike as EncodingLike
 from ._parse_events import TokenizerLike as TokenizerLike
 from ._recovery import LenientActions
+from ._tokenizer import special_tokens as st
 
 __all__ = [
     "ContentDelta",

@@ -61,7 +61,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from . import _special_tokens as st
 from ._enums import Role
 from ._header import (
     HeaderError,
@@ -81,6 +80,7 @@ from ._parse_events import (
     RecoveryKind,
     make_message,
 )
+from ._tokenizer import special_tokens as st
 
 _SPECIAL_NAME: Final = {t: st.SPECIAL_TOKEN_TEXT[t] for t in (st.START, st.RETURN, st.END, st.CALL)}
 

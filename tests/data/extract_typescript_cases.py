@@ -1,12 +1,15 @@
-"""One-off extractor: spec section 5.4 case table -> typescript_cases.json.
+"""One-off extractor: a Markdown table of TypeScript cases -> typescript_cases.json.
 
-Kept for reproducibility; the test suite only reads the JSON file.  Usage:
+The cases are what openai-harmony 0.0.8 prints for each tool schema; they were
+written down, as a Markdown case table, in behaviour notes kept outside this
+repository. typescript_cases.json is the record the tests read; this script is
+kept only to show how it was made.  Usage:
 
-    python tests/data/extract_typescript_cases.py /work/shared/spec/reference-behaviour.md
+    python tests/data/extract_typescript_cases.py NOTES.md
 
 Each case records the JSON text of the tool parameters exactly as printed in
-the spec (so key order and number spelling survive) and the expected
-``type f = ...;`` text; where the spec gives a Python repr (trailing spaces,
+the notes (so key order and number spelling survive) and the expected
+``type f = ...;`` text; where the notes give a Python repr (trailing spaces,
 control characters) the repr wins over the fenced block.
 """
 

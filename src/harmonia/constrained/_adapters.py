@@ -30,6 +30,7 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 
+from .._errors import InputError, InputTypeError
 from ._mask import (
     MASK_WORDS,
     ConstrainedUnavailableError,
@@ -54,7 +55,7 @@ def mask_logits(logits: Logits, mask: np.ndarray[Any, np.dtype[np.int32]]) -> Lo
         apply_mask(logits, mask)
         return logits
     if not type(logits).__module__.startswith("torch"):
-        raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits)}")
+        raise InputTypeError(f"logits must be a numpy array or a torch tensor, not {type(logits)}")
     torch = _import("torch", "torch")
     tensor: Any = logits
     allowed = torch.from_numpy(mask_to_bool(mask, tensor.shape[-1]))
@@ -164,5 +165,5 @@ def _request_grammar(params: Any) -> str | None:
     extra = getattr(params, "extra_args", None) or {}
     grammar = extra.get(VLLM_EXTRA_ARG)
     if grammar is not None and not isinstance(grammar, str):
-        raise ValueError(f"extra_args[{VLLM_EXTRA_ARG!r}] must be Lark text (a str)")
+        raise InputError(f"extra_args[{VLLM_EXTRA_ARG!r}] must be Lark text (a str)")
     return grammar

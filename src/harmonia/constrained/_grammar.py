@@ -45,22 +45,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from .. import _special_tokens as st
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
 from .._errors import InputError
 from .._message import Conversation
+from .._names import ANALYSIS, CODE, COMMENTARY, CONSTRAIN, CONSTRAIN_JSON, FINAL
+from .._tokenizer import special_tokens as st
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
 
-#: The content type of JSON arguments, as the renderer takes it.
-CONSTRAIN_JSON: Final = "<|constrain|>json"
-#: The content type gpt-oss writes for built-in tool calls.
-CODE: Final = "code"
-
-ANALYSIS: Final = "analysis"
-COMMENTARY: Final = "commentary"
-FINAL: Final = "final"
 
 # Function tools are called on commentary (the system message says so); built-in
 # tools normally on analysis, occasionally on commentary (the harmony guide).
@@ -310,8 +303,8 @@ def _content_type_pieces(content_type: str | None) -> list[Piece]:
     # Exactly what the renderer writes for a content type.
     if content_type is None:
         return []
-    if content_type.startswith("<|constrain|>"):
-        return [" ", st.CONSTRAIN, content_type[len("<|constrain|>") :]]
+    if content_type.startswith(CONSTRAIN):
+        return [" ", st.CONSTRAIN, content_type[len(CONSTRAIN) :]]
     return [" " + content_type]
 
 

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import _special_tokens as st
 from .._errors import HarmonyError, InputError, ModelOutputError
 from .._message import Conversation
+from .._tokenizer import special_tokens as st
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
 
 if TYPE_CHECKING:

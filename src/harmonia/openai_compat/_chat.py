@@ -17,6 +17,7 @@ from typing import Any, Final
 from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
 from .._message import Conversation
+from .._names import COMMENTARY, FINAL, CotPolicyName
 from ._common import (
     JsonDict,
     PromptOptions,
@@ -105,7 +106,7 @@ def render_chat_request(
     request: Mapping[str, Any],
     options: PromptOptions | None = None,
     *,
-    cot_policy: str = "guide",
+    cot_policy: CotPolicyName = "guide",
 ) -> list[int]:
     """The prompt tokens for a request, ending with ``<|start|>assistant``.
 
@@ -231,7 +232,7 @@ def _assistant(
     text = join_text(message.get("content"), f"{path}.content", _ASSISTANT_PARTS)
     if not text:
         text = opt_str(message, "refusal", path) or ""
-    transcript.assistant_text(text, "commentary" if preamble else "final")
+    transcript.assistant_text(text, COMMENTARY if preamble else FINAL)
     calls = message.get("tool_calls")
     for j, raw in enumerate(as_list(calls, f"{path}.tool_calls") if calls is not None else ()):
         call_path = f"{path}.tool_calls[{j}]"

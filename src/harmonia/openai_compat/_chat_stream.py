@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from .._encoding import HarmonyEncoding
+from .._errors import InputError
 from ._chat import SEPARATOR, chat_message_from_items, chat_usage, finish_reason
 from ._common import JsonDict
 from ._ids import IdGenerator, as_generator
@@ -86,7 +87,7 @@ class ChatCompletionStream(AssembledStream):
     def completion(self) -> JsonDict:
         """The ``chat.completion`` the chunks add up to (after :meth:`finish`)."""
         if self._result is None:
-            raise RuntimeError("completion is known after finish()")
+            raise InputError("the completion is known after finish(): call finish() first")
         return self._result
 
     # -- internals -------------------------------------------------------------------------

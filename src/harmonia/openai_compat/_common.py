@@ -21,14 +21,22 @@ from .._content import (
 from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
 from .._message import Conversation, Message, RenderConversationConfig
+from .._names import (
+    ANALYSIS,
+    BROWSER,
+    BUILTIN_NAMESPACES,
+    CODE,
+    COMMENTARY,
+    CONSTRAIN_JSON,
+    FUNCTIONS,
+    PYTHON,
+    CotPolicyName,
+)
 from ._errors import RequestError, UnsupportedContentError
 
 JsonDict = dict[str, Any]
 
-FUNCTIONS: Final = "functions"
-BROWSER: Final = "browser"
-PYTHON: Final = "python"
-BUILTIN_TOOLS: Final = (BROWSER, PYTHON)
+BUILTIN_TOOLS: Final = BUILTIN_NAMESPACES
 
 _EFFORTS: Final[dict[str, ReasoningEffort]] = {
     "none": ReasoningEffort.LOW,
@@ -272,8 +280,8 @@ def api_name(recipient: str) -> str:
 def call_header(recipient: str) -> tuple[str, str]:
     """(channel, content type) a call to ``recipient`` is rendered with."""
     if recipient.startswith(FUNCTIONS + "."):
-        return "commentary", "<|constrain|>json"
-    return "analysis", "code"
+        return COMMENTARY, CONSTRAIN_JSON
+    return ANALYSIS, CODE
 
 
 # -- system and developer messages ----------------------------------------------------
@@ -337,7 +345,7 @@ def assemble_conversation(
 
 
 def render_prompt(
-    encoding: HarmonyEncoding, conversation: Conversation, cot_policy: str
+    encoding: HarmonyEncoding, conversation: Conversation, cot_policy: CotPolicyName
 ) -> list[int]:
     """The completion prompt for the assistant's next turn, with ``cot_policy`` applied."""
     config = RenderConversationConfig(cot_policy=cot_policy)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .._content import TextContent
 from .._enums import Role
 from .._message import Author, Message
+from .._names import ANALYSIS, ASSISTANT
 from ._common import call_header
 from ._errors import ToolCallMatchError
 
@@ -67,7 +68,7 @@ class Transcript:
     def reasoning(self, text: str) -> None:
         if text:
             message = Message.from_role_and_content(Role.ASSISTANT, text)
-            self._add(message.with_channel("analysis"))
+            self._add(message.with_channel(ANALYSIS))
 
     def call(self, call_id: str, recipient: str, arguments: str, path: str) -> None:
         """A tool call; ``path`` locates its id in the request (for errors)."""
@@ -98,7 +99,7 @@ class Transcript:
             )
         self._answered[call_id] = path
         message = Message(Author(Role.TOOL, call.recipient), [TextContent(output)])
-        message.with_recipient("assistant").with_channel(call.channel)
+        message.with_recipient(ASSISTANT).with_channel(call.channel)
         self._pending.append((call.seq, message))
 
     def unanswered(self) -> list[str]:

@@ -35,7 +35,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from .. import _special_tokens as st
 from .._encoding import HarmonyEncoding
 from .._enums import Role, StreamState
 from .._parser import (
@@ -48,6 +47,7 @@ from .._parser import (
     RecoveryKind,
     StreamableParser,
 )
+from .._tokenizer import special_tokens as st
 from ._common import api_name
 
 ItemKind = Literal["reasoning", "text", "call"]

@@ -19,9 +19,8 @@ from typing import Any, Final
 from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
 from .._message import Conversation
+from .._names import BROWSER, COMMENTARY, FINAL, PYTHON, CotPolicyName
 from ._common import (
-    BROWSER,
-    PYTHON,
     PromptOptions,
     arguments_text,
     as_list,
@@ -44,7 +43,8 @@ from ._history import Transcript
 _MESSAGE_PARTS: Final = {"input_text": "text", "output_text": "text", "text": "text"}
 _ASSISTANT_PARTS: Final = {**_MESSAGE_PARTS, "refusal": "refusal"}
 _CALL_ITEMS: Final = frozenset({"function_call", "web_search_call", "code_interpreter_call"})
-_PHASES: Final = {"commentary": "commentary", "final_answer": "final"}
+#: The Responses API's ``phase`` of an assistant text -> its harmony channel.
+_PHASES: Final = {"commentary": COMMENTARY, "final_answer": FINAL}
 
 
 def responses_request_to_conversation(
@@ -103,7 +103,7 @@ def render_responses_request(
     request: Mapping[str, Any],
     options: PromptOptions | None = None,
     *,
-    cot_policy: str = "guide",
+    cot_policy: CotPolicyName = "guide",
 ) -> list[int]:
     """The prompt tokens for a Responses request, ending with ``<|start|>assistant``.
 
@@ -196,7 +196,7 @@ def _input_items(raw: object) -> Sequence[Any]:
 
 def _phases(items: Sequence[Any]) -> list[str]:
     """The channel of each assistant text: ``commentary`` if a call follows in its turn."""
-    out = ["final"] * len(items)
+    out = [FINAL] * len(items)
     call_ahead = False
     for i in range(len(items) - 1, -1, -1):
         item = items[i] if isinstance(items[i], Mapping) else {}
@@ -207,9 +207,9 @@ def _phases(items: Sequence[Any]) -> list[str]:
             call_ahead = True
         phase = item.get("phase")
         out[i] = (
-            _PHASES.get(phase, "final")
+            _PHASES.get(phase, FINAL)
             if isinstance(phase, str)
-            else ("commentary" if call_ahead else "final")
+            else (COMMENTARY if call_ahead else FINAL)
         )
     return out
 

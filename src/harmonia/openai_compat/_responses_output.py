@@ -24,7 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from .._encoding import HarmonyEncoding
-from ._common import BROWSER, PYTHON, JsonDict
+from .._errors import InputError
+from .._names import BROWSER, PYTHON
+from ._common import JsonDict
 from ._ids import IdGenerator, as_generator
 from ._output import OutputAssembler, OutputDiagnostic, OutputItem
 
@@ -57,7 +59,7 @@ _PREFIX: Final = {
     "web_search_call": "ws",
     "code_interpreter_call": "ci",
 }
-_BROWSER_ACTIONS: Final = ("browser.search", "browser.open", "browser.find")
+_BROWSER_ACTIONS: Final = tuple(f"{BROWSER}.{action}" for action in ("search", "open", "find"))
 
 
 class ResponseBuilder:
@@ -74,7 +76,7 @@ class ResponseBuilder:
         builtin_calls: BuiltinCalls,
     ) -> None:
         if builtin_calls not in ("function_call", "native"):
-            raise ValueError(
+            raise InputError(
                 f"builtin_calls must be 'function_call' or 'native': {builtin_calls!r}"
             )
         self.gen = as_generator(ids)

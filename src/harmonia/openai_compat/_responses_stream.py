@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._encoding import HarmonyEncoding
+from .._errors import InputError
 from ._common import JsonDict
 from ._ids import IdGenerator
 from ._output import (
@@ -91,7 +92,7 @@ class ResponseStream(AssembledStream):
     def response(self) -> JsonDict:
         """The final ``response`` object (after :meth:`finish`)."""
         if self._result is None:
-            raise RuntimeError("the response is known after finish()")
+            raise InputError("the response is known after finish(): call finish() first")
         return self._result
 
     def start(self) -> list[JsonDict]:

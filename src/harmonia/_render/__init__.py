@@ -1,0 +1,10 @@
+"""The render layer: messages and conversations to token ids, byte-exact.
+
+A sibling of the parse layer (neither imports the other); it stands on the
+tokenizer and the data model.
+"""
+
+from .cot import COT_POLICIES
+from .renderer import Renderer, typescript_converter
+
+__all__ = ["COT_POLICIES", "Renderer", "typescript_converter"]

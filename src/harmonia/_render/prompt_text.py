@@ -1,0 +1,122 @@
+"""The texts of system and developer messages, built exactly as the reference does.
+
+Each function returns one string; the renderer encodes it with a single BPE call
+(the reference tokenises across section boundaries, so must we).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._content import DeveloperContent, ResponseFormat, SystemContent, ToolNamespaceConfig
+from .._names import FUNCTIONS
+
+SchemaConverter = Callable[[Any], str]
+
+FUNCTIONS_LINE = "\nCalls to these tools must go to the commentary channel: 'functions'."
+
+
+def rust_lines(text: str) -> list[str]:
+    """Split like Rust's ``str::lines``: on ``\\n`` only, dropping one ``\\r`` before it.
+
+    >>> rust_lines("a\\r\\nb\\n"), rust_lines("a\\rb"), rust_lines("")
+    (['a', 'b'], ['a\\rb'], [])
+    """
+    if not text:
+        return []
+    pieces = text.split("\n")
+    terminated = len(pieces) - 1  # every piece but the last was followed by "\n"
+    if text.endswith("\n"):
+        pieces.pop()
+    for i in range(min(terminated, len(pieces))):
+        if pieces[i].endswith("\r"):
+            pieces[i] = pieces[i][:-1]
+    return pieces
+
+
+def namespace_block(ns: ToolNamespaceConfig, to_typescript: SchemaConverter) -> str:
+    lines = [f"## {ns.name}\n"]
+    if ns.description is not None:
+        prefix = "// " if ns.tools else ""
+        lines += [prefix + line for line in rust_lines(ns.description)]
+    if ns.tools:
+        lines.append(f"namespace {ns.name} {{\n")
+        for tool in ns.tools:
+            lines += ["// " + line for line in rust_lines(tool.description)]
+            if tool.parameters is None:
+                lines.append(f"type {tool.name} = () => any;\n")
+            else:
+                lines.append(f"type {tool.name} = (_: {to_typescript(tool.parameters)}) => any;\n")
+        lines.append(f"}} // namespace {ns.name}")
+    return "\n".join(lines)
+
+
+def tools_section(tools: Mapping[str, ToolNamespaceConfig], to_typescript: SchemaConverter) -> str:
+    # Namespaces are ordered by their key (the reference keeps them in a BTreeMap).
+    blocks = [namespace_block(tools[key], to_typescript) for key in sorted(tools)]
+    return "# Tools\n\n" + "\n\n".join(blocks)
+
+
+def system_text(
+    content: SystemContent, has_function_tools: bool, to_typescript: SchemaConverter
+) -> str:
+    sections = []
+    top = [
+        line
+        for line in (
+            content.model_identity,
+            None
+            if content.knowledge_cutoff is None
+            else "Knowledge cutoff: " + content.knowledge_cutoff,
+            None
+            if content.conversation_start_date is None
+            else "Current date: " + content.conversation_start_date,
+        )
+        if line is not None
+    ]
+    if top:
+        sections.append("\n".join(top))
+    if content.reasoning_effort is not None:
+        sections.append("Reasoning: " + content.reasoning_effort.value.lower())
+    if content.tools:
+        sections.append(tools_section(content.tools, to_typescript))
+    cc = content.channel_config
+    if cc is not None and cc.valid_channels:
+        line = "# Valid channels: " + ", ".join(cc.valid_channels) + "."
+        if cc.channel_required:
+            line += " Channel must be included for every message."
+        if has_function_tools:
+            line += FUNCTIONS_LINE
+        sections.append(line)
+    return "\n\n".join(sections)
+
+
+def response_format_block(fmt: ResponseFormat) -> str:
+    lines = [f"## {fmt.name}", ""]
+    if fmt.description is not None:
+        lines += ["// " + line for line in rust_lines(fmt.description)]
+    lines.append(json.dumps(fmt.schema, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    return "\n".join(lines)
+
+
+def developer_text(content: DeveloperContent, to_typescript: SchemaConverter) -> str:
+    sections = []
+    if content.instructions is not None:
+        sections += ["# Instructions", content.instructions]
+    if content.tools:
+        sections.append(tools_section(content.tools, to_typescript))
+    if content.response_formats:
+        blocks = [response_format_block(f) for f in content.response_formats]
+        sections.append("# Response Formats\n\n" + "\n\n".join(blocks))
+    return "\n\n".join(sections)
+
+
+def has_function_tools(content: DeveloperContent) -> bool:
+    """Whether this developer content declares at least one function tool."""
+    tools = content.tools
+    if tools is None:
+        return False
+    functions = tools.get(FUNCTIONS)
+    return functions is not None and bool(functions.tools)

@@ -1,0 +1,76 @@
+"""The engine registry: which BPE engine encodes, by name, built once per process.
+
+Engines, by name (:data:`~harmonia._names.ENGINE_NAMES`):
+
+* ``auto`` (the default): pure Python at once, quicktok once it pays
+  (:mod:`.auto_engine`);
+* ``python``: the pure-Python encoder only (:mod:`.python_engine`);
+* ``quicktok``: quicktok's C++ tables, built at load (about half a second);
+* ``tiktoken``: tiktoken built from the same ranks (``pip install harmonia[tiktoken]``).
+
+Each engine is built once per process, under a lock, on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Final
+
+from .._errors import VocabularyError
+from .._names import ENGINE_NAMES, EngineName
+from .auto_engine import BpeEngine, TieredEngine
+from .engines import QuicktokEngine, TiktokenEngine
+from .python_engine import PythonBpe
+from .vocab_file import ordinary_ranks, unicode_classes
+
+#: Engine chosen when none is named; ``HARMONIA_BPE_ENGINE`` overrides it.
+DEFAULT_ENGINE: Final[EngineName] = "auto"
+ENGINE_ENV_VAR: Final = "HARMONIA_BPE_ENGINE"
+ENGINES: Final = ENGINE_NAMES
+
+_engines_lock = threading.RLock()  # held while an engine is built; auto may build quicktok
+_engines: dict[str, BpeEngine] = {}
+
+
+def _build(name: str) -> BpeEngine:
+    if name == "quicktok":
+        try:
+            classes = unicode_classes()
+        except VocabularyError:  # quicktok can still load its own copy
+            return QuicktokEngine(None, None)
+        return QuicktokEngine(classes, lambda: get_engine("python"))
+    if name == "tiktoken":
+        return TiktokenEngine(ordinary_ranks())
+    try:
+        classes = unicode_classes()
+    except VocabularyError:
+        if name == "python":
+            raise
+        return get_engine("quicktok")  # auto without the class table: quicktok at once
+    python = PythonBpe(ordinary_ranks(), classes)
+    if name == "python":
+        return python
+    return TieredEngine(python, lambda: get_engine("quicktok"))
+
+
+def get_engine(name: EngineName | str | None = None) -> BpeEngine:
+    """The process-wide engine called ``name`` (default: env var, then :data:`DEFAULT_ENGINE`).
+
+    A plain ``str`` is accepted because names also come from the environment; an
+    unknown one raises :class:`VocabularyError` naming the valid ones."""
+    if name is None:
+        name = os.environ.get(ENGINE_ENV_VAR) or DEFAULT_ENGINE
+    engine = _engines.get(name)
+    if engine is not None:
+        return engine
+    if name not in ENGINES:
+        raise VocabularyError(
+            f"unknown BPE engine {name!r}: choose one of {', '.join(map(repr, ENGINES))} "
+            f"(argument engine= or the {ENGINE_ENV_VAR} environment variable)"
+        )
+    with _engines_lock:
+        engine = _engines.get(name)
+        if engine is None:
+            engine = _engines[name] = _build(name)
+    return engine
