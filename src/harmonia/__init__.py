@@ -38,7 +38,7 @@ from ._message import (
     RenderConversationConfig,
     RenderOptions,
 )
-from ._parser import (
+from ._parse import (
     ContentDelta,
     Diagnostic,
     MessageDone,

@@ -21,7 +21,7 @@ from ._enums import HarmonyEncodingName, Role
 from ._errors import HarmonyError, InputError
 from ._inspect import inspect_tokens, render_html, render_terminal
 from ._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
-from ._parser import parse_completion
+from ._parse import parse_completion
 from ._prompt_text import tools_section
 from ._typescript import schema_to_typescript, schema_to_typescript_fixed
 

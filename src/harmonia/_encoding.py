@@ -13,7 +13,7 @@ from . import _special_tokens as st
 from ._enums import HarmonyEncodingName, Role
 from ._loader import get_engine
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
-from ._parser import ParseResult, parse_completion, parse_tokens
+from ._parse import ParseResult, parse_completion, parse_tokens
 from ._render import Renderer
 from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_tokenizer
 

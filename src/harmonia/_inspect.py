@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ._enums import Role
-from ._parser import Diagnostic, EncodingLike, MessageDone, StreamableParser
+from ._parse import Diagnostic, EncodingLike, MessageDone, StreamableParser
 from ._special_tokens import is_special_token
 
 

@@ -38,7 +38,7 @@ from typing import Final, Literal
 from .. import _special_tokens as st
 from .._encoding import HarmonyEncoding
 from .._enums import Role, StreamState
-from .._parser import (
+from .._parse import (
     ContentDelta,
     Diagnostic,
     MessageDone,

@@ -22,7 +22,8 @@ from harmonia import (
     StreamableParser,
     StreamState,
 )
-from harmonia._parser import LENIENT, STRICT, Input, parse_completion, parse_text, parse_tokens
+from harmonia._parse import parse_completion, parse_text, parse_tokens
+from harmonia._parse.parser import LENIENT, STRICT, Input
 
 DATA = Path(__file__).parent / "data"
 CATALOGUE = json.loads((DATA / "parse_catalogue.json").read_text(encoding="utf-8"))
