@@ -33,16 +33,7 @@ LAYERS: Sequence[Mapping[str, Sequence[str]]] = (
     {"model": ("harmonia._builtin_tools", "harmonia._content", "harmonia._message")},
     {
         "render": ("harmonia._render",),
-        # The parser is being moved into ``_parse/``; until then its modules sit at the top.
-        "parse": (
-            "harmonia._parse",
-            "harmonia._parser",
-            "harmonia._parse_base",
-            "harmonia._parse_content",
-            "harmonia._parse_events",
-            "harmonia._recovery",
-            "harmonia._header",
-        ),
+        "parse": ("harmonia._parse",),
     },
     {"turn": ("harmonia._turn",)},
     {"encoding": ("harmonia._encoding", ROOT)},
@@ -151,7 +142,7 @@ def test_harmonia_keeps_its_import_contract() -> None:
         # The data model importing the package root (the facade above it).
         ("harmonia._message", "from harmonia import Role", "a higher layer"),
         # Render and parse are siblings.
-        ("harmonia._render.renderer", "from .._parser import parse_tokens", "a sibling block"),
+        ("harmonia._render.renderer", "from .._parse import parse_tokens", "a sibling block"),
         # Integrations are siblings too.
         ("harmonia.constrained._mask", "import harmonia.openai_compat", "a sibling block"),
         # A type-only import counts.
@@ -169,7 +160,7 @@ def test_checker_reports_a_forbidden_import(importer: str, source: str, message:
             "harmonia._errors",
             "harmonia._message",
             "harmonia._encoding",
-            "harmonia._parser",
+            "harmonia._parse.parser",
             "harmonia._render.renderer",
             "harmonia._tokenizer.tokenizer",
             "harmonia.openai_compat",
@@ -185,9 +176,9 @@ def test_checker_reports_a_forbidden_import(importer: str, source: str, message:
 def test_checker_allows_downward_and_same_block_imports() -> None:
     sources = {
         "harmonia": (True, "from ._encoding import HarmonyEncoding"),
-        "harmonia._encoding": (False, "from ._render import Renderer\nfrom ._parser import p"),
-        "harmonia._parser": (False, "from . import _header\nfrom ._tokenizer import st"),
-        "harmonia._header": (False, "from ._message import Author"),
+        "harmonia._encoding": (False, "from ._render import Renderer\nfrom ._parse import p"),
+        "harmonia._parse.parser": (False, "from . import header\nfrom .._tokenizer import st"),
+        "harmonia._parse.header": (False, "from .._message import Author"),
         "harmonia._message": (False, "from ._errors import InputError"),
         "harmonia._errors": (False, ""),
         "harmonia._render": (True, "from .renderer import Renderer"),

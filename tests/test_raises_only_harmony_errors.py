@@ -26,9 +26,9 @@ ALLOWED = {
     ("__init__.py", "AttributeError"): "a module __getattr__ (the lazy __version__) must raise "
     "AttributeError",
     ("constrained/vllm.py", "AttributeError"): "a module __getattr__ must raise AttributeError",
-    ("_parse_base.py", "IndexError"): "an internal signal: header_strict catches it and "
+    ("_parse/header.py", "IndexError"): "an internal signal: header_strict catches it and "
     "reports the header as undecodable",
-    ("_parse_content.py", "AssertionError"): "unreachable (pragma: no cover); a broken invariant",
+    ("_parse/content.py", "AssertionError"): "unreachable (pragma: no cover); a broken invariant",
     ("tools/python/_launcher.py", "SystemExit"): "runs inside the sandbox as a standalone "
     "script before the kernel starts: exiting with a message is how it fails",
     # The turn layer's rewrite of this module (issue 11) converts it to InputError;

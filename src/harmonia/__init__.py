@@ -39,7 +39,7 @@ from ._message import (
     RenderConversationConfig,
     RenderOptions,
 )
-from ._parser import (
+from ._parse import (
     ContentDelta,
     Diagnostic,
     EncodingLike,

@@ -13,7 +13,7 @@ from ._enums import HarmonyEncodingName, Role
 from ._errors import InputError
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
 from ._names import EngineName
-from ._parser import ParseResult, parse_completion, parse_tokens
+from ._parse import ParseResult, parse_completion, parse_tokens
 from ._render import Renderer
 from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_engine, get_tokenizer
 from ._tokenizer import special_tokens as st

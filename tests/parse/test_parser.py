@@ -22,9 +22,10 @@ from harmonia import (
     StreamableParser,
     StreamState,
 )
-from harmonia._parser import LENIENT, STRICT, Input, parse_completion, parse_text, parse_tokens
+from harmonia._parse import parse_completion, parse_text, parse_tokens
+from harmonia._parse.parser import LENIENT, STRICT, Input
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).parent / "data"
 CATALOGUE = json.loads((DATA / "parse_catalogue.json").read_text(encoding="utf-8"))
 TRACES = json.loads((DATA / "parse_traces.json").read_text(encoding="utf-8"))
 
@@ -123,7 +124,7 @@ def check_all_ways(
 
 @pytest.mark.parametrize("case", CATALOGUE, ids=lambda c: f"{c['id']}")
 def test_catalogue(enc: h.HarmonyEncoding, case: dict[str, Any]) -> None:
-    """The reference's 76-case catalogue (tests/data/parse_catalogue.json: openai-harmony
+    """The reference's 76-case catalogue (tests/parse/data/parse_catalogue.json: openai-harmony
     0.0.8's result for each input), with our deliberate fixes."""
     want = case.get("harmonia", case["reference"])
     tokens = toks(enc, case["input"])
@@ -158,7 +159,7 @@ def _nonsense(messages: list[dict[str, Any]]) -> bool:
     return False
 
 
-# -- token-by-token traces of the reference's streaming parser (tests/data/parse_traces.json) ----
+# -- token-by-token traces of the reference's streaming parser (tests/parse/data/parse_traces.json) ----
 
 
 def snapshot(p: StreamableParser) -> dict[str, Any]:

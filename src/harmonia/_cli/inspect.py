@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .._enums import Role
 from .._names import ANALYSIS, COMMENTARY, FINAL
-from .._parser import Diagnostic, EncodingLike, MessageDone, StreamableParser
+from .._parse import Diagnostic, EncodingLike, MessageDone, StreamableParser
 from .._tokenizer import is_special_token
 
 

@@ -19,7 +19,7 @@ from .._enums import HarmonyEncodingName, Role
 from .._errors import HarmonyError, InputError
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
-from .._parser import parse_completion
+from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
 from .inspect import inspect_tokens, render_html, render_terminal

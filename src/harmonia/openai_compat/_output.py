@@ -37,7 +37,7 @@ from typing import Final, Literal
 
 from .._encoding import HarmonyEncoding
 from .._enums import Role, StreamState
-from .._parser import (
+from .._parse import (
     ContentDelta,
     Diagnostic,
     MessageDone,

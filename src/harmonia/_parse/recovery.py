@@ -1,11 +1,13 @@
-"""Lenient mode's recoveries: the actions ``strict=False`` puts in the transition table.
+"""Lenient mode's recoveries: the part of the parser that exists only when ``strict=False``.
 
-:class:`LenientActions` holds the actions of :data:`harmonia._parser.LENIENT`
-(``skip_junk``, ``flush_junk``, ``implicit_start``, ``end_header_leniently``,
-``header_without_message``) and the header repairs behind them. Lenient mode
-never raises and never silently loses text: each recovery appends a
-:class:`Diagnostic` to :attr:`StreamableParser.diagnostics`. The last two kinds
-below are made while decoding content (:mod:`._parse_content`).
+:class:`LenientRecovery` holds lenient mode's own state (tokens skipped between
+messages, and whether the current header was begun without ``<|start|>``) and
+decides what a damaged stretch of input becomes. It changes nothing of the
+parser's: each method returns :class:`Diagnostic` values and
+:class:`RecoveredMessage` values, in order, and the lenient actions of
+:mod:`.parser` report them. Lenient mode never raises and never silently loses
+text: each recovery makes a :class:`Diagnostic`. The last two kinds below are
+made while decoding content (:mod:`.content`).
 
 =======================  =========================================================
 kind                     situation and recovery
@@ -49,137 +51,135 @@ A ``<|start|>`` inside a header is dealt with when the header ends: if strict
 mode can read the header, lenient mode reads it the same way; the first header
 of a parser given a role, ended by a stop token, is the reference's own recovery
 (the whole header is the text, ``<|start|>`` included).
-
-Layering: :class:`LenientActions` builds on :class:`ContentActions` (a recovered
-header becomes a message) and is a base of ``StreamableParser``; this module
-imports :mod:`._parse_content`, :mod:`._parse_base` and :mod:`._parse_events`,
-never :mod:`._parser`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 
-from ._enums import Role
-from ._header import (
+from .._tokenizer import special_tokens as st
+from .._enums import Role
+from .._names import DiagnosticKind
+from .events import Diagnostic
+from .header import (
     HeaderError,
     MessageHeader,
     header_as_text,
     is_nonsense,
     parse_header,
+    read_header_tokens,
     recover_header,
 )
-from ._parse_base import header_strict
-from ._parse_content import ContentActions
-from ._parse_events import (
-    ContentDelta,
-    Diagnostic,
-    MessageDone,
-    MessageStarted,
-    RecoveryKind,
-    make_message,
-)
-from ._tokenizer import special_tokens as st
 
 _SPECIAL_NAME: Final = {t: st.SPECIAL_TOKEN_TEXT[t] for t in (st.START, st.RETURN, st.END, st.CALL)}
 
 
-class LenientActions(ContentActions):
-    """The recovery actions of :class:`~harmonia.StreamableParser` (a mixin)."""
+@dataclass(frozen=True, slots=True)
+class RecoveredMessage:
+    """A message made from a header that never reached ``<|message|>``.
 
-    __slots__ = ()
+    ``first`` is the index of the header's first token; ``end_index`` and
+    ``stop_token`` are those of :class:`~harmonia.MessageDone`.
+    """
+
+    header: MessageHeader
+    text: str
+    first: int
+    end_index: int
+    stop_token: int | None
+
+
+Outcome = Diagnostic | RecoveredMessage
+
+
+class LenientRecovery:
+    """Lenient mode's state and decisions (see the module's table)."""
+
+    __slots__ = ("_default_role", "_junk", "_junk_start", "_table", "implicit")
+
+    def __init__(self, table: list[bytes], default_role: Role) -> None:
+        self._table = table
+        self._default_role = default_role
+        self._junk: list[int] = []  # tokens skipped between messages, not yet reported
+        self._junk_start = 0
+        self.implicit = False
+        """Whether the current header was begun without ``<|start|>``."""
 
     # -- between messages ----------------------------------------------------------------
 
-    def _implicit_start(self, token: int) -> None:
-        self._flush_junk(token)
-        index = self._index()
-        self._diagnose(
-            Diagnostic(
-                RecoveryKind.MISSING_START,
-                index,
-                f"<|channel|> without <|start|>: began a {self._default_role.value} message",
-                kept="<|channel|>",
-                tokens=(token,),
-            )
-        )
-        self._next_role = self._default_role
-        self._implicit = True
-        self._header_tokens = [token]
-        self._header_first = index
-
-    def _skip_junk(self, token: int) -> None:
+    def skip(self, token: int, index: int) -> None:
+        """Skip a token where ``<|start|>`` belongs (reported by :meth:`flush_junk`)."""
         if not self._junk:
-            self._junk_start = self._index()
+            self._junk_start = index
         self._junk.append(token)
 
-    def _flush_junk(self, token: int | None) -> None:
+    def flush_junk(self) -> Diagnostic | None:
+        """The diagnostic for the tokens skipped since the last call, if any."""
         junk = self._junk
         if not junk:
-            return
+            return None
         self._junk = []
-        text, _ = _lossy_text(self._table, junk)
+        text, _ = lossy_text(self._table, junk)
         bad = sum(1 for t in junk if not 0 <= t < len(self._table))
         note = f" ({bad} invalid token id{'s' if bad > 1 else ''})" if bad else ""
-        self._diagnose(
-            Diagnostic(
-                RecoveryKind.JUNK_BETWEEN_MESSAGES,
-                self._junk_start,
-                f"skipped {len(junk)} token{'s' if len(junk) > 1 else ''} "
-                f"outside any message{note}",
-                dropped=text,
-                tokens=tuple(junk),
-            )
+        return Diagnostic(
+            DiagnosticKind.JUNK_BETWEEN_MESSAGES,
+            self._junk_start,
+            f"skipped {len(junk)} token{'s' if len(junk) > 1 else ''} outside any message{note}",
+            dropped=text,
+            tokens=tuple(junk),
         )
 
-    # -- header ------------------------------------------------------------------------------
+    def missing_start(self, token: int, index: int) -> Diagnostic:
+        """``<|channel|>`` where ``<|start|>`` belongs: a header begins without it."""
+        self.implicit = True
+        return Diagnostic(
+            DiagnosticKind.MISSING_START,
+            index,
+            f"<|channel|> without <|start|>: began a {self._default_role.value} message",
+            kept="<|channel|>",
+            tokens=(token,),
+        )
 
-    def _end_header_leniently(self, token: int) -> None:
-        role = self._next_role
-        self._next_role = None
+    # -- a header ended by <|message|> -----------------------------------------------------
+
+    def read_header(
+        self, tokens: list[int], first: int, role: Role | None
+    ) -> tuple[list[Outcome], MessageHeader]:
+        """Read the header ``<|message|>`` ended, whatever it holds.
+
+        Returns what to report first (recoveries of header pieces cut short by
+        ``<|start|>``, repairs) and the header of the message that follows.
+        """
+        out: list[Outcome] = []
         try:
             # Whatever strict mode reads sensibly, lenient mode reads the same way.
-            header = header_strict(self._table, self._header_tokens, role)
+            header = read_header_tokens(self._table, tokens, role)
             if not is_nonsense(header):
-                self._header_tokens = []
-                self._begin_content(header)
-                return
+                return out, header
         except HeaderError:
             pass
-        segments = self._take_header_segments()
+        segments = _split_at_start(tokens, first)
         if len(segments) > 1:
             # ``<|start|>`` inside the header: what precedes it never got its
             # <|message|> (or is the prompt's <|start|>assistant, repeated).
-            self._recover_segments(segments[:-1], role, token, last_is_message=True)
+            self._recover_segments(out, segments[:-1], role, None, 0, last_is_message=True)
             role = None
         first, tokens = segments[-1]
         try:
-            header = header_strict(self._table, tokens, role)
+            header = read_header_tokens(self._table, tokens, role)
             if is_nonsense(header):
                 raise HeaderError("special-token text in a header field")
         except HeaderError as exc:
-            header = self._repair_header(tokens, first, role, exc.reason)
-        self._begin_content(header)
-
-    def _take_header_segments(self) -> list[tuple[int, list[int]]]:
-        """The header tokens, split at each ``<|start|>``: (index of first token, tokens)."""
-        tokens = self._header_tokens
-        self._header_tokens = []
-        first = self._header_first
-        segments: list[tuple[int, list[int]]] = []
-        begin = 0
-        for i, t in enumerate(tokens):
-            if t == st.START:
-                segments.append((first + begin, tokens[begin:i]))
-                begin = i + 1
-        segments.append((first + begin, tokens[begin:]))
-        return segments
+            header = self._repair_header(out, tokens, first, role, exc.reason)
+        return out, header
 
     def _repair_header(
-        self, tokens: list[int], first: int, role: Role | None, reason: str
+        self, out: list[Outcome], tokens: list[int], first: int, role: Role | None, reason: str
     ) -> MessageHeader:
-        text = self._header_text(tokens, first)
+        text = self._header_text(out, tokens, first)
         try:
             header = parse_header(text, role)
             if not is_nonsense(header):
@@ -187,9 +187,9 @@ class LenientActions(ContentActions):
         except HeaderError:
             pass
         header, recovery = recover_header(text, role, self._default_role)
-        self._diagnose(
+        out.append(
             Diagnostic(
-                RecoveryKind.HEADER_REPAIRED,
+                DiagnosticKind.HEADER_REPAIRED,
                 first,
                 f"header {text!r} refused in strict mode ({reason}); "
                 + ("; ".join(recovery.notes) or "read leniently"),
@@ -200,13 +200,13 @@ class LenientActions(ContentActions):
         )
         return header
 
-    def _header_text(self, tokens: list[int], first: int) -> str:
+    def _header_text(self, out: list[Outcome], tokens: list[int], first: int) -> str:
         """Decode header tokens, replacing bad bytes (diagnosed)."""
-        text, bad = _lossy_text(self._table, tokens)
+        text, bad = lossy_text(self._table, tokens)
         if bad:
-            self._diagnose(
+            out.append(
                 Diagnostic(
-                    RecoveryKind.INVALID_UTF8,
+                    DiagnosticKind.INVALID_UTF8,
                     first,
                     "header bytes are not valid UTF-8 or include unknown token ids; "
                     "replaced by U+FFFD",
@@ -216,87 +216,103 @@ class LenientActions(ContentActions):
             )
         return text
 
-    def _header_without_message(self, token: int | None) -> None:
-        role = self._next_role
-        self._next_role = None
-        if token is not None and role is not None and not self._implicit:
+    # -- a header ended by a stop token or the end of the stream ---------------------------
+
+    def header_without_message(
+        self,
+        tokens: list[int],
+        first: int,
+        role: Role | None,
+        stop_token: int | None,
+        end_index: int,
+    ) -> list[Outcome]:
+        """A header that a stop token (at ``end_index``) or the end of the stream ended.
+
+        ``role`` is the role given for it (the parser's first message), if any.
+        """
+        out: list[Outcome] = []
+        if stop_token is not None and role is not None and not self.implicit:
             # The reference's own strict=False recovery (the first message of a
             # parser given a role): the whole header is the text, <|start|> and
             # all, and the message is kept even without text.
-            tokens = self._header_tokens
-            self._header_tokens = []
             self._recover_unfinished_header(
-                RecoveryKind.MISSING_MESSAGE,
-                self._header_first,
+                out,
+                DiagnosticKind.MISSING_MESSAGE,
+                first,
                 tokens,
                 role,
-                self._index(),
-                token,
+                end_index,
+                stop_token,
                 keep_empty=True,
             )
-            return
-        if token is not None and not self._implicit:
+        elif stop_token is not None and not self.implicit:
             # The reference's strict=False drops any other header that a stop
             # token ends before <|message|>. Lenient mode returns the reference's
             # messages wherever the reference returns any, so the header is
             # dropped here too; its text is kept in the diagnostic.
-            self._drop_header(token)
-            return
-        segments = self._take_header_segments()
-        self._recover_segments(segments, role, token, last_is_message=False)
-        if token is None:
-            self._flush_junk(None)
-
-    def _drop_header(self, token: int) -> None:
-        tokens = self._header_tokens
-        self._header_tokens = []
-        first = self._header_first
-        text = self._header_text(tokens, first) if tokens else ""
-        ended_by = _SPECIAL_NAME.get(token, f"token {token}")
-        self._diagnose(
-            Diagnostic(
-                RecoveryKind.MISSING_MESSAGE,
-                first,
-                f"header ended by {ended_by} without <|message|>: dropped, as the "
-                "reference's strict=False does",
-                dropped=text or None,
-                tokens=tuple(tokens),
+            text = self._header_text(out, tokens, first) if tokens else ""
+            ended_by = _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
+            out.append(
+                Diagnostic(
+                    DiagnosticKind.MISSING_MESSAGE,
+                    first,
+                    f"header ended by {ended_by} without <|message|>: dropped, as the "
+                    "reference's strict=False does",
+                    dropped=text or None,
+                    tokens=tuple(tokens),
+                )
             )
-        )
+        else:
+            segments = _split_at_start(tokens, first)
+            self._recover_segments(
+                out, segments, role, stop_token, end_index, last_is_message=False
+            )
+        return out
 
     def _recover_segments(
         self,
+        out: list[Outcome],
         segments: list[tuple[int, list[int]]],
         role: Role | None,
-        token: int | None,
+        stop_token: int | None,
+        end_index: int,
         *,
         last_is_message: bool,
     ) -> None:
         """Recover header pieces that never reached ``<|message|>``, in order.
 
         Piece ``i + 1`` began at a ``<|start|>``; when ``last_is_message`` the
-        last piece is followed by another header, otherwise by ``token`` (a stop
-        token, or ``None`` at the end of the stream).
+        last piece is followed by another header, otherwise by ``stop_token``
+        at ``end_index`` (``None``: the end of the stream).
         """
-        index = len(self._tokens) if token is None else self._index()
         for i, (first, tokens) in enumerate(segments):
-            follows_start = last_is_message or i + 1 < len(segments)
-            if follows_start:
-                kind = RecoveryKind.REPEATED_START if not tokens else RecoveryKind.MISSING_MESSAGE
-                end_index = first + len(tokens)  # the <|start|> after the piece
-                stop: int | None = None
+            if last_is_message or i + 1 < len(segments):
+                kind = (
+                    DiagnosticKind.REPEATED_START if not tokens else DiagnosticKind.MISSING_MESSAGE
+                )
+                # Ended by the <|start|> after the piece.
+                piece_end, stop, ended_by = first + len(tokens), None, _SPECIAL_NAME[st.START]
             else:
-                kind = RecoveryKind.TRUNCATED if token is None else RecoveryKind.MISSING_MESSAGE
-                end_index = index
-                stop = token
+                kind = (
+                    DiagnosticKind.TRUNCATED
+                    if stop_token is None
+                    else DiagnosticKind.MISSING_MESSAGE
+                )
+                piece_end, stop = end_index, stop_token
+                ended_by = (
+                    "the end of the stream"
+                    if stop_token is None
+                    else _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
+                )
             self._recover_unfinished_header(
-                kind, first, tokens, role, end_index, stop, keep_empty=False
+                out, kind, first, tokens, role, piece_end, stop, keep_empty=False, ended_by=ended_by
             )
             role = None
 
     def _recover_unfinished_header(
         self,
-        kind: RecoveryKind,
+        out: list[Outcome],
+        kind: DiagnosticKind,
         first: int,
         tokens: list[int],
         role: Role | None,
@@ -304,6 +320,7 @@ class LenientActions(ContentActions):
         stop_token: int | None,
         *,
         keep_empty: bool,
+        ended_by: str | None = None,
     ) -> None:
         """A header that ended without ``<|message|>``: its words become a message.
 
@@ -312,24 +329,24 @@ class LenientActions(ContentActions):
         every message, keeping the others when they have text, so that no text is
         lost.
         """
-        if end_index >= len(self._tokens):
-            ended_by = "the end of the stream"
-        else:
-            ended_by = _SPECIAL_NAME.get(
-                self._tokens[end_index], f"token {self._tokens[end_index]}"
+        if ended_by is None:
+            ended_by = (
+                "the end of the stream"
+                if stop_token is None
+                else _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
             )
         if not tokens:
             what = (
                 "<|start|> repeated at the beginning of a header"
-                if kind is RecoveryKind.REPEATED_START
+                if kind is DiagnosticKind.REPEATED_START
                 else f"empty header ended by {ended_by}"
             )
-            self._diagnose(Diagnostic(kind, end_index, f"{what}; nothing to keep"))
+            out.append(Diagnostic(kind, end_index, f"{what}; nothing to keep"))
             return
-        text = self._header_text(tokens, first)
+        text = self._header_text(out, tokens, first)
         msg_role, name, channel, body = header_as_text(text, role, self._default_role)
         if not body and not keep_empty:
-            self._diagnose(
+            out.append(
                 Diagnostic(
                     kind,
                     first,
@@ -339,7 +356,7 @@ class LenientActions(ContentActions):
                 )
             )
             return
-        self._diagnose(
+        out.append(
             Diagnostic(
                 kind,
                 first,
@@ -348,16 +365,26 @@ class LenientActions(ContentActions):
                 tokens=tuple(tokens),
             )
         )
-        header = MessageHeader(msg_role, name, channel)
-        self._emit(MessageStarted(header, first))
-        if body:
-            self._emit(ContentDelta(body, first))
-        self._messages.append((header, body))
-        if self._events is not None:
-            self._emit(MessageDone(make_message(header, body), end_index, stop_token))
+        out.append(
+            RecoveredMessage(
+                MessageHeader(msg_role, name, channel), body, first, end_index, stop_token
+            )
+        )
 
 
-def _lossy_text(table: list[bytes], tokens: Iterable[int]) -> tuple[str, bool]:
+def _split_at_start(tokens: list[int], first: int) -> list[tuple[int, list[int]]]:
+    """Header tokens split at each ``<|start|>``: (index of the piece's first token, tokens)."""
+    segments: list[tuple[int, list[int]]] = []
+    begin = 0
+    for i, t in enumerate(tokens):
+        if t == st.START:
+            segments.append((first + begin, tokens[begin:i]))
+            begin = i + 1
+    segments.append((first + begin, tokens[begin:]))
+    return segments
+
+
+def lossy_text(table: list[bytes], tokens: Iterable[int]) -> tuple[str, bool]:
     """Decode with U+FFFD for bad bytes and unknown ids; also say whether any was bad."""
     parts: list[bytes] = []
     bad = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harmonia import Role
-from harmonia._header import (
+from harmonia._parse.header import (
     HeaderError,
     MessageHeader,
     header_as_text,

@@ -1,19 +1,19 @@
 """What the parser consumes and produces: the encoding protocols, events and diagnostics.
 
-Plain values with no behaviour, shared by every parser module (:mod:`._parse_base`,
-:mod:`._parse_content`, :mod:`._recovery`, :mod:`._parser`), which import this
-module and never the other way round. :mod:`._parser` re-exports the public names.
+Plain values with no behaviour, shared by the parser's modules, which import
+this one and never the other way round; :mod:`harmonia._parse` re-exports the
+public names.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ._content import TextContent
-from ._header import MessageHeader
-from ._message import Author, Message
+from .._content import TextContent
+from .._message import Author, Message
+from .._names import DiagnosticKind
+from .header import MessageHeader
 
 # -- what the parser needs from an encoding --------------------------------------
 
@@ -37,17 +37,12 @@ class EncodingLike(Protocol):
 # -- diagnostics and events ------------------------------------------------------
 
 
-class RecoveryKind(str, enum.Enum):
-    """What a :class:`Diagnostic` reports (see the table in :mod:`._recovery`)."""
+RecoveryKind = DiagnosticKind
+"""The parser's name for :class:`~harmonia._names.DiagnosticKind` (the public API's).
 
-    JUNK_BETWEEN_MESSAGES = "junk-between-messages"
-    MISSING_START = "missing-start"
-    REPEATED_START = "repeated-start"
-    MISSING_MESSAGE = "missing-message"
-    TRUNCATED = "truncated"
-    HEADER_REPAIRED = "header-repaired"
-    INVALID_UTF8 = "invalid-utf8"
-    INVALID_TOKEN = "invalid-token"
+The parser makes the first eight kinds (tabled in :mod:`.recovery`); the others
+belong to the layers that read a turn of model output.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +55,7 @@ class Diagnostic:
     text, or ``None`` when nothing was kept or dropped.
     """
 
-    kind: RecoveryKind
+    kind: DiagnosticKind
     token_index: int
     description: str
     kept: str | None = None
@@ -116,6 +111,31 @@ class MessageDone:
 
 
 ParserEvent = MessageStarted | ContentDelta | MessageDone | Diagnostic
+
+
+class Output:
+    """What a parser has produced so far, shared by the parser and its parts.
+
+    The tokens seen (their positions are the events' indexes), the diagnostics,
+    and the events of the current :meth:`~harmonia.StreamableParser.feed` call
+    (``None`` outside one: then no event objects are made).
+    """
+
+    __slots__ = ("diagnostics", "events", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.events: list[ParserEvent] | None = None
+
+    def emit(self, event: ParserEvent) -> None:
+        if self.events is not None:
+            self.events.append(event)
+
+    def diagnose(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics.append(diagnostic)
+        if self.events is not None:
+            self.events.append(diagnostic)
 
 
 def make_message(header: MessageHeader, text: str) -> Message:

@@ -18,7 +18,7 @@ from harmonia import (
     Role,
     StreamableParser,
 )
-from harmonia._header import CONSTRAIN_MARK
+from harmonia._parse.header import CONSTRAIN_MARK
 
 ENC = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
 SETTINGS = settings(

@@ -6,7 +6,8 @@ works on the text, so a special token and its spelling are the same thing):
 role ``assistant``, recipient ``functions.f``, channel ``commentary`` and
 content type ``<|constrain|>json``.
 
-Three readers live here, all pure functions:
+Three readers live here, all pure functions (plus :func:`read_header_tokens`,
+the strict reading of header *tokens*, cached):
 
 * :func:`parse_header` - the strict reading: the reference's algorithm
   (reference-behaviour.md section 6.3) with the fixes listed below. It raises
@@ -57,12 +58,13 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from ._enums import Role
-from ._message import Author
-from ._tokenizer import SPECIAL_TOKENS
+from .._tokenizer import special_tokens as st
+from .._enums import Role
+from .._message import Author
+from .._names import CONSTRAIN
 
-CHANNEL_MARK: Final = "<|channel|>"
-CONSTRAIN_MARK: Final = "<|constrain|>"
+CHANNEL_MARK: Final = st.SPECIAL_TOKEN_TEXT[st.CHANNEL]
+CONSTRAIN_MARK: Final = CONSTRAIN
 
 # Rust's char::is_whitespace (the Unicode White_Space property). Python's
 # str.isspace() differs (it also accepts U+001C..U+001F), so spell it out.
@@ -274,6 +276,38 @@ recipient='functions.f', content_type='<|constrain|>json')
     return header
 
 
+_HEADER_CACHE: dict[tuple[tuple[int, ...], Role | None], MessageHeader | str] = {}
+_HEADER_CACHE_LIMIT: Final = 4096
+
+
+def read_header_tokens(table: list[bytes], tokens: list[int], role: Role | None) -> MessageHeader:
+    """:func:`parse_header` of header tokens (cached: headers repeat). Raises HeaderError.
+
+    Tokens that are not in ``table`` (negative ids included) or bytes that are
+    not UTF-8 make the reference's "could not decode header".
+    """
+    key = (tuple(tokens), role)
+    hit = _HEADER_CACHE.get(key)
+    if hit is None:
+        try:
+            if tokens and min(tokens) < 0:
+                raise IndexError("negative token id")
+            text = b"".join([table[t] for t in tokens]).decode()
+        except (IndexError, TypeError, UnicodeDecodeError):
+            hit = "could not decode header"
+        else:
+            try:
+                hit = parse_header(text, role)
+            except HeaderError as exc:
+                hit = exc.reason
+        if len(_HEADER_CACHE) >= _HEADER_CACHE_LIMIT:
+            _HEADER_CACHE.clear()
+        _HEADER_CACHE[key] = hit
+    if isinstance(hit, str):
+        raise HeaderError(hit)
+    return hit
+
+
 def _misread(header: MessageHeader) -> bool:
     # Special-token text in a field, or a ``role:name`` author read as a tool.
     if is_nonsense(header):
@@ -408,7 +442,7 @@ def recover_header(
 def _drop_stray_specials(text: str, dropped: list[str], notes: list[str]) -> str:
     def replace(match: re.Match[str]) -> str:
         spelling = match.group()
-        if spelling in (CHANNEL_MARK, CONSTRAIN_MARK) or spelling not in SPECIAL_TOKENS:
+        if spelling in (CHANNEL_MARK, CONSTRAIN_MARK) or spelling not in st.SPECIAL_TOKENS:
             return spelling
         dropped.append(spelling)
         return " "  # a separator: ``to=f<|endoftext|>json`` keeps two words

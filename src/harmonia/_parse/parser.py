@@ -1,0 +1,575 @@
+"""The streaming parser: one class, its parts, and the transition tables that drive it.
+
+Theory of operation
+===================
+
+A completion is a sequence of messages, ``<|start|>{header}<|message|>{content}``
+ended by a stop token (``<|end|>``, ``<|return|>``, ``<|call|>``) or by the end
+of the stream. :class:`StreamableParser` is a small state machine over *tokens*,
+in the style of h11's ``_state.py``: three states, a handful of input classes,
+and a transition table saying, for each (state, input), which action runs, which
+state follows, and which state an action that raises leaves. The parser does
+no I/O: the caller feeds it tokens (:meth:`StreamableParser.process`) and tells
+it when the stream ended (:meth:`StreamableParser.process_eos`).
+
+States (``StreamState``)::
+
+    EXPECT_START --<|start|>--> HEADER --<|message|>--> CONTENT --stop/EOS--> EXPECT_START
+
+* EXPECT_START: between messages. Only ``<|start|>`` is valid.
+* HEADER: header tokens are collected; at ``<|message|>`` they are decoded and
+  read as one string (:mod:`.header`), because that is how the reference does
+  it and a header is tiny. A parser made with a role (the prompt ended in
+  ``<|start|>assistant``) starts here, with the role already known.
+* CONTENT: every token except a stop token is content - including ``<|start|>``
+  and the other special tokens, whose text becomes part of the message, as in
+  the reference.
+
+Inputs: ``<|start|>``, ``<|message|>``, a stop token, ``<|channel|>``, any
+other token, and end-of-stream (EOS). The strict table (:data:`STRICT`) is the
+reference's machine (reference-behaviour.md section 6.2). The lenient table
+(``strict=False``) overrides a few cells (:data:`LENIENT`) so that no input
+raises. An action runs first, and the cell's next state is entered when it
+returns; when it raises, the cell's ``on_error`` state is entered (the state
+the reference is left in: unchanged, except a refused header, which leaves
+EXPECT_START). Only :meth:`StreamableParser.process` and
+:meth:`~StreamableParser.process_eos` change the state, and only from a cell.
+
+The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
+
+* a :class:`~.content.ContentDecoder` (the CONTENT state's bytes, pending UTF-8
+  and text pieces), which knows nothing of the parser and reports its repairs
+  as values the parser turns into diagnostics;
+* a :class:`~.recovery.LenientRecovery`, only when ``strict=False``: lenient
+  mode's own state and its decisions, returned as values (diagnostics and
+  recovered messages) that the lenient actions report;
+* the header readers of :mod:`.header` (pure functions, strict reading cached).
+
+The tables point at the actions themselves: the functions below, each taking
+the parser and the token (``None`` at the end of the stream), and the
+decoder's :meth:`~.content.ContentDecoder.add`, which the parser calls on its
+decoder, so that a content token (nearly every token) costs one call.
+
+Two ways to consume a stream: read the reference's properties after each
+token (``current_channel``, ``last_content_delta``, ...), or call
+:meth:`StreamableParser.feed`, which returns events - :class:`MessageStarted`
+(with the header), :class:`ContentDelta`, :class:`MessageDone` and
+:class:`Diagnostic` - so a server does not have to diff properties. The deltas
+of a message's events always join to its final text. Batch parsing
+(:mod:`.batch`) is a loop over :meth:`~StreamableParser.process` plus
+:meth:`~StreamableParser.process_eos`: batch and streaming cannot disagree.
+
+Lenient recoveries (``strict=False``)
+-------------------------------------
+
+Lenient mode never raises and never silently loses text: each recovery appends a
+:class:`Diagnostic` (kind, token index, what was kept, what was dropped, the raw
+tokens) to :attr:`StreamableParser.diagnostics`. Where the reference's own
+``strict=False`` mode returns a sensible answer, lenient mode returns the same.
+The recoveries, one per :class:`~harmonia.RecoveryKind`, are tabled in
+:mod:`.recovery`.
+
+Strict mode and the reference
+-----------------------------
+
+Strict mode raises :class:`ParseError` (a ``HarmonyError``, with the reference's
+message, plus the state, token id, token text and index) where the reference
+raises, and otherwise gives the reference's messages and per-token properties,
+except:
+
+* headers the reference cannot read back from its own renderer, or misreads
+  (:mod:`.header`, fixes F1-F5: ``<|constrain|> json``, a structured final
+  answer ``<|channel|>final <|constrain|>json``, ``role:name`` authors, tool
+  messages without recipient, an empty channel);
+* token ids below 0 or from 2**32 (an ``OverflowError`` in the reference's
+  binding) behave like other unknown ids.
+
+Strict mode records diagnostics only for the repairs the reference makes
+silently: invalid-utf8 and invalid-token (an unknown id in content turns the
+rest of the message into one U+FFFD, as in the reference).
+
+After bytes that are not UTF-8, strict mode's ``last_content_delta`` is the
+reference's, which holds valid text back until the next token (and never shows
+what is held when the message ends); the events of :meth:`~StreamableParser.feed`
+carry that text when the message ends. Lenient mode decodes everything it can at
+once, so its deltas never lag.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Any, Final, NamedTuple
+
+from .._tokenizer import special_tokens as st
+from .._enums import Role, StreamState
+from .._errors import ParseError
+from .._message import Message
+from .content import ContentDecoder
+from .events import (
+    ContentDelta,
+    Diagnostic,
+    EncodingLike,
+    MessageDone,
+    MessageStarted,
+    Output,
+    ParserEvent,
+    make_message,
+)
+from .header import HeaderError, MessageHeader, read_header_tokens
+from .recovery import LenientRecovery, Outcome
+
+# -- states and inputs ---------------------------------------------------------------
+
+_ES, _HD, _CT = StreamState.EXPECT_START, StreamState.HEADER, StreamState.CONTENT
+_STATES: Final = (_ES, _HD, _CT)  # the parser keeps the index of its state
+
+
+class Input(enum.Enum):
+    """The input classes the transition table distinguishes."""
+
+    START = "<|start|>"
+    MESSAGE = "<|message|>"
+    STOP = "stop token"
+    CHANNEL = "<|channel|>"
+    OTHER = "other token"
+    EOS = "end of stream"
+
+
+_INPUT_TOKENS: Final[dict[Input, tuple[int, ...]]] = {
+    Input.START: (st.START,),
+    Input.MESSAGE: (st.MESSAGE,),
+    Input.STOP: (st.RETURN, st.END, st.CALL),
+    Input.CHANNEL: (st.CHANNEL,),
+}
+
+# -- strict actions (the reference's machine) -------------------------------------------------
+#
+# ``p`` is the parser; ``token`` is the token just appended to ``p._tokens``
+# (``None`` at the end of the stream). They are the parser's private code, in
+# functions so that the tables below can name them.
+
+
+def nothing(p: StreamableParser, token: int | None) -> None:
+    pass
+
+
+def reject_token(p: StreamableParser, token: int) -> None:
+    raise ParseError(
+        f"Unexpected token {token} while expecting start token {st.START}",
+        state=_ES.value,
+        token=token,
+        token_text=p._token_text(token),
+        token_index=len(p._tokens) - 1,
+    )
+
+
+def begin_header(p: StreamableParser, token: int | None) -> None:
+    p._header_tokens = []
+    p._header_first = len(p._tokens)
+
+
+def add_header_token(p: StreamableParser, token: int) -> None:
+    p._header_tokens.append(token)
+
+
+def reject_eos_in_header(p: StreamableParser, token: None) -> None:
+    raise ParseError(
+        "Unexpected EOS while waiting for message header to complete",
+        state=_HD.value,
+        token=None,
+        token_text=None,
+        token_index=len(p._tokens),
+    )
+
+
+def end_header(p: StreamableParser, token: int) -> None:
+    # As in the reference: a refused header is discarded, and the role given
+    # for the first message stays pending (the cell's on_error is EXPECT_START).
+    tokens = p._header_tokens
+    p._header_tokens = []
+    try:
+        header = read_header_tokens(p._table, tokens, p._next_role)
+    except HeaderError as exc:
+        raise ParseError(
+            exc.reason,
+            state=_HD.value,
+            token=token,
+            token_text="<|message|>",
+            token_index=len(p._tokens) - 1,
+        ) from None
+    p._next_role = None
+    p._begin_content(header)
+
+
+def finish_message(p: StreamableParser, token: int | None) -> None:
+    header = p._header
+    assert header is not None
+    index = len(p._tokens) - 1 if token is not None else len(p._tokens)
+    content = p._content
+    text = content.text()
+    tail = content.flush(index)
+    if tail:
+        text += tail
+        p._out.emit(ContentDelta(tail, index))
+    p._messages.append((header, text))
+    if p._out.events is not None:
+        p._out.emit(MessageDone(make_message(header, text), index, token))
+    p._header = None
+    content.reset()
+
+
+# -- lenient actions (strict=False) ---------------------------------------------------------
+#
+# Each asks ``p._recovery`` what the input becomes, and reports the answer.
+
+
+def begin_header_leniently(p: StreamableParser, token: int) -> None:
+    p._flush_junk()
+    p._lenient.implicit = False
+    begin_header(p, token)
+
+
+def implicit_start(p: StreamableParser, token: int) -> None:
+    p._flush_junk()
+    index = len(p._tokens) - 1
+    p._out.diagnose(p._lenient.missing_start(token, index))
+    p._next_role = p._default_role
+    p._header_tokens = [token]
+    p._header_first = index
+
+
+def skip_junk(p: StreamableParser, token: int) -> None:
+    p._lenient.skip(token, len(p._tokens) - 1)
+
+
+def flush_junk(p: StreamableParser, token: None) -> None:
+    p._flush_junk()
+
+
+def end_header_leniently(p: StreamableParser, token: int) -> None:
+    role = p._next_role
+    p._next_role = None
+    tokens = p._header_tokens
+    p._header_tokens = []
+    outcomes, header = p._lenient.read_header(tokens, p._header_first, role)
+    p._report(outcomes)
+    p._begin_content(header)
+
+
+def header_without_message(p: StreamableParser, token: int | None) -> None:
+    role = p._next_role
+    p._next_role = None
+    tokens = p._header_tokens
+    p._header_tokens = []
+    end_index = len(p._tokens) - 1 if token is not None else len(p._tokens)
+    p._report(p._lenient.header_without_message(tokens, p._header_first, role, token, end_index))
+
+
+# -- the transition tables -----------------------------------------------------------------
+
+# (parser, token or None); ContentDecoder.add takes the parser's decoder instead.
+Action = Callable[[Any, Any], object]
+
+
+class Transition(NamedTuple):
+    """A cell: the action, the state that follows, the state an error leaves (default: same)."""
+
+    action: Action
+    next: StreamState
+    on_error: StreamState | None = None
+
+
+#: The reference's machine. Cells left out fall back to the state's OTHER cell.
+STRICT: Final[dict[tuple[StreamState, Input], Transition]] = {
+    (_ES, Input.START): Transition(begin_header, _HD),
+    (_ES, Input.OTHER): Transition(reject_token, _ES),
+    (_ES, Input.EOS): Transition(nothing, _ES),
+    (_HD, Input.MESSAGE): Transition(end_header, _CT, on_error=_ES),
+    (_HD, Input.OTHER): Transition(add_header_token, _HD),  # stop tokens, <|start|>: header
+    (_HD, Input.EOS): Transition(reject_eos_in_header, _HD),
+    (_CT, Input.STOP): Transition(finish_message, _ES),
+    (_CT, Input.OTHER): Transition(ContentDecoder.add, _CT),  # <|start|>, <|message|>...: text
+    (_CT, Input.EOS): Transition(finish_message, _ES),
+}
+
+#: ``strict=False`` overrides (no action raises).
+LENIENT: Final[dict[tuple[StreamState, Input], Transition]] = {
+    (_ES, Input.START): Transition(begin_header_leniently, _HD),
+    (_ES, Input.CHANNEL): Transition(implicit_start, _HD),
+    (_ES, Input.OTHER): Transition(skip_junk, _ES),
+    (_ES, Input.EOS): Transition(flush_junk, _ES),
+    (_HD, Input.MESSAGE): Transition(end_header_leniently, _CT),
+    (_HD, Input.STOP): Transition(header_without_message, _ES),
+    (_HD, Input.EOS): Transition(header_without_message, _ES),
+}
+
+# Compiled: per state, (cells of the special tokens that have one, the OTHER
+# cell, the EOS cell); a cell is (action, next state index, error state index,
+# whether the action is the decoder's). An action of the decoder is called on
+# the parser's decoder: a content token is one call from process() to
+# ContentDecoder.add, the hot path.
+_Cell = tuple[Action, int, int, bool]
+_Row = tuple[dict[int, _Cell], _Cell, _Cell]
+_DECODER_ACTIONS: Final = frozenset({ContentDecoder.add})
+
+
+def _compile(table: dict[tuple[StreamState, Input], Transition]) -> tuple[_Row, ...]:
+    rows = []
+    for state in _STATES:
+
+        def cell(inp: Input, state: StreamState = state) -> _Cell:
+            action, nxt, on_error = table.get((state, inp)) or table[(state, Input.OTHER)]
+            return (
+                action,
+                _STATES.index(nxt),
+                _STATES.index(on_error or state),
+                action in _DECODER_ACTIONS,
+            )
+
+        specials = {
+            token: cell(inp)
+            for inp, ids in _INPUT_TOKENS.items()
+            if (state, inp) in table
+            for token in ids
+        }
+        assert min(specials, default=st.FIRST_SPECIAL) >= st.FIRST_SPECIAL
+        rows.append((specials, cell(Input.OTHER), cell(Input.EOS)))
+    return tuple(rows)
+
+
+_STRICT_ROWS: Final = _compile(STRICT)
+_LENIENT_ROWS: Final = _compile({**STRICT, **LENIENT})
+_EXPECT_START, _HEADER, _CONTENT = range(3)
+_FIRST_SPECIAL: Final = st.FIRST_SPECIAL
+
+# -- the parser ----------------------------------------------------------------------
+
+
+class StreamableParser:
+    """Incremental harmony parser (the reference's API, plus events and diagnostics).
+
+    ``role`` is the role of the first message when the prompt already ended with
+    ``<|start|>{role}`` (the completion then starts inside its header); ``None``
+    when the completion starts with ``<|start|>``. ``strict=False`` enables the
+    recoveries tabled in :mod:`harmonia._parse.recovery`.
+
+    >>> import harmonia
+    >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    >>> p = StreamableParser(enc, Role.ASSISTANT)
+    >>> for t in enc.encode("<|channel|>final<|message|>Hi!", allowed_special="all"):
+    ...     _ = p.process(t)
+    >>> p.current_channel, p.current_content
+    ('final', 'Hi!')
+    >>> [type(e).__name__ for e in p.feed(200002)]
+    ['MessageDone']
+    """
+
+    __slots__ = (
+        "_content",
+        "_default_role",
+        "_header",
+        "_header_first",
+        "_header_tokens",
+        "_messages",
+        "_next_role",
+        "_out",
+        "_recovery",
+        "_rows",
+        "_s",
+        "_strict",
+        "_table",
+        "_tokenizer",
+        "_tokens",
+    )
+
+    def __init__(self, encoding: EncodingLike, role: Role | None, *, strict: bool = True) -> None:
+        if role is not None and not isinstance(role, Role):
+            role = Role(role)
+        self._tokenizer = encoding.tokenizer
+        self._table: list[bytes] = self._tokenizer.token_bytes_table  # token id -> bytes
+        self._strict = bool(strict)
+        self._s = _HEADER if role is not None else _EXPECT_START  # index into _STATES
+        self._out = Output()  # tokens seen, diagnostics, events of the current feed()
+        self._tokens = self._out.tokens  # every token processed (the same list)
+        self._next_role = role  # the role given for the next header, if any
+        self._default_role = role or Role.ASSISTANT  # for a message recovered without one
+        # HEADER: the header's tokens and the index of the first.
+        self._header_tokens: list[int] = []
+        self._header_first = 0
+        # CONTENT: the message's header, and its text.
+        self._header: MessageHeader | None = None
+        self._content = ContentDecoder(self._table, strict=self._strict, out=self._out)
+        self._messages: list[tuple[MessageHeader, str]] = []  # finished messages
+        self._recovery = None if self._strict else LenientRecovery(self._table, self._default_role)
+        self._rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
+
+    # -- feeding -------------------------------------------------------------------
+
+    def process(self, token: int) -> StreamableParser:
+        """Feed one token. Strict mode raises :class:`ParseError` where the reference raises."""
+        self._tokens.append(token)
+        specials, other, _ = self._rows[self._s]
+        # Only special tokens have cells of their own; most tokens skip the lookup.
+        action, nxt, on_error, of_decoder = (
+            other if token < _FIRST_SPECIAL else specials.get(token, other)
+        )
+        try:
+            action(self._content if of_decoder else self, token)
+        except ParseError:
+            self._s = on_error
+            raise
+        self._s = nxt
+        return self
+
+    def process_eos(self) -> StreamableParser:
+        """Signal the end of the stream: a message in progress is completed."""
+        action, nxt, on_error, of_decoder = self._rows[self._s][2]
+        try:
+            action(self._content if of_decoder else self, None)
+        except ParseError:
+            self._s = on_error
+            raise
+        self._s = nxt
+        return self
+
+    def feed(self, token: int) -> list[ParserEvent]:
+        """Like :meth:`process`, returning what happened as events."""
+        events: list[ParserEvent] = []
+        self._out.events = events
+        try:
+            self.process(token)
+        finally:
+            self._out.events = None
+        return events
+
+    def feed_eos(self) -> list[ParserEvent]:
+        """Like :meth:`process_eos`, returning what happened as events."""
+        events: list[ParserEvent] = []
+        self._out.events = events
+        try:
+            self.process_eos()
+        finally:
+            self._out.events = None
+        return events
+
+    # -- the reference's properties ----------------------------------------------------
+
+    @property
+    def state(self) -> StreamState:
+        return _STATES[self._s]
+
+    @property
+    def strict(self) -> bool:
+        return self._strict
+
+    @property
+    def current_role(self) -> Role | None:
+        """The message's role in content; otherwise the role given for the first message."""
+        if self._s == _CONTENT and self._header is not None:
+            return self._header.role
+        return self._next_role
+
+    @property
+    def current_channel(self) -> str | None:
+        return self._header.channel if self._s == _CONTENT and self._header else None
+
+    @property
+    def current_recipient(self) -> str | None:
+        return self._header.recipient if self._s == _CONTENT and self._header else None
+
+    @property
+    def current_content_type(self) -> str | None:
+        return self._header.content_type if self._s == _CONTENT and self._header else None
+
+    @property
+    def current_content(self) -> str:
+        """The text of the message being streamed so far (``''`` outside content)."""
+        if self._s != _CONTENT:
+            return ""
+        return self._content.text()
+
+    @property
+    def last_content_delta(self) -> str | None:
+        """The text the last token added (``None`` if it added none, e.g. half a character)."""
+        return self._content.delta
+
+    @property
+    def messages(self) -> list[Message]:
+        """The completed messages, as fresh objects."""
+        return [make_message(h, text) for h, text in self._messages]
+
+    @property
+    def tokens(self) -> list[int]:
+        """Every token passed to :meth:`process` (a copy)."""
+        return list(self._tokens)
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """The recoveries so far (a run of skipped tokens is reported when it ends)."""
+        return tuple(self._out.diagnostics)
+
+    @property
+    def state_data(self) -> dict[str, object]:
+        """The reference's ``state_data`` dict."""
+        if self._s == _EXPECT_START:
+            return {"state": "ExpectStart"}
+        if self._s == _HEADER:
+            return {"state": "Header", "header_tokens": list(self._header_tokens)}
+        assert self._header is not None
+        encode = self._tokenizer.encode_ordinary
+        content_tokens: list[int] = []
+        for piece in self._content.pieces:
+            content_tokens += encode(piece)
+        return {
+            "state": "Content",
+            "header": self._header.to_dict(),
+            "content_tokens": content_tokens,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"<StreamableParser state={self.state.value} strict={self._strict} "
+            f"tokens={len(self._tokens)} messages={len(self._messages)}>"
+        )
+
+    # -- what the actions share ---------------------------------------------------------
+
+    @property
+    def _lenient(self) -> LenientRecovery:
+        """The recovery part; only lenient actions, which exist only when it does, use it."""
+        recovery = self._recovery
+        assert recovery is not None
+        return recovery
+
+    def _token_text(self, token: int) -> str | None:
+        if 0 <= token < len(self._table):
+            return self._table[token].decode("utf-8", "replace")
+        return None
+
+    def _begin_content(self, header: MessageHeader) -> None:
+        self._header = header
+        self._content.reset()
+        self._out.emit(MessageStarted(header, len(self._tokens) - 1))
+
+    def _flush_junk(self) -> None:
+        diagnostic = self._lenient.flush_junk()
+        if diagnostic is not None:
+            self._out.diagnose(diagnostic)
+
+    def _report(self, outcomes: list[Outcome]) -> None:
+        """Report what lenient recovery decided: diagnostics, and recovered messages."""
+        out = self._out
+        for outcome in outcomes:
+            if isinstance(outcome, Diagnostic):
+                out.diagnose(outcome)
+                continue
+            header, text = outcome.header, outcome.text
+            self._messages.append((header, text))
+            if out.events is not None:
+                out.emit(MessageStarted(header, outcome.first))
+                if text:
+                    out.emit(ContentDelta(text, outcome.first))
+                out.emit(
+                    MessageDone(make_message(header, text), outcome.end_index, outcome.stop_token)
+                )
