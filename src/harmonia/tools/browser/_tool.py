@@ -123,8 +123,6 @@ class BrowserTool:
         topn = min(topn, self.max_results)
         try:
             results = await self.backend.search(query, topn)
-        except ToolError as e:
-            raise ToolError(str(e), tool="browser.search") from e
         except Exception as e:
             raise ToolError(
                 f"Error during search for `{_short(query)}`: {_short(str(e)) or type(e).__name__}",
@@ -225,8 +223,6 @@ class BrowserTool:
     async def _fetch(self, url: str) -> Page:
         try:
             return await self.backend.fetch(url)
-        except ToolError as e:
-            raise ToolError(str(e), tool="browser.open") from e
         except Exception as e:
             raise ToolError(
                 f"Error fetching URL `{_short(url)}`: {_short(str(e)) or type(e).__name__}",

@@ -16,9 +16,9 @@ class Backend(Protocol):
     ``source`` names it in the tool declaration (``sources=web``). ``search``
     returns at most ``topn`` results, best first; ``fetch`` returns the page at
     ``url`` (a URL starting with ``view-source:`` asks for the raw document, for
-    backends that can show it). Raise :class:`harmonia.ToolError` with a message
-    for the model when a URL cannot be served; any other exception is reported
-    to the model as a backend failure.
+    backends that can show it). Any exception is reported to the model, after
+    ``Error during search for ...`` or ``Error fetching URL ...``: raise
+    :class:`harmonia.ToolError` with a message written for the model.
     """
 
     @property

@@ -238,6 +238,7 @@ class LocalCorpusBackend:
                 f"of a corpus page (corpus URLs start with {self.base_url})."
             )
         title, body, links = row
+        url = self.url_of(relpath)  # canonical: no fragment or query
         if view_source:
             raw = (self.root / relpath).read_text(encoding="utf-8", errors="replace")
             return text_to_page(raw, VIEW_SOURCE_PREFIX + url, title)

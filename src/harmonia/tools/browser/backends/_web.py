@@ -23,6 +23,23 @@ _MAX_BODY_CHARS = 500
 _USER_AGENT = "harmonia-browser"
 
 
+class _Secret:
+    """Holds an API key; its repr and str never show it (a debugger's dump neither)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "_Secret('***')"
+
+    __str__ = __repr__
+
+
 class _WebBackend:
     name: ClassVar[str]
     env_var: ClassVar[str]
@@ -43,7 +60,7 @@ class _WebBackend:
                 f"{self.name} needs an API key: set the {self.env_var} environment variable "
                 "or pass api_key="
             )
-        self.__key = key
+        self._key = _Secret(key)
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._source = source
         self._timeout = timeout
@@ -71,12 +88,13 @@ class _WebBackend:
     async def _request(
         self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None
     ) -> Any:
-        headers = {"x-api-key": self.__key, "user-agent": _USER_AGENT}
+        key = self._key.reveal()
+        headers = {"x-api-key": key, "user-agent": _USER_AGENT}
         response = await self._http().request(
             method, self.base_url + path, json=json, params=params, headers=headers
         )
         if response.status_code != 200:
-            body = response.text[:_MAX_BODY_CHARS].replace(self.__key, "***")
+            body = response.text[:_MAX_BODY_CHARS].replace(key, "***")
             raise ToolError(f"{self.name} error {response.status_code}: {body}")
         return response.json()
 
