@@ -140,7 +140,7 @@ def test_integral_floats_and_quoted_ids_are_accepted(tool: BrowserTool, run: Any
 
 
 def test_backend_failures_become_tool_errors(backend_cls: Any, run_error: Any) -> None:
-    class Broken(backend_cls):  # type: ignore[misc,valid-type]
+    class Broken(backend_cls):  # type: ignore[misc]
         async def search(self, query: str, topn: int) -> list[SearchResult]:
             raise ConnectionError("network down")
 

@@ -51,6 +51,8 @@ class _Rewriter:
         return anchor if marker is None else marker
 
     def line(self, line: str) -> str:
+        if "[" not in line and "<" not in line:
+            return line  # no link or image can start here: the common case, kept fast
         # Code spans are cut out first so their brackets are never read as links.
         spans = [m.group(0) for m in _CODE_SPAN.finditer(line)]
         out: list[str] = []
