@@ -29,6 +29,7 @@ TITLE_WEIGHT = 5.0
 _SNIPPET_TOKENS = 24
 _WORD = re.compile(r"\w+")
 _MARKUP = re.compile(r"【\d+†([^†】]*)(?:†[^†】]*)?】")
+_HEADING_MARK = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages(
@@ -64,6 +65,11 @@ def fts_query(text: str) -> str:
     '"harbour" OR "bridge" OR "AND" OR "NEAR" OR "x"'
     """
     return " OR ".join(f'"{w}"' for w in _WORD.findall(text))
+
+
+def _summary(snippet: str) -> str:
+    # A results line is one line of prose: no link markup, heading marks or newlines.
+    return " ".join(_HEADING_MARK.sub("", _MARKUP.sub(r"\1", snippet)).split())
 
 
 class LocalCorpusBackend:
@@ -207,8 +213,7 @@ class LocalCorpusBackend:
             (match, max(0, topn)),
         ).fetchall()
         return [
-            SearchResult(self.url_of(path), title, " ".join(_MARKUP.sub(r"\1", snip).split()))
-            for path, title, snip in rows
+            SearchResult(self.url_of(path), title, _summary(snip)) for path, title, snip in rows
         ]
 
     async def search(self, query: str, topn: int) -> list[SearchResult]:
