@@ -157,3 +157,39 @@ def test_html_files_are_converted(corpus: Path) -> None:
 def test_bad_root_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a directory"):
         LocalCorpusBackend(tmp_path / "missing")
+
+
+# -- the pure-Python ranking used when sqlite3 has no FTS5 ----------------------
+
+
+def test_fallback_ranking_matches_fts5_without_stemming(corpus: Path) -> None:
+    backend = LocalCorpusBackend(corpus, fts5=False)
+    assert backend.fts5 is False
+    assert _search(backend, "lighthouse") == ["lighthouse.md", "coast.md"]
+    assert _search(backend, "lighthouse", topn=1) == ["lighthouse.md"]
+    assert _search(backend, "CAFE") == ["bridges.txt"]  # case and diacritics folded
+    assert _search(backend, "bridge") == []  # no stemming in the fallback
+    [result] = asyncio.run(backend.search("suspension", 3))
+    assert result.title == "bridges" and "Suspension bridges hang" in result.summary
+
+
+@pytest.mark.parametrize("query", ['"', "NEAR(", "a*b:c", "桥梁与港口", "", "\x00", "x" * 5000])
+def test_fallback_hostile_queries_never_raise(corpus: Path, query: str) -> None:
+    assert len(asyncio.run(LocalCorpusBackend(corpus, fts5=False).search(query, 5))) <= 5
+
+
+def test_fallback_follows_reindex(corpus: Path) -> None:
+    backend = LocalCorpusBackend(corpus, fts5=False)
+    assert _search(backend, "ferry") == []
+    _write(corpus, {"new.md": "# Ferries\n\nA ferry crosses."})
+    backend.index()
+    assert _search(backend, "ferry") == ["new.md"]
+
+
+def test_backend_serves_calls_from_worker_threads(corpus: Path) -> None:
+    backend = LocalCorpusBackend(corpus)
+
+    async def many() -> list[Any]:
+        return await asyncio.gather(*(backend.search("lighthouse", 2) for _ in range(8)))
+
+    assert all(len(r) == 2 for r in asyncio.run(many()))

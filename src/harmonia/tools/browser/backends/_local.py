@@ -1,18 +1,22 @@
 """An offline corpus: a folder of Markdown, text and HTML indexed in SQLite FTS5.
 
 Only the standard library is needed (``sqlite3`` with FTS5, compiled into the
-python.org and Debian builds); HTML files need the ``browser`` extra. Pages
-are converted once at indexing time and stored with their links, so ``open``
-is a lookup. Ranking is FTS5's BM25 with the title weighted; the model's query
-never reaches FTS5's query syntax (each word is quoted), so no query can raise.
+python.org and Debian builds; without it a pure-Python BM25 takes over); HTML
+files need the ``browser`` extra. Pages are converted once at indexing time
+and stored with their links, so ``open`` is a lookup. Ranking is BM25 with the
+title weighted; the model's query never reaches FTS5's query syntax (each word
+is quoted), so no query can raise. Database work runs in a worker thread, one
+operation at a time, so the event loop is never blocked by a large re-index.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urldefrag, urlsplit
@@ -22,6 +26,7 @@ from harmonia import InputError, ToolError
 from .._markdown import MARKDOWN_SUFFIXES, markdown_to_page, text_to_page
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
+from ._bm25 import PythonBM25
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
@@ -35,6 +40,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages(
     id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, mtime_ns INTEGER NOT NULL,
     size INTEGER NOT NULL, title TEXT NOT NULL, body TEXT NOT NULL, links TEXT NOT NULL);
+"""
+_FTS_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(
     title, body, content='pages', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2');
@@ -76,7 +83,9 @@ class LocalCorpusBackend:
     """Search and open the files under ``root``.
 
     Files are ``.md``/``.markdown``, ``.txt``/``.rst`` and ``.html``/``.htm``
-    (hidden files and folders are skipped). Their URLs are ``base_url`` plus
+    (hidden files and folders are skipped). ``fts5=None`` uses SQLite FTS5
+    when this Python has it and a pure-Python BM25 otherwise (no stemming);
+    ``True`` requires FTS5, ``False`` forces the fallback. Their URLs are ``base_url`` plus
     the relative path (default: the folder's ``file://`` URI), so links between
     corpus files can be followed. ``database`` is the SQLite file (default: in
     memory; give a path to keep the index between runs). The index is built on
@@ -94,22 +103,29 @@ class LocalCorpusBackend:
         database: str | os.PathLike[str] = ":memory:",
         base_url: str | None = None,
         source: str = "local",
+        fts5: bool | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise InputError(f"corpus root {str(self.root)!r} is not a directory")
-        if not fts5_available():
+        if fts5 is None:
+            fts5 = fts5_available()
+        elif fts5 and not fts5_available():
             raise InputError(
                 "this Python's sqlite3 lacks FTS5 (PRAGMA compile_options has no ENABLE_FTS5); "
-                "use a Python built with FTS5 (python.org, Debian and conda builds have it)"
+                "pass fts5=None to fall back to the pure-Python ranking"
             )
+        self.fts5 = fts5
         self.base_url = base_url if base_url is not None else self.root.as_uri() + "/"
         if not self.base_url.endswith("/"):
             self.base_url += "/"
         self._source = source
-        self._db = sqlite3.connect(os.fspath(database))
-        self._db.executescript(_SCHEMA)
+        # One connection shared with worker threads, serialised by the lock.
+        self._db = sqlite3.connect(os.fspath(database), check_same_thread=False)
+        self._lock = threading.Lock()
+        self._db.executescript(_SCHEMA + (_FTS_SCHEMA if fts5 else ""))
         self._indexed = False
+        self._fallback: PythonBM25 | None = None
 
     def __repr__(self) -> str:
         return f"LocalCorpusBackend(root={str(self.root)!r}, base_url={self.base_url!r})"
@@ -149,6 +165,10 @@ class LocalCorpusBackend:
 
     def index(self) -> IndexStats:
         """Bring the index up to date with the folder (by modification time and size)."""
+        with self._lock:
+            return self._index()
+
+    def _index(self) -> IndexStats:
         db = self._db
         known = {
             row[0]: (row[1], row[2], row[3])
@@ -177,31 +197,50 @@ class LocalCorpusBackend:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (relpath, st.st_mtime_ns, st.st_size, page.title, page.text, links),
                 )
-                db.execute(
-                    "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
-                    (cur.lastrowid, page.title, page.text),
-                )
+                if self.fts5:
+                    db.execute(
+                        "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
+                        (cur.lastrowid, page.title, page.text),
+                    )
         self._indexed = True
+        self._fallback = None
         return IndexStats(added, updated, len(known.keys() - files.keys()), unchanged)
 
     def _delete(self, rowid: int) -> None:
-        # External-content FTS5 tables are told what to forget, with the old values.
-        self._db.execute(
-            "INSERT INTO docs(docs, rowid, title, body) "
-            "SELECT 'delete', id, title, body FROM pages WHERE id = ?",
-            (rowid,),
-        )
+        if self.fts5:
+            # External-content FTS5 tables are told what to forget, with the old values.
+            self._db.execute(
+                "INSERT INTO docs(docs, rowid, title, body) "
+                "SELECT 'delete', id, title, body FROM pages WHERE id = ?",
+                (rowid,),
+            )
         self._db.execute("DELETE FROM pages WHERE id = ?", (rowid,))
 
     def _ensure_indexed(self) -> None:
         if not self._indexed:
-            self.index()
+            self._index()
 
     # -- the Backend protocol ---------------------------------------------
 
     def search_sync(self, query: str, topn: int) -> list[SearchResult]:
         """:meth:`search` without the event loop."""
-        self._ensure_indexed()
+        with self._lock:
+            self._ensure_indexed()
+            if not self.fts5:
+                return self._search_fallback(query, topn)
+            return self._search_fts5(query, topn)
+
+    def _search_fallback(self, query: str, topn: int) -> list[SearchResult]:
+        if self._fallback is None:
+            rows = self._db.execute("SELECT path, title, body FROM pages ORDER BY path")
+            self._fallback = PythonBM25(rows, TITLE_WEIGHT)
+        titles = dict(self._db.execute("SELECT path, title FROM pages"))
+        return [
+            SearchResult(self.url_of(path), titles[path], _summary(snippet))
+            for path, snippet in self._fallback.search(query, topn)
+        ]
+
+    def _search_fts5(self, query: str, topn: int) -> list[SearchResult]:
         match = fts_query(query)
         if not match:
             return []
@@ -217,7 +256,7 @@ class LocalCorpusBackend:
         ]
 
     async def search(self, query: str, topn: int) -> list[SearchResult]:
-        return self.search_sync(query, topn)
+        return await asyncio.to_thread(self.search_sync, query, topn)
 
     def _relpath(self, url: str) -> str | None:
         url = urldefrag(url).url
@@ -227,6 +266,10 @@ class LocalCorpusBackend:
 
     def fetch_sync(self, url: str) -> Page:
         """:meth:`fetch` without the event loop."""
+        with self._lock:
+            return self._fetch(url)
+
+    def _fetch(self, url: str) -> Page:
         self._ensure_indexed()
         view_source = url.startswith(VIEW_SOURCE_PREFIX)
         if view_source:
@@ -250,11 +293,12 @@ class LocalCorpusBackend:
         return Page(url, title, body, {int(k): v for k, v in json.loads(links).items()})
 
     async def fetch(self, url: str) -> Page:
-        return self.fetch_sync(url)
+        return await asyncio.to_thread(self.fetch_sync, url)
 
     def close(self) -> None:
         """Close the database."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     async def aclose(self) -> None:
         self.close()
