@@ -88,6 +88,8 @@ def test_html_show_url_and_empty_document() -> None:
     page = html_to_page("<p>hi</p>", "https://example.org/p", "Title", show_url=True)
     assert page.text == "\nURL: https://example.org/p\nhi"
     assert html_to_page("", "https://example.org/e").text == ""
+    xhtml = '<?xml version="1.0" encoding="utf-8"?>\n<html><body><p>x</p></body></html>'
+    assert html_to_page(xhtml, "https://example.org/x").text == "x"
 
 
 def test_page_round_trips_through_a_dict() -> None:

@@ -136,6 +136,7 @@ def test_argument_errors_speak_to_the_model(tool: BrowserTool, run_error: Any) -
 
 def test_integral_floats_and_quoted_ids_are_accepted(tool: BrowserTool, run: Any) -> None:
     run(tool, "open", id=A, num_lines=2.0)
+    assert run(tool, "open", loc="3", num_lines="1").metadata["lines"] == [3, 3]
     assert run(tool, "open", id="1", cursor=0).metadata["url"] == C
 
 

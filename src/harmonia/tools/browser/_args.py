@@ -47,6 +47,8 @@ def get_int(args: Mapping[str, Any], key: str, default: int, tool: str) -> int:
     value = args.get(key, default)
     if value is None:
         return default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)  # models sometimes quote numbers
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ToolError(f"`{key}` must be an integer, not {json.dumps(value)}.", tool=tool)
     if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):

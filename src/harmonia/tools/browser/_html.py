@@ -21,6 +21,8 @@ _SUB = re.compile(r"<sub( [^>]*)?>([\w\-]+)</sub>")
 # blocks) keeps "<td>a</td><td>b</td>" from reading as "ab".
 _TAGS_BETWEEN_WORDS = re.compile(r"(?<=\w)((<[^>]*>)+)(?=\w)")
 _ONLY_MARKERS = re.compile(r"【\@([^】]+)】")
+# lxml refuses a str that declares its own encoding; the text is already decoded.
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
 def _lxml_html() -> Any:
@@ -99,7 +101,7 @@ def html_to_page(html: str, url: str, title: str | None = None, *, show_url: boo
         page.text   # 'See 【0†b】'
     """
     lxml = _lxml_html()
-    html = clean_source_text(html)
+    html = _XML_DECLARATION.sub("", clean_source_text(html))
     table = LinkTable(url)
     try:
         root = lxml.html.fromstring(html)
