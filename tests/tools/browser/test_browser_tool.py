@@ -185,6 +185,13 @@ def test_declaration_names_another_source(backend_cls: Any) -> None:
 def test_sync_run(tool: BrowserTool) -> None:
     assert tool.run("open", id=C).startswith(f"[0] Page C ({C})")
     assert tool.run("open", id=5).startswith("Invalid link id `5`")
+    tool.close()
+
+    async def inside_a_loop() -> None:
+        with pytest.raises(InputError, match="await call"):
+            tool.run("open", id=C)
+
+    asyncio.run(inside_a_loop())
 
 
 def test_empty_search_results(backend_cls: Any, run: Any) -> None:

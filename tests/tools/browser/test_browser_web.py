@@ -144,6 +144,15 @@ def server() -> Iterator[str]:
         thread.join(5)
 
 
+def test_sync_run_keeps_one_http_client_across_calls(server: str) -> None:
+    tool = BrowserTool(ExaBackend(api_key=KEY, base_url=server))
+    try:
+        assert "【0†Loopback†127.0.0.1】 Local." in tool.run("search", query="a")
+        assert "【0†Loopback†127.0.0.1】 Local." in tool.run("search", query="b")
+    finally:
+        tool.close()
+
+
 def test_real_loopback_server(server: str) -> None:
     _Handler.requests.clear()
     backend = ExaBackend(api_key=KEY, base_url=server + "/")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from harmonia import InputError, ToolError, ToolNamespaceConfig
@@ -57,6 +58,7 @@ class BrowserTool:
         self.state = state if state is not None else BrowserState()
         self.view_tokens = view_tokens
         self.max_results = max_results
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"BrowserTool(backend={self.backend!r}, pages={len(self.state)})"
@@ -182,20 +184,34 @@ class BrowserTool:
 
         Errors come back as their message, as the model would read them. Not
         for use inside a running event loop (``await tool.call(...)`` there).
+        Calls share one private event loop, so a backend's HTTP client outlives
+        a call; :meth:`close` releases both.
         """
-        import json
-
         call = ToolCall(f"browser.{name}", "browser", name, json.dumps(arguments))
+        try:
+            return self._sync_loop().run_until_complete(self.call(call)).text
+        except ToolError as e:
+            return str(e)
+
+    def close(self) -> None:
+        """Synchronous :meth:`aclose`, for code that used :meth:`run`."""
+        loop = self._sync_loop()
+        try:
+            loop.run_until_complete(self.aclose())
+        finally:
+            loop.close()
+            self._loop = None
+
+    def _sync_loop(self) -> asyncio.AbstractEventLoop:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
             raise InputError("BrowserTool.run() cannot be used inside an event loop; await call()")
-        try:
-            return asyncio.run(self.call(call)).text
-        except ToolError as e:
-            return str(e)
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
 
     # -- citations --------------------------------------------------------
 
