@@ -23,6 +23,7 @@ FILES = {
     ),
     "sub/bridges.txt": "Bridges\n\nSuspension bridges hang their deck from cables. Café.",
     "notes/.hidden.md": "# Lighthouse secret\n\nnever indexed",
+    "cjk.md": "# 港口\n\n桥梁与港口的历史。灯塔守护者。",
     "image.png": "not text",
 }
 
@@ -50,6 +51,8 @@ def test_ranking_weights_the_title(corpus: Path) -> None:
     assert _search(backend, "lighthouse") == ["lighthouse.md", "coast.md"]
     assert _search(backend, "lighthouse", topn=1) == ["lighthouse.md"]
     assert _search(backend, "bridge") == ["bridges.txt"]  # porter stemming
+    assert _search(backend, "灯塔") == ["cjk.md"]  # a word inside a run of Han characters
+    assert _search(backend, "塔灯") == []  # the characters in order, not any of them
     assert _search(backend, "cafe") == ["bridges.txt"]  # diacritics folded
 
 
@@ -104,21 +107,21 @@ def test_incremental_reindex_by_modification_time(corpus: Path, tmp_path: Path) 
     database = tmp_path / "index.sqlite"
     backend = LocalCorpusBackend(corpus, database=database)
     first = backend.index()
-    assert (first.added, first.updated, first.removed, first.unchanged) == (3, 0, 0, 0)
-    assert backend.index().unchanged == 3
+    assert (first.added, first.updated, first.removed, first.unchanged) == (4, 0, 0, 0)
+    assert backend.index().unchanged == 4
     path = corpus / "sub" / "bridges.txt"
     path.write_text("Bridges\n\nNow about ferries instead.", encoding="utf-8")
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
     (corpus / "coast.md").unlink()
     _write(corpus, {"new.md": "# Ferries\n\nA ferry crosses."})
     stats = backend.index()
-    assert (stats.added, stats.updated, stats.removed, stats.unchanged) == (1, 1, 1, 1)
+    assert (stats.added, stats.updated, stats.removed, stats.unchanged) == (1, 1, 1, 2)
     assert _search(backend, "ferry") == ["new.md", "bridges.txt"]
     assert _search(backend, "suspension") == []
     assert _search(backend, "inland") == []
     backend.close()
     reopened = LocalCorpusBackend(corpus, database=database)  # the index persists
-    assert reopened.index().unchanged == 3
+    assert reopened.index().unchanged == 4
 
 
 def test_links_between_corpus_files_are_followable(corpus: Path, run: Any) -> None:
@@ -168,6 +171,7 @@ def test_fallback_ranking_matches_fts5_without_stemming(corpus: Path) -> None:
     assert _search(backend, "lighthouse") == ["lighthouse.md", "coast.md"]
     assert _search(backend, "lighthouse", topn=1) == ["lighthouse.md"]
     assert _search(backend, "CAFE") == ["bridges.txt"]  # case and diacritics folded
+    assert _search(backend, "灯塔") == ["cjk.md"]
     assert _search(backend, "bridge") == []  # no stemming in the fallback
     [result] = asyncio.run(backend.search("suspension", 3))
     assert result.title == "bridges" and "Suspension bridges hang" in result.summary

@@ -15,13 +15,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _WORD = re.compile(r"\w+")
+_CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 K1 = 1.2
 B = 0.75
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased words with diacritics removed (``Café`` -> ``cafe``)."""
-    folded = unicodedata.normalize("NFKD", text.casefold())
+    """Lower-cased words with diacritics removed (``Café`` -> ``cafe``); Han and kana one by one."""
+    folded = unicodedata.normalize("NFKD", _CJK.sub(r" \1 ", text.casefold()))
     return _WORD.findall("".join(c for c in folded if not unicodedata.combining(c)))
 
 

@@ -33,6 +33,10 @@ HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 TITLE_WEIGHT = 5.0
 _SNIPPET_TOKENS = 24
 _WORD = re.compile(r"\w+")
+# unicode61 reads a run of Han or kana as one token (no spaces between words), so
+# a word inside it could never match: each such character is indexed on its own
+# and a query word becomes the phrase of its characters.
+_CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 _MARKUP = re.compile(r"【\d+†([^†】]*)(?:†[^†】]*)?】")
 _HEADING_MARK = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
 
@@ -70,8 +74,15 @@ def fts_query(text: str) -> str:
 
     >>> fts_query('harbour "bridge" AND NEAR(x*')
     '"harbour" OR "bridge" OR "AND" OR "NEAR" OR "x"'
+    >>> fts_query("港口 history")
+    '"港 口" OR "history"'
     """
-    return " OR ".join(f'"{w}"' for w in _WORD.findall(text))
+    return " OR ".join(f'"{" ".join(segment(w).split())}"' for w in _WORD.findall(text))
+
+
+def segment(text: str) -> str:
+    """Text as the index sees it: Han and kana characters set apart by spaces."""
+    return _CJK.sub(r" \1 ", text)
 
 
 def _summary(snippet: str) -> str:
@@ -200,7 +211,7 @@ class LocalCorpusBackend:
                 if self.fts5:
                     db.execute(
                         "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
-                        (cur.lastrowid, page.title, page.text),
+                        (cur.lastrowid, segment(page.title), segment(page.text)),
                     )
         self._indexed = True
         self._fallback = None
@@ -209,10 +220,12 @@ class LocalCorpusBackend:
     def _delete(self, rowid: int) -> None:
         if self.fts5:
             # External-content FTS5 tables are told what to forget, with the old values.
+            title, body = self._db.execute(
+                "SELECT title, body FROM pages WHERE id = ?", (rowid,)
+            ).fetchone()
             self._db.execute(
-                "INSERT INTO docs(docs, rowid, title, body) "
-                "SELECT 'delete', id, title, body FROM pages WHERE id = ?",
-                (rowid,),
+                "INSERT INTO docs(docs, rowid, title, body) VALUES ('delete', ?, ?, ?)",
+                (rowid, segment(title), segment(body)),
             )
         self._db.execute("DELETE FROM pages WHERE id = ?", (rowid,))
 
