@@ -20,6 +20,12 @@ def test_html_conversion_matches_reference(golden: dict[str, Any], fixture_pages
         assert {str(k): v for k, v in page.links.items()} == ref["urls"]
 
 
+def test_html2text_escapes_are_kept_like_the_reference(fixture_pages: Any) -> None:
+    # gpt-oss's attempt to disable html2text's Markdown escaping has no effect.
+    text = fixture_pages["https://example.org/guide/article.html"].text
+    assert "\n1\\. Not a list" in text and "\n\\- dash at the start" in text
+
+
 def test_search_page_matches_reference(golden: dict[str, Any]) -> None:
     ref = golden["search"]
     results = [SearchResult(r["url"], r["title"], r["summary"]) for r in ref["reply"]["results"]]
