@@ -197,3 +197,16 @@ def test_backend_serves_calls_from_worker_threads(corpus: Path) -> None:
         return await asyncio.gather(*(backend.search("lighthouse", 2) for _ in range(8)))
 
     assert all(len(r) == 2 for r in asyncio.run(many()))
+
+
+def test_database_moves_between_fts5_and_fallback(corpus: Path, tmp_path: Path) -> None:
+    database = tmp_path / "index.sqlite"
+    LocalCorpusBackend(corpus, database=database).index()
+    fallback = LocalCorpusBackend(corpus, database=database, fts5=False)
+    _write(corpus, {"new.md": "# Ferries\n\nA ferry crosses."})
+    assert fallback.index().added == 1
+    fallback.close()
+    again = LocalCorpusBackend(corpus, database=database, fts5=True)
+    assert again.index().unchanged == 5
+    assert _search(again, "ferry") == ["new.md"]  # the FTS table was rebuilt
+    assert _search(again, "lighthouse") == ["lighthouse.md", "coast.md"]

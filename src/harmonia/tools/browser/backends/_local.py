@@ -134,7 +134,8 @@ class LocalCorpusBackend:
         # One connection shared with worker threads, serialised by the lock.
         self._db = sqlite3.connect(os.fspath(database), check_same_thread=False)
         self._lock = threading.Lock()
-        self._db.executescript(_SCHEMA + (_FTS_SCHEMA if fts5 else ""))
+        self._db.executescript(_SCHEMA)
+        self._open_fts_table()
         self._indexed = False
         self._fallback: PythonBM25 | None = None
 
@@ -216,6 +217,23 @@ class LocalCorpusBackend:
         self._indexed = True
         self._fallback = None
         return IndexStats(added, updated, len(known.keys() - files.keys()), unchanged)
+
+    def _open_fts_table(self) -> None:
+        # A database last written without FTS5 has no up-to-date FTS table: the
+        # fallback drops it, and FTS5 mode rebuilds it from the stored pages.
+        db = self._db
+        with db:
+            if not self.fts5:
+                db.execute("DROP TABLE IF EXISTS docs")
+                return
+            found = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'docs'").fetchone()
+            db.executescript(_FTS_SCHEMA)
+            if found is None:
+                for rowid, title, body in db.execute("SELECT id, title, body FROM pages"):
+                    db.execute(
+                        "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
+                        (rowid, segment(title), segment(body)),
+                    )
 
     def _delete(self, rowid: int) -> None:
         if self.fts5:
