@@ -157,6 +157,12 @@ def test_html_files_are_converted(corpus: Path) -> None:
     assert page.links[0] == backend.url_of("coast.md")
 
 
+def test_is_a_backend(corpus: Path) -> None:
+    from harmonia.tools.browser import Backend
+
+    assert isinstance(LocalCorpusBackend(corpus), Backend)
+
+
 def test_bad_root_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a directory"):
         LocalCorpusBackend(tmp_path / "missing")

@@ -65,6 +65,7 @@ class BrowserTool:
 
     @property
     def namespace(self) -> str:
+        """Always ``"browser"``: the built-in namespace gpt-oss calls."""
         return "browser"
 
     def namespace_config(self) -> ToolNamespaceConfig:
@@ -77,6 +78,7 @@ class BrowserTool:
         return ToolNamespaceConfig(config.name, description, config.tools)
 
     async def aclose(self) -> None:
+        """Close the backend (its database or HTTP client)."""
         await self.backend.aclose()
 
     # -- calls ------------------------------------------------------------

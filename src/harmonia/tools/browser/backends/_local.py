@@ -144,6 +144,7 @@ class LocalCorpusBackend:
 
     @property
     def source(self) -> str:
+        """The ``sources=`` value of the tool declaration."""
         return self._source
 
     # -- indexing ---------------------------------------------------------
@@ -287,6 +288,7 @@ class LocalCorpusBackend:
         ]
 
     async def search(self, query: str, topn: int) -> list[SearchResult]:
+        """The best ``topn`` files for ``query``, with titles and snippets."""
         return await asyncio.to_thread(self.search_sync, query, topn)
 
     def _relpath(self, url: str) -> str | None:
@@ -324,6 +326,7 @@ class LocalCorpusBackend:
         return Page(url, title, body, {int(k): v for k, v in json.loads(links).items()})
 
     async def fetch(self, url: str) -> Page:
+        """The stored page of the corpus file at ``url`` (``view-source:`` for its source)."""
         return await asyncio.to_thread(self.fetch_sync, url)
 
     def close(self) -> None:
@@ -332,4 +335,5 @@ class LocalCorpusBackend:
             self._db.close()
 
     async def aclose(self) -> None:
+        """Close the database."""
         self.close()

@@ -72,6 +72,7 @@ class _WebBackend:
 
     @property
     def source(self) -> str:
+        """The ``sources=`` value of the tool declaration."""
         return self._source
 
     def _http(self) -> Any:
@@ -99,6 +100,7 @@ class _WebBackend:
         return response.json()
 
     async def aclose(self) -> None:
+        """Close the HTTP client, unless the caller passed its own."""
         if self._owns_client and self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -122,6 +124,7 @@ class ExaBackend(_WebBackend):
     default_base_url = "https://api.exa.ai"
 
     async def search(self, query: str, topn: int) -> list[SearchResult]:
+        """``POST /search`` with text and summary contents."""
         data = await self._request(
             "POST",
             "/search",
@@ -133,6 +136,7 @@ class ExaBackend(_WebBackend):
         ]
 
     async def fetch(self, url: str) -> Page:
+        """``POST /contents`` for the page's HTML (a ``view-source:`` prefix is ignored)."""
         url = url.removeprefix(VIEW_SOURCE_PREFIX)
         data = await self._request(
             "POST", "/contents", json={"urls": [url], "text": {"includeHtmlTags": True}}
@@ -151,6 +155,7 @@ class YouComBackend(_WebBackend):
     default_base_url = "https://api.ydc-index.io"
 
     async def search(self, query: str, topn: int) -> list[SearchResult]:
+        """``GET /v1/search``: web results, then news."""
         data = await self._request("GET", "/v1/search", params={"query": query, "count": topn})
         results = data.get("results") or {}
         out: list[SearchResult] = []
@@ -163,6 +168,7 @@ class YouComBackend(_WebBackend):
         return out
 
     async def fetch(self, url: str) -> Page:
+        """``POST /v1/contents`` with a live crawl (a ``view-source:`` prefix is ignored)."""
         url = url.removeprefix(VIEW_SOURCE_PREFIX)
         data = await self._request(
             "POST", "/v1/contents", json={"urls": [url], "livecrawl_formats": "html"}
