@@ -128,6 +128,8 @@ def test_argument_errors_speak_to_the_model(tool: BrowserTool, run_error: Any) -
         asyncio.run(tool.call(bad_json))
     with pytest.raises(ToolError, match=r"`browser.search`, `browser.open` or `browser.find`"):
         asyncio.run(tool.call(ToolCall("browser.click", "browser", "click", "{}")))
+    with pytest.raises(ToolError, match="`browser` is not callable"):
+        asyncio.run(tool.call(ToolCall("browser", "browser", None, "{}")))
     assert "Valid arguments: `cursor`, `pattern`" in run_error(tool, "find", patern="x")
     assert "`loc` must be an integer" in run_error(tool, "open", id=A, loc="top")
     assert "`loc` must be an integer" in run_error(tool, "open", id=A, loc=1.5)

@@ -87,9 +87,9 @@ class BrowserTool:
         """Run ``browser.search``/``open``/``find`` with the call's JSON arguments."""
         name = call.name
         if name not in ("search", "open", "find"):
+            what = f"Unknown browser function `{name}`." if name else "`browser` is not callable."
             raise ToolError(
-                f"Unknown browser function `{name}`. "
-                "Call `browser.search`, `browser.open` or `browser.find`.",
+                f"{what} Call `browser.search`, `browser.open` or `browser.find`.",
                 tool=call.recipient,
             )
         args = parse_arguments(name, call.arguments)
