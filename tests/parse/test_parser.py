@@ -159,7 +159,7 @@ def _nonsense(messages: list[dict[str, Any]]) -> bool:
     return False
 
 
-# -- token-by-token traces of the reference's streaming parser (tests/parse/data/parse_traces.json) ----
+# -- token-by-token traces of the reference's streaming parser (data/parse_traces.json) -----------
 
 
 def snapshot(p: StreamableParser) -> dict[str, Any]:

@@ -58,10 +58,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from .._tokenizer import special_tokens as st
 from .._enums import Role
 from .._message import Author
 from .._names import CONSTRAIN
+from .._tokenizer import special_tokens as st
 
 CHANNEL_MARK: Final = st.SPECIAL_TOKEN_TEXT[st.CHANNEL]
 CONSTRAIN_MARK: Final = CONSTRAIN

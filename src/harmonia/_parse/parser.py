@@ -101,10 +101,10 @@ import enum
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
-from .._tokenizer import special_tokens as st
 from .._enums import Role, StreamState
 from .._errors import ParseError
 from .._message import Message
+from .._tokenizer import special_tokens as st
 from .content import ContentDecoder
 from .events import (
     ContentDelta,

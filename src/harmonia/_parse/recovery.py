@@ -59,9 +59,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from .._tokenizer import special_tokens as st
 from .._enums import Role
 from .._names import DiagnosticKind
+from .._tokenizer import special_tokens as st
 from .events import Diagnostic
 from .header import (
     HeaderError,
