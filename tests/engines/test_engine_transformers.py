@@ -285,3 +285,16 @@ def test_a_model_failure_is_an_engine_error(prompt: list[int]) -> None:
         await engine.aclose()
 
     asyncio.run(main())
+
+
+def test_a_grammar_that_does_not_compile_is_an_engine_error(
+    transformers_engine: Any, prompt: list[int]
+) -> None:
+    async def main() -> None:
+        generation = transformers_engine.generate(
+            prompt, SamplingParams(max_tokens=4), constraint=Constraint(grammar="start: nope(")
+        )
+        with pytest.raises(EngineError, match="the constraint cannot be used"):
+            await generation.result()
+
+    asyncio.run(main())

@@ -6,8 +6,9 @@ server's own message), malformed stream data, a stall (no data within the read
 timeout), a connection that broke mid-stream. The API key goes into the
 ``Authorization`` header only; it is never part of a repr or a message.
 
-httpx2 (the maintained successor of httpx, same API) is imported when the
-first request is made: ``pip install 'harmonia[engines-http]'``.
+The client is httpx2 (httpx's API, and the HTTP client that openai and
+huggingface_hub depend on in this environment); it is imported when the first
+request is made: ``pip install 'harmonia[engines-http]'``.
 """
 
 from __future__ import annotations

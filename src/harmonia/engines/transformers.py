@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harmonia import EngineError, InputError
+from harmonia import EngineError, HarmonyError, InputError
 
 from ._base import (
     Constraint,
@@ -110,11 +110,9 @@ class TransformersEngine:
         """Start decoding after ``prompt`` on the worker thread."""
         ids = check_prompt(prompt, self.name)
         params = params or SamplingParams()
-        # Compile before starting, so a grammar that cannot compile fails here.
-        matcher = constraint.new_matcher() if constraint is not None else None
 
         async def produce(emit: Emit) -> Finish:
-            return await self._produce(ids, params, matcher, emit)
+            return await self._produce(ids, params, constraint, emit)
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
@@ -126,7 +124,7 @@ class TransformersEngine:
         self,
         prompt: tuple[int, ...],
         params: SamplingParams,
-        matcher: TokenMatcher | None,
+        constraint: Constraint | None,
         emit: Emit,
     ) -> Finish:
         loop = asyncio.get_running_loop()
@@ -137,12 +135,16 @@ class TransformersEngine:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody listens
                 loop.call_soon_threadsafe(inbox.put_nowait, item)
 
-        job = self._executor.submit(self._decode, prompt, params, matcher, stop, post)
+        job = self._executor.submit(self._decode, prompt, params, constraint, stop, post)
         try:
             while True:
                 item = await inbox.get()
                 if isinstance(item, Finish):
                     return item
+                if isinstance(item, HarmonyError) and not isinstance(item, EngineError):
+                    raise EngineError(
+                        f"the constraint cannot be used: {item}", engine=self.name
+                    ) from item
                 if isinstance(item, BaseException):
                     raise EngineError(
                         f"decoding failed: {type(item).__name__}: {item}", engine=self.name
@@ -161,11 +163,14 @@ class TransformersEngine:
         self,
         prompt: tuple[int, ...],
         params: SamplingParams,
-        matcher: TokenMatcher | None,
+        constraint: Constraint | None,
         stop: threading.Event,
         post: _Post,
     ) -> None:
         try:
+            # Compiled here, not on the event loop: the first grammar of a process
+            # also builds llguidance's tokenizer (about a second).
+            matcher = constraint.new_matcher() if constraint is not None else None
             post(self._loop(prompt, params, matcher, stop, post))
         except BaseException as exc:
             post(exc)
