@@ -237,7 +237,7 @@ def test_constraint_needs_something_and_copies_the_matcher(forced_matcher: Any) 
 
 
 def test_sync_engine_iterates_cancels_and_closes() -> None:
-    scripts = [Script((1, 2, 200002)), Script((5,), delay=0.005, repeat=True)]
+    scripts = [Script((1, 2, 200002)), *[Script((5,), delay=0.005, repeat=True)] * 2]
     with SyncEngine(ScriptedEngine(scripts)) as engine:
         first = engine.generate(PROMPT)
         assert [t for chunk in first for t in chunk] == [1, 2, 200002]
@@ -247,4 +247,10 @@ def test_sync_engine_iterates_cancels_and_closes() -> None:
         second.cancel()
         assert second.finish == Finish(FinishReason.CANCELLED)
         assert second.result().finish.reason is FinishReason.CANCELLED
+        with engine.generate(PROMPT) as third:
+            for _ in third:
+                break
+        assert third.finish == Finish(FinishReason.CANCELLED)
     assert not engine._thread.is_alive()
+    with pytest.raises(InputError, match="closed"):
+        engine.generate(PROMPT)

@@ -9,6 +9,8 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
+from harmonia import InputError
+
 from ._base import Completion, Constraint, Engine, Finish, SamplingParams
 from ._generation import Generation
 
@@ -39,6 +41,9 @@ class SyncEngine:
         self._closed = False
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        if self._closed and not self._loop.is_running():
+            coroutine.close()
+            raise InputError(f"this SyncEngine ({self.engine.name}) is closed")
         future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         return future.result()
 
@@ -111,3 +116,15 @@ class SyncGeneration:
     def result(self) -> Completion:
         """Block until the end; every id, the finish and the usage."""
         return self._driver._call(self.generation.result())
+
+    def __enter__(self) -> SyncGeneration:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Cancel on the way out, so a ``break`` stops the engine."""
+        self.cancel()
