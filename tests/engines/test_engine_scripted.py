@@ -254,3 +254,21 @@ def test_sync_engine_iterates_cancels_and_closes() -> None:
     assert not engine._thread.is_alive()
     with pytest.raises(InputError, match="closed"):
         engine.generate(PROMPT)
+
+
+def test_a_producer_that_swallows_the_stop_is_still_stopped() -> None:
+    async def produce(emit: Any) -> Finish:
+        for token in (1, 200002, 3, 4):
+            try:
+                emit([token])
+            except Exception:  # a careless engine
+                pass
+        return Finish(FinishReason.LENGTH)
+
+    async def main() -> Any:
+        params = SamplingParams()
+        return await Generation(produce, engine="careless", prompt_tokens=1, params=params).result()
+
+    completion = asyncio.run(main())
+    assert completion.tokens == (1, 200002)
+    assert completion.finish == Finish(FinishReason.STOP, stop_token=200002)

@@ -80,6 +80,7 @@ class Generation:
         self._stops = frozenset(params.stop_token_ids)
         self._queue: asyncio.Queue[tuple[int, ...] | None] = asyncio.Queue()
         self._finish: Finish | None = None
+        self._ended: Finish | None = None  # set by emit at a stop id or the limit
         self._error: EngineError | None = None
         self._cancelling = False
         self._task = loop.create_task(self._run(producer), name=f"harmonia-{engine}-generation")
@@ -111,6 +112,8 @@ class Generation:
     def _emit(self, ids: Sequence[int]) -> None:
         if self._finish is not None:
             return
+        if self._ended is not None:  # a producer that swallowed _Ended and went on
+            raise _Ended(self._ended)
         chunk: list[int] = []
         ended: Finish | None = None
         for token in ids:
@@ -126,12 +129,15 @@ class Generation:
             self._tokens.extend(chunk)
             self._queue.put_nowait(tuple(chunk))
         if ended is not None:
+            self._ended = ended
             raise _Ended(ended)
 
     async def _run(self, producer: Producer) -> None:
         finish: Finish
         try:
             finish = await producer(self._emit)
+            if self._ended is not None:  # the stop id or the limit came first
+                finish = self._ended
         except _Ended as ended:
             finish = ended.finish
         except asyncio.CancelledError:

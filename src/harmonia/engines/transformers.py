@@ -54,9 +54,9 @@ def _import_torch() -> Any:
 class TransformersEngine:
     """A transformers causal LM (gpt-oss or any other) decoding harmony ids.
 
-    ``model`` is a loaded ``PreTrainedModel``; ``device`` and ``dtype`` (e.g.
-    ``"cuda"``, ``"bfloat16"``), when given, move it there (``None`` leaves it
-    where it is). :meth:`from_pretrained` loads one, on the CPU in float32 by
+    ``model`` is a loaded ``PreTrainedModel`` (put in eval mode); ``device``
+    and ``dtype`` (e.g. ``"cuda"``, ``"bfloat16"``), when given, move it there
+    (``None`` leaves it where it is). :meth:`from_pretrained` loads one, on the CPU in float32 by
     default. A :class:`~harmonia.engines.Constraint` is applied as a mask on
     the logits at every step (its matcher, or its grammar compiled with
     ``harmonia[constrained]``); ``top_p`` is applied after the mask.
@@ -80,7 +80,8 @@ class TransformersEngine:
             dtype = resolved
         if device is not None or dtype is not None:
             model = model.to(device=device, dtype=dtype)
-        self.model = model.eval()
+        self.model = model.eval()  # decoding needs eval mode (no dropout)
+        self._closed = False
         self.device = next(model.parameters()).device
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="harmonia-transformers"
@@ -110,6 +111,8 @@ class TransformersEngine:
         """Start decoding after ``prompt`` on the worker thread."""
         ids = check_prompt(prompt, self.name)
         params = params or SamplingParams()
+        if self._closed:
+            raise EngineError("this transformers engine is closed (aclose)", engine=self.name)
 
         async def produce(emit: Emit) -> Finish:
             return await self._produce(ids, params, constraint, emit)
@@ -118,6 +121,7 @@ class TransformersEngine:
 
     async def aclose(self) -> None:
         """Stop the worker thread (after the generation it runs, if any)."""
+        self._closed = True
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
     async def _produce(
