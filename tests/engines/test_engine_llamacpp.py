@@ -25,12 +25,11 @@ from harmonia.constrained import GrammarOptions, build_turn_grammar
 from harmonia.engines import (
     Constraint,
     FinishReason,
+    HttpOptions,
     SamplingParams,
     UnsupportedConstraintError,
 )
-from harmonia.engines._gbnf import lark_to_gbnf
-from harmonia.engines._http import HttpOptions
-from harmonia.engines.llamacpp import LlamaCppEngine
+from harmonia.engines.llamacpp import LlamaCppEngine, lark_to_gbnf
 
 pytest.importorskip("httpx2", reason="httpx2 is not installed (harmonia[engines-http])")
 

@@ -14,11 +14,11 @@ from harmonia.constrained import build_turn_grammar
 from harmonia.engines import (
     Constraint,
     FinishReason,
+    HttpOptions,
     SamplingParams,
     SyncEngine,
     UnsupportedConstraintError,
 )
-from harmonia.engines._http import HttpOptions
 from harmonia.engines.vllm import VLLMEngine
 
 pytest.importorskip("httpx2", reason="httpx2 is not installed (harmonia[engines-http])")

@@ -22,6 +22,7 @@ from ._base import (
     Usage,
 )
 from ._generation import Emit, Generation, Producer
+from ._http import HttpOptions
 from ._sync import SyncEngine, SyncGeneration
 from .scripted import Script, ScriptedEngine
 
@@ -34,6 +35,7 @@ __all__ = [
     "Finish",
     "FinishReason",
     "Generation",
+    "HttpOptions",
     "Producer",
     "SamplingParams",
     "Script",

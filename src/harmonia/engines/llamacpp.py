@@ -33,6 +33,8 @@ from ._gbnf import JsonPolicy, lark_to_gbnf
 from ._generation import Emit, Generation
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url, resolve_api_key
 
+__all__ = ["COMPLETION_PATH", "LlamaCppEngine", "completion_body", "lark_to_gbnf"]
+
 _NAME: Final = "llama.cpp"
 COMPLETION_PATH: Final = "/completion"
 

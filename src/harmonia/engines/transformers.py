@@ -33,6 +33,8 @@ from ._base import (
 )
 from ._generation import Emit, Generation
 
+__all__ = ["TransformersEngine"]
+
 _NAME = "transformers"
 _INSTALL_HINT = "pip install 'harmonia[transformers]'"
 

@@ -29,6 +29,8 @@ from ._base import Constraint, Finish, FinishReason, SamplingParams, check_promp
 from ._generation import Emit, Generation
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url, resolve_api_key
 
+__all__ = ["COMPLETIONS_PATH", "GENERATE_PATH", "VLLMEngine", "completions_body", "generate_body"]
+
 _NAME: Final = "vllm"
 COMPLETIONS_PATH: Final = "/v1/completions"
 GENERATE_PATH: Final = "/inference/v1/generate"
