@@ -62,6 +62,9 @@ def vllm(
         else:
             ex.json(404, {"detail": "Not Found"})
             return
+        if fault == "unauthorized":
+            ex.json(401, {"error": "Unauthorized"})
+            return
         if fault == "status":
             ex.json(
                 400,
@@ -298,6 +301,16 @@ def test_server_faults_are_engine_errors(fake_server: Any, fault: str, message: 
     assert generation.finish.reason is FinishReason.ERROR
     if fault in ("malformed", "error", "truncated", "stall"):
         assert list(generation.tokens) == SCRIPT[:2]  # what came before the fault is kept
+
+
+def test_a_refused_key_is_reported_without_the_key(fake_server: Any) -> None:
+    server = fake_server(vllm(fault="unauthorized"))
+    engine = VLLMEngine(server.url, api="completions", api_key="sk-wrong-456")
+    with pytest.raises(EngineError) as info:
+        run(complete(engine))
+    assert "HTTP 401: Unauthorized; check the API key" in str(info.value)
+    assert "sk-wrong" not in str(info.value)
+    assert server.exchanges[0].headers["authorization"] == "Bearer sk-wrong-456"
 
 
 def test_sync_engine_over_http(fake_server: Any) -> None:
