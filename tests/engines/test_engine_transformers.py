@@ -94,6 +94,20 @@ def test_seeded_sampling_repeats_and_seeds_differ(
     assert first != other
 
 
+def test_a_tiny_top_p_keeps_only_the_most_likely_id(
+    transformers_engine: Any, prompt: list[int]
+) -> None:
+    async def main() -> tuple[tuple[int, ...], tuple[int, ...]]:
+        greedy = SamplingParams(max_tokens=10, temperature=0, stop_token_ids=())
+        nucleus = SamplingParams(max_tokens=10, top_p=1e-6, seed=5, stop_token_ids=())
+        first = (await transformers_engine.generate(prompt, greedy).result()).tokens
+        second = (await transformers_engine.generate(prompt, nucleus).result()).tokens
+        return first, second
+
+    greedy, nucleus = asyncio.run(main())
+    assert nucleus == greedy
+
+
 def test_teacher_forcing_through_the_mask_path(
     transformers_engine: Any, prompt: list[int], enc: HarmonyEncoding, forced_matcher: Any
 ) -> None:
