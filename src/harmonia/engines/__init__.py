@@ -1,0 +1,48 @@
+"""Engines: prompt token ids in, sampled token ids out, with a reason to stop.
+
+:class:`Engine` is the protocol (``generate`` returns a :class:`Generation`
+handle to iterate, inspect and cancel); :class:`SyncEngine` drives any engine
+from blocking code. Backends: :class:`ScriptedEngine` (replays scripts, for
+tests and demos), ``TransformersEngine`` (in process,
+``harmonia.engines.transformers``), ``VLLMEngine`` (``harmonia.engines.vllm``)
+and ``LlamaCppEngine`` (``harmonia.engines.llamacpp``), each importing its
+optional dependencies only when used. See ``docs/engines.md``.
+"""
+
+from ._base import (
+    HARMONY_STOP_TOKEN_IDS,
+    Completion,
+    Constraint,
+    Engine,
+    Finish,
+    FinishReason,
+    SamplingParams,
+    TokenMatcher,
+    UnsupportedConstraintError,
+    Usage,
+)
+from ._generation import Emit, Generation, Producer
+from ._http import HttpOptions
+from ._sync import SyncEngine, SyncGeneration
+from .scripted import Script, ScriptedEngine
+
+__all__ = [
+    "HARMONY_STOP_TOKEN_IDS",
+    "Completion",
+    "Constraint",
+    "Emit",
+    "Engine",
+    "Finish",
+    "FinishReason",
+    "Generation",
+    "HttpOptions",
+    "Producer",
+    "SamplingParams",
+    "Script",
+    "ScriptedEngine",
+    "SyncEngine",
+    "SyncGeneration",
+    "TokenMatcher",
+    "UnsupportedConstraintError",
+    "Usage",
+]

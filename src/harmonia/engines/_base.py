@@ -1,0 +1,255 @@
+"""What every engine takes and says: sampling parameters, constraints, finish reasons.
+
+An engine turns prompt token ids into sampled token ids. harmonia renders the
+prompt itself (byte-exact harmony), so engines never see text: ids go in, ids
+come out, one chunk at a time, and the engine says why it stopped. The
+protocol is :class:`Engine`; the running generation is a
+:class:`~harmonia.engines.Generation`.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+
+from harmonia import EngineError, InputError
+
+if TYPE_CHECKING:
+    from harmonia import Conversation
+    from harmonia.constrained import GrammarOptions
+
+    from ._generation import Generation
+
+#: ``<|return|>`` (200002) and ``<|call|>`` (200012): the tokens that end an
+#: assistant turn (``HarmonyEncoding.stop_tokens_for_assistant_actions()``).
+HARMONY_STOP_TOKEN_IDS: Final = (200002, 200012)
+
+
+class UnsupportedConstraintError(EngineError, InputError):
+    """The engine cannot enforce the constraint it was given (nothing was sent).
+
+    Raised instead of generating unconstrained: a constraint is never dropped
+    silently. The message names the engine and what it could not enforce.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """How to sample; every engine reads the same fields, with these defaults.
+
+    * ``max_tokens``: at most this many new tokens (a random or looping model
+      never stops by itself, so there is always a bound);
+    * ``temperature``: ``0`` is greedy; gpt-oss is meant to be sampled at 1.0;
+    * ``top_p``: nucleus sampling, applied after the temperature (1.0: off);
+    * ``seed``: makes sampling repeatable where the engine supports it
+      (``None``: the engine's own randomness);
+    * ``stop_token_ids``: generation ends right after any of these ids, which
+      is yielded (harmony's ``<|return|>`` and ``<|call|>`` by default).
+
+    >>> SamplingParams(max_tokens=64, temperature=0).top_p
+    1.0
+    >>> SamplingParams(temperature=-1)
+    Traceback (most recent call last):
+    ...
+    harmonia._errors.InputError: SamplingParams.temperature must be >= 0, not -1
+    """
+
+    max_tokens: int = 4096
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] = HARMONY_STOP_TOKEN_IDS
+
+    def __post_init__(self) -> None:
+        def bad(name: str, rule: str, value: object) -> InputError:
+            return InputError(f"SamplingParams.{name} must be {rule}, not {value!r}")
+
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int):
+            raise bad("max_tokens", "an int", self.max_tokens)
+        if self.max_tokens < 1:
+            raise bad("max_tokens", ">= 1", self.max_tokens)
+        if not self.temperature >= 0:  # also refuses NaN
+            raise bad("temperature", ">= 0", self.temperature)
+        if not 0 < self.top_p <= 1:
+            raise bad("top_p", "in (0, 1]", self.top_p)
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
+            raise bad("seed", "an int or None", self.seed)
+        stops = tuple(self.stop_token_ids)
+        if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in stops):
+            raise bad("stop_token_ids", "token ids (ints >= 0)", self.stop_token_ids)
+        # A list passed by the caller becomes our own tuple: frozen means frozen.
+        object.__setattr__(self, "stop_token_ids", stops)
+
+    @property
+    def greedy(self) -> bool:
+        """True when ``temperature`` is 0 (argmax decoding)."""
+        return self.temperature == 0
+
+
+class FinishReason(str, enum.Enum):
+    """Why a generation ended."""
+
+    #: A stop token was sampled (:attr:`Finish.stop_token` says which).
+    STOP = "stop"
+    #: ``max_tokens`` were generated.
+    LENGTH = "length"
+    #: The caller cancelled it.
+    CANCELLED = "cancelled"
+    #: The engine failed (:attr:`Finish.message` says how).
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """How a generation ended: the reason, the stop token, the error message."""
+
+    reason: FinishReason
+    stop_token: int | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one generation."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished generation: every sampled id, why it ended, the counts."""
+
+    tokens: tuple[int, ...]
+    finish: Finish
+    usage: Usage
+
+
+@runtime_checkable
+class TokenMatcher(Protocol):
+    """The in-process mask interface (:class:`harmonia.constrained.TurnMatcher` has it).
+
+    ``fill_mask(out)`` writes the int32 bitmask of allowed next ids (bit
+    ``i % 32`` of word ``i // 32``) into ``out``; ``consume`` advances past a
+    sampled id; ``copy`` gives an independent matcher in the same state.
+    """
+
+    @property
+    def is_finished(self) -> bool: ...
+
+    def fill_mask(self, out: Any = None) -> Any: ...
+
+    def consume(self, token: int) -> None: ...
+
+    def copy(self) -> TokenMatcher: ...
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What the sampled ids must follow: a grammar, a matcher, or both.
+
+    In-process engines apply a :class:`TokenMatcher`'s mask to the logits at
+    every step; remote engines send ``grammar`` (Lark text in llguidance's
+    dialect, from :func:`harmonia.constrained.build_turn_grammar`) to the
+    server. Build it from the conversation the prompt was rendered from::
+
+        constraint = Constraint.from_conversation(conversation)
+
+    ``matcher`` is a template: each generation works on its own ``copy()``,
+    so the caller's matcher is never advanced. Without a matcher, in-process
+    engines compile ``grammar`` (needs ``harmonia[constrained]``).
+    """
+
+    grammar: str | None = None
+    matcher: TokenMatcher | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.grammar is None and self.matcher is None:
+            raise InputError("a Constraint needs a grammar, a matcher, or both")
+        if self.grammar is not None and not isinstance(self.grammar, str):
+            raise InputError(f"Constraint.grammar must be str, not {type(self.grammar).__name__}")
+        if self.matcher is not None and not isinstance(self.matcher, TokenMatcher):
+            raise InputError(
+                "Constraint.matcher must have fill_mask, consume, copy and is_finished "
+                f"(like harmonia.constrained.TurnMatcher), not {type(self.matcher).__name__}"
+            )
+
+    @classmethod
+    def from_conversation(
+        cls, conversation: Conversation, options: GrammarOptions | None = None
+    ) -> Constraint:
+        """The grammar of the assistant turn that continues ``conversation``.
+
+        Only the grammar text is built here (no llguidance needed); in-process
+        engines compile it when they start.
+        """
+        from harmonia.constrained import build_turn_grammar
+
+        return cls(grammar=build_turn_grammar(conversation, options))
+
+    def new_matcher(self) -> TokenMatcher:
+        """A fresh matcher at the start of the turn (a copy of the template, or compiled)."""
+        if self.matcher is not None:
+            return self.matcher.copy()
+        from harmonia.constrained import TurnMatcher
+
+        assert self.grammar is not None  # __post_init__
+        return TurnMatcher(self.grammar)
+
+    def require_grammar(self, engine: str, url: str | None = None) -> str:
+        """The grammar text, or :class:`UnsupportedConstraintError` for a matcher-only one."""
+        if self.grammar is None:
+            raise UnsupportedConstraintError(
+                f"{engine} runs out of process and can enforce a constraint only as a grammar; "
+                "this Constraint has only an in-process matcher. Build it with "
+                "Constraint.from_conversation(...) or Constraint(grammar=...)",
+                engine=engine,
+                url=url,
+            )
+        return self.grammar
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """The least an engine implements.
+
+    ``generate`` starts one generation (it must be called with an event loop
+    running: the engine starts work at once) and returns its
+    :class:`~harmonia.engines.Generation` handle; ``aclose`` releases the
+    engine's connections or threads. ``name`` names the engine in errors.
+    """
+
+    name: str
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        constraint: Constraint | None = None,
+    ) -> Generation: ...
+
+    async def aclose(self) -> None: ...
+
+
+def check_prompt(prompt: Sequence[int], engine: str) -> tuple[int, ...]:
+    """The prompt as a tuple of ids, or :class:`~harmonia.InputError`."""
+    ids: list[int] = []
+    for i, token in enumerate(prompt):
+        try:
+            if isinstance(token, bool):
+                raise TypeError
+            value = operator.index(token)  # numpy and torch integers too
+        except TypeError:
+            raise InputError(f"{engine}: prompt[{i}] is {token!r}, not a token id") from None
+        if value < 0:
+            raise InputError(f"{engine}: prompt[{i}] is {value}, not a token id")
+        ids.append(value)
+    if not ids:
+        raise InputError(f"{engine}: the prompt is empty; render a conversation first")
+    return tuple(ids)

@@ -1,0 +1,226 @@
+"""The handle of one running generation: iterate its ids, read why it ended, cancel it.
+
+An engine describes a generation as a *producer*: a coroutine that calls
+``emit(ids)`` as ids come and returns a :class:`Finish` when the engine says
+the generation is over. :class:`Generation` runs it as an asyncio task and does
+the bookkeeping every engine needs the same way, in one place:
+
+* stop ids and ``max_tokens`` are enforced on what is emitted (``emit`` cuts
+  the chunk and ends the producer), so a server that overshoots is still cut
+  at the right id;
+* cancelling cancels the producer task, which closes its stream or tells its
+  worker thread to stop, and waits until it has;
+* an :class:`~harmonia.EngineError` from the producer ends the generation with
+  :attr:`FinishReason.ERROR` and is raised to whoever iterates; any other
+  exception is wrapped into one (an engine bug must not look like a clean stop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+
+from harmonia import EngineError, InputError
+
+from ._base import Completion, Finish, FinishReason, SamplingParams, Usage
+
+#: What a producer calls with each new chunk of ids (on the event loop's thread).
+Emit = Callable[[Sequence[int]], None]
+#: An engine's generation: emits ids, returns why it ended.
+Producer = Callable[[Emit], Awaitable[Finish]]
+
+
+class _Ended(Exception):
+    """Raised out of ``emit`` to end the producer at a stop id or the length limit."""
+
+    def __init__(self, finish: Finish) -> None:
+        super().__init__(finish.reason.value)
+        self.finish = finish
+
+
+class Generation:
+    """One generation in progress; iterate it for chunks of sampled ids.
+
+    ::
+
+        generation = engine.generate(prompt, SamplingParams(max_tokens=256))
+        async for ids in generation:      # tuples of ids, as they come
+            ...
+        generation.finish                 # Finish(reason=FinishReason.STOP, stop_token=200002)
+
+    Each step of the iteration gives every id that arrived since the previous
+    one (at least one). The stop token that ended the generation is yielded
+    too: harmony's parser needs it. Iteration ends quietly on a stop id, the
+    length limit or :meth:`cancel`, and raises :class:`~harmonia.EngineError`
+    when the engine failed. Use it as an async context manager to cancel it on
+    the way out (a ``break`` then stops the engine). One consumer at a time.
+    """
+
+    def __init__(
+        self,
+        producer: Producer,
+        *,
+        engine: str,
+        prompt_tokens: int,
+        params: SamplingParams,
+    ) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise InputError(
+                f"{engine}: generate() needs a running event loop; from synchronous code "
+                "use harmonia.engines.SyncEngine"
+            ) from None
+        self.engine = engine
+        self.params = params
+        self.prompt_tokens = prompt_tokens
+        self._tokens: list[int] = []
+        self._stops = frozenset(params.stop_token_ids)
+        self._queue: asyncio.Queue[tuple[int, ...] | None] = asyncio.Queue()
+        self._finish: Finish | None = None
+        self._ended: Finish | None = None  # set by emit at a stop id or the limit
+        self._error: EngineError | None = None
+        self._cancelling = False
+        self._task = loop.create_task(self._run(producer), name=f"harmonia-{engine}-generation")
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """Every id sampled so far."""
+        return tuple(self._tokens)
+
+    @property
+    def finish(self) -> Finish | None:
+        """Why it ended; ``None`` while it runs."""
+        return self._finish
+
+    @property
+    def done(self) -> bool:
+        """True once it has ended (its :attr:`finish` is set)."""
+        return self._finish is not None
+
+    @property
+    def usage(self) -> Usage:
+        """Prompt and completion token counts (so far, while it runs)."""
+        return Usage(self.prompt_tokens, len(self._tokens))
+
+    # -- the producer side ---------------------------------------------------------------
+
+    def _emit(self, ids: Sequence[int]) -> None:
+        if self._finish is not None:
+            return
+        if self._ended is not None:  # a producer that swallowed _Ended and went on
+            raise _Ended(self._ended)
+        chunk: list[int] = []
+        ended: Finish | None = None
+        for token in ids:
+            token = int(token)
+            chunk.append(token)
+            if token in self._stops:
+                ended = Finish(FinishReason.STOP, stop_token=token)
+                break
+            if len(self._tokens) + len(chunk) >= self.params.max_tokens:
+                ended = Finish(FinishReason.LENGTH)
+                break
+        if chunk:
+            self._tokens.extend(chunk)
+            self._queue.put_nowait(tuple(chunk))
+        if ended is not None:
+            self._ended = ended
+            raise _Ended(ended)
+
+    async def _run(self, producer: Producer) -> None:
+        finish: Finish
+        try:
+            finish = await producer(self._emit)
+            if self._ended is not None:  # the stop id or the limit came first
+                finish = self._ended
+        except _Ended as ended:
+            finish = ended.finish
+        except asyncio.CancelledError:
+            finish = Finish(FinishReason.CANCELLED)
+            if not self._cancelling:  # cancelled from outside (loop shutdown): propagate
+                self._end(finish)
+                raise
+        except EngineError as exc:
+            self._error = exc
+            finish = Finish(FinishReason.ERROR, message=str(exc))
+        except Exception as exc:
+            self._error = EngineError(
+                f"{self.engine} failed: {type(exc).__name__}: {exc}", engine=self.engine
+            )
+            self._error.__cause__ = exc
+            finish = Finish(FinishReason.ERROR, message=str(self._error))
+        self._end(finish)
+
+    def _end(self, finish: Finish) -> None:
+        if self._finish is None:
+            self._finish = finish
+            self._queue.put_nowait(None)
+
+    # -- the consumer side ---------------------------------------------------------------
+
+    def __aiter__(self) -> Generation:
+        return self
+
+    async def __anext__(self) -> tuple[int, ...]:
+        item = await self._queue.get()
+        if item is None:
+            self._queue.put_nowait(None)  # every later call ends too
+            if self._error is not None:
+                raise self._error
+            raise StopAsyncIteration
+        # Hand over everything that is already here in one chunk.
+        merged = list(item)
+        while not self._queue.empty():
+            more = self._queue.get_nowait()
+            if more is None:
+                self._queue.put_nowait(None)
+                break
+            merged.extend(more)
+        return tuple(merged)
+
+    async def cancel(self) -> None:
+        """Stop the generation and wait until the engine has stopped.
+
+        Ids already sampled stay in :attr:`tokens`; :attr:`finish` becomes
+        :attr:`FinishReason.CANCELLED` unless it had already ended.
+        """
+        if self._task.done():
+            return
+        self._cancelling = True
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def wait(self) -> Finish:
+        """Wait for the end without consuming the chunks; the :class:`Finish`."""
+        await asyncio.shield(self._task)
+        assert self._finish is not None
+        return self._finish
+
+    async def result(self) -> Completion:
+        """Wait for the end; every id, the finish and the usage (raises on an engine error)."""
+        await self.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._finish is not None
+        return Completion(self.tokens, self._finish, self.usage)
+
+    async def __aenter__(self) -> Generation:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.cancel()
+
+    def __repr__(self) -> str:
+        state = self._finish.reason.value if self._finish else "running"
+        return f"<Generation {self.engine} {state} tokens={len(self._tokens)}>"

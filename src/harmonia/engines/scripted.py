@@ -1,0 +1,168 @@
+"""An engine that replays scripted completions: for tests, demos and benchmarks.
+
+It is not a model: each :meth:`ScriptedEngine.generate` replays the next
+:class:`Script` token by token, optionally paced, and can inject the faults
+real engines show (an error after *n* tokens, a stall, a script that never
+stops). Stop ids, ``max_tokens`` and cancellation behave exactly as with a
+real engine; temperature, top-p and seed do not apply to a replay. Given a
+constraint, every scripted id is checked against it, and an id the
+constraint refuses ends the generation with an error, as a broken engine
+would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from harmonia import EngineError, InputError
+
+from ._base import (
+    Constraint,
+    Finish,
+    FinishReason,
+    SamplingParams,
+    TokenMatcher,
+    check_prompt,
+)
+from ._generation import Emit, Generation
+
+_NAME = "scripted"
+
+
+@dataclass(frozen=True)
+class Script:
+    """One scripted completion and the faults to inject while replaying it.
+
+    * ``tokens``: the ids to replay (include the stop token to stop on it);
+    * ``delay``: seconds to wait before each chunk (0: as fast as possible);
+    * ``chunk_size``: ids per chunk;
+    * ``fail_after``: raise :class:`~harmonia.EngineError` after this many ids;
+    * ``stall_after``: after this many ids, go silent until cancelled;
+    * ``repeat``: replay ``tokens`` over and over (a model that never stops;
+      ``max_tokens`` ends it).
+    """
+
+    tokens: tuple[int, ...]
+    delay: float = 0.0
+    chunk_size: int = 1
+    fail_after: int | None = None
+    stall_after: int | None = None
+    repeat: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tokens", tuple(int(t) for t in self.tokens))
+        if self.delay < 0 or self.chunk_size < 1:
+            raise InputError("Script.delay must be >= 0 and Script.chunk_size >= 1")
+        if self.repeat and not self.tokens:
+            raise InputError("a repeating Script needs at least one token")
+
+
+ScriptSource = Iterable[Script | Sequence[int]] | Callable[[tuple[int, ...]], Script]
+
+
+@dataclass
+class ScriptedEngine:
+    """Replays :class:`Script` s: the next one for each generation.
+
+    ``scripts`` is a sequence of scripts (plain id sequences work too), used
+    in order, or a function from the prompt ids to a script. Every prompt
+    received is kept in :attr:`prompts`.
+
+    >>> import asyncio
+    >>> engine = ScriptedEngine([[1, 2, 3, 200002, 9]])
+    >>> async def main():
+    ...     generation = engine.generate([7, 8])
+    ...     return (await generation.result())
+    >>> completion = asyncio.run(main())
+    >>> completion.tokens, completion.finish.reason.value, completion.finish.stop_token
+    ((1, 2, 3, 200002), 'stop', 200002)
+    """
+
+    scripts: ScriptSource
+    name: str = _NAME
+    prompts: list[tuple[int, ...]] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        if callable(self.scripts):
+            self._factory: Callable[[tuple[int, ...]], Script] | None = self.scripts
+            self._queue: list[Script] = []
+        else:
+            self._factory = None
+            self._queue = [s if isinstance(s, Script) else Script(tuple(s)) for s in self.scripts]
+
+    def _next_script(self, prompt: tuple[int, ...]) -> Script:
+        if self._factory is not None:
+            script = self._factory(prompt)
+            return script if isinstance(script, Script) else Script(tuple(script))
+        with self._lock:
+            if not self._queue:
+                raise EngineError(
+                    "the scripted engine has no script left: give it one per generation",
+                    engine=self.name,
+                )
+            return self._queue.pop(0)
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        constraint: Constraint | None = None,
+    ) -> Generation:
+        """Start replaying the next script for ``prompt``."""
+        ids = check_prompt(prompt, self.name)
+        params = params or SamplingParams()
+        self.prompts.append(ids)
+        script = self._next_script(ids)
+        matcher = constraint.new_matcher() if constraint is not None else None
+
+        async def produce(emit: Emit) -> Finish:
+            return await self._replay(script, matcher, emit)
+
+        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    async def _replay(self, script: Script, matcher: TokenMatcher | None, emit: Emit) -> Finish:
+        sent = 0
+        position = 0
+        tokens = script.tokens
+        while True:
+            if script.fail_after is not None and sent >= script.fail_after:
+                raise EngineError(f"injected fault after {sent} tokens", engine=self.name, url=None)
+            if script.stall_after is not None and sent >= script.stall_after:
+                await asyncio.Event().wait()  # silent until cancelled
+            if position >= len(tokens):
+                if not script.repeat:
+                    # The script ran out without a stop id: say so, as a server would.
+                    return Finish(FinishReason.LENGTH)
+                position = 0
+            if script.delay:
+                await asyncio.sleep(script.delay)
+            else:
+                await asyncio.sleep(0)  # stay cancellable and fair to other tasks
+            limit = script.chunk_size
+            for bound in (script.fail_after, script.stall_after):
+                if bound is not None:
+                    limit = min(limit, bound - sent)
+            chunk = list(tokens[position : position + limit])
+            if matcher is not None:
+                for token in chunk:
+                    _check(matcher, token, self.name)
+            position += len(chunk)
+            sent += len(chunk)
+            emit(chunk)
+
+
+def _check(matcher: TokenMatcher, token: int, engine: str) -> None:
+    try:
+        matcher.consume(token)
+    except Exception as exc:
+        raise EngineError(
+            f"scripted token {token} breaks the constraint: {exc}", engine=engine
+        ) from exc

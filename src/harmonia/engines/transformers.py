@@ -1,0 +1,279 @@
+"""Hugging Face transformers, in process: an own decode loop with a KV cache.
+
+Why not ``model.generate``: the harmony mask must be applied to the logits at
+every step, and a generation must stop within one step of a cancel. The loop
+is the one ``generate`` runs for a single sequence (one forward over the
+prompt keeping only the last logits, then one forward per token with the
+cache), with the mask and sampling in between, so it is as fast.
+
+The loop runs on one worker thread per engine, never on the event loop; ids
+reach the loop through ``call_soon_threadsafe``. Generations on one engine run
+one after another. Needs ``pip install 'harmonia[transformers]'`` (torch and
+transformers); both are imported when the engine is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harmonia import EngineError, HarmonyError, InputError
+
+from ._base import (
+    Constraint,
+    Finish,
+    FinishReason,
+    SamplingParams,
+    TokenMatcher,
+    check_prompt,
+)
+from ._generation import Emit, Generation
+
+__all__ = ["TransformersEngine"]
+
+_NAME = "transformers"
+_INSTALL_HINT = "pip install 'harmonia[transformers]'"
+
+#: What the worker posts to the event loop: ids, the finish, or its failure.
+_Post = Callable[["list[int] | Finish | BaseException"], None]
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise EngineError(
+            f"the transformers engine needs torch and transformers: {_INSTALL_HINT}",
+            engine=_NAME,
+        ) from exc
+    return torch
+
+
+class TransformersEngine:
+    """A transformers causal LM (gpt-oss or any other) decoding harmony ids.
+
+    ``model`` is a loaded ``PreTrainedModel`` (put in eval mode); ``device``
+    and ``dtype`` (e.g. ``"cuda"``, ``"bfloat16"``), when given, move it there
+    (``None`` leaves it where it is). :meth:`from_pretrained` loads one, on the CPU in float32 by
+    default. A :class:`~harmonia.engines.Constraint` is applied as a mask on
+    the logits at every step (its matcher, or its grammar compiled with
+    ``harmonia[constrained]``); ``top_p`` is applied after the mask.
+
+    .. code-block:: python
+
+        engine = TransformersEngine.from_pretrained("openai/gpt-oss-20b", device="cuda",
+                                                    dtype="bfloat16")
+        generation = engine.generate(prompt_ids, SamplingParams(max_tokens=512))
+    """
+
+    name = _NAME
+
+    def __init__(self, model: Any, *, device: Any = None, dtype: Any = None) -> None:
+        self._torch = _import_torch()
+        torch = self._torch
+        if isinstance(dtype, str):
+            resolved = getattr(torch, dtype, None)
+            if not isinstance(resolved, torch.dtype):
+                raise InputError(f"unknown torch dtype {dtype!r} (try 'float32' or 'bfloat16')")
+            dtype = resolved
+        if device is not None or dtype is not None:
+            model = model.to(device=device, dtype=dtype)
+        self.model = model.eval()  # decoding needs eval mode (no dropout)
+        self._closed = False
+        self.device = next(model.parameters()).device
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="harmonia-transformers"
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str, *, device: Any = "cpu", dtype: Any = "float32", **kwargs: Any
+    ) -> TransformersEngine:
+        """Load a causal LM with ``AutoModelForCausalLM.from_pretrained(path, **kwargs)``."""
+        try:
+            import transformers
+        except ImportError as exc:
+            raise EngineError(
+                f"the transformers engine needs transformers: {_INSTALL_HINT}", engine=_NAME
+            ) from exc
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        return cls(model, device=device, dtype=dtype)
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        constraint: Constraint | None = None,
+    ) -> Generation:
+        """Start decoding after ``prompt`` on the worker thread."""
+        ids = check_prompt(prompt, self.name)
+        params = params or SamplingParams()
+        if self._closed:
+            raise EngineError("this transformers engine is closed (aclose)", engine=self.name)
+
+        async def produce(emit: Emit) -> Finish:
+            return await self._produce(ids, params, constraint, emit)
+
+        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+
+    async def aclose(self) -> None:
+        """Stop the worker thread (after the generation it runs, if any)."""
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
+
+    async def _produce(
+        self,
+        prompt: tuple[int, ...],
+        params: SamplingParams,
+        constraint: Constraint | None,
+        emit: Emit,
+    ) -> Finish:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[list[int] | Finish | BaseException] = asyncio.Queue()
+        stop = threading.Event()
+
+        def post(item: list[int] | Finish | BaseException) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody listens
+                loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+        job = self._executor.submit(self._decode, prompt, params, constraint, stop, post)
+        try:
+            while True:
+                item = await inbox.get()
+                if isinstance(item, Finish):
+                    return item
+                if isinstance(item, HarmonyError) and not isinstance(item, EngineError):
+                    raise EngineError(
+                        f"the constraint cannot be used: {item}", engine=self.name
+                    ) from item
+                if isinstance(item, BaseException):
+                    raise EngineError(
+                        f"decoding failed: {type(item).__name__}: {item}", engine=self.name
+                    ) from item
+                emit(item)
+        finally:
+            # Cancelled, stopped by emit, or done: the worker sees `stop` before its
+            # next step; wait for it so the model is free when this returns.
+            stop.set()
+            if not job.cancel():
+                await asyncio.wait({asyncio.wrap_future(job)})
+
+    # -- the worker thread ---------------------------------------------------------------
+
+    def _decode(
+        self,
+        prompt: tuple[int, ...],
+        params: SamplingParams,
+        constraint: Constraint | None,
+        stop: threading.Event,
+        post: _Post,
+    ) -> None:
+        try:
+            # Compiled here, not on the event loop: the first grammar of a process
+            # also builds llguidance's tokenizer (about a second).
+            matcher = constraint.new_matcher() if constraint is not None else None
+            post(self._loop(prompt, params, matcher, stop, post))
+        except BaseException as exc:
+            post(exc)
+
+    def _loop(
+        self,
+        prompt: tuple[int, ...],
+        params: SamplingParams,
+        matcher: TokenMatcher | None,
+        stop: threading.Event,
+        post: _Post,
+    ) -> Finish:
+        torch = self._torch
+        model = self.model
+        stops = frozenset(params.stop_token_ids)
+        sampler = _Sampler(torch, params, self.device)
+        mask = _Mask(torch, self.device) if matcher is not None else None
+        with torch.inference_mode():
+            if stop.is_set():
+                return Finish(FinishReason.CANCELLED)
+            inputs = torch.tensor([prompt], dtype=torch.long, device=self.device)
+            # logits_to_keep=1: the prompt's other positions need no 201,088-wide logits.
+            out = model(input_ids=inputs, use_cache=True, logits_to_keep=1)
+            past = out.past_key_values
+            for step in range(params.max_tokens):
+                if stop.is_set():
+                    return Finish(FinishReason.CANCELLED)
+                logits = out.logits[0, -1].float()
+                if mask is not None and matcher is not None:
+                    mask.apply(matcher, logits)
+                token = sampler.sample(logits)
+                if matcher is not None:
+                    matcher.consume(token)
+                post([token])
+                if token in stops:
+                    return Finish(FinishReason.STOP, stop_token=token)
+                if matcher is not None and matcher.is_finished:
+                    # The constraint's turn ended on an id the caller does not stop on.
+                    return Finish(FinishReason.STOP, stop_token=token)
+                if step + 1 == params.max_tokens:
+                    break
+                next_input = torch.tensor([[token]], dtype=torch.long, device=self.device)
+                out = model(input_ids=next_input, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+        return Finish(FinishReason.LENGTH)
+
+
+class _Mask:
+    """The constraint's bitmask, applied to one row of logits (reused buffers)."""
+
+    def __init__(self, torch: Any, device: Any) -> None:
+        import numpy as np
+
+        from harmonia.constrained import MASK_WORDS, mask_to_bool
+
+        self._torch = torch
+        self._device = device
+        self._words = np.zeros(MASK_WORDS, dtype=np.int32)
+        self._to_bool = mask_to_bool
+
+    def apply(self, matcher: TokenMatcher, logits: Any) -> None:
+        words = matcher.fill_mask(self._words)
+        if not words.any():
+            raise EngineError(
+                "the constraint allows no token here (the matcher's mask is empty)",
+                engine=_NAME,
+            )
+        allowed = self._torch.from_numpy(self._to_bool(words, logits.shape[-1]))
+        allowed = allowed.to(self._device, non_blocking=True)
+        logits.masked_fill_(~allowed, float("-inf"))
+
+
+class _Sampler:
+    """Greedy, or temperature then top-p, with the request's seed."""
+
+    def __init__(self, torch: Any, params: SamplingParams, device: Any) -> None:
+        self._torch = torch
+        self._params = params
+        self._generator = None
+        if not params.greedy:
+            generator = torch.Generator(device=device)
+            if params.seed is None:
+                generator.seed()  # a fresh random seed, not torch's fixed default
+            else:
+                generator.manual_seed(params.seed)
+            self._generator = generator
+
+    def sample(self, logits: Any) -> int:
+        torch = self._torch
+        params = self._params
+        if params.greedy:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits / params.temperature, dim=-1)
+        if params.top_p < 1.0:
+            sorted_probs, order = torch.sort(probs, descending=True)
+            before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+            # Keep the smallest prefix whose mass reaches top_p (always the first id).
+            sorted_probs[before >= params.top_p] = 0.0
+            probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+        return int(torch.multinomial(probs, 1, generator=self._generator))

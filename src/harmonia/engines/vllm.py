@@ -1,0 +1,212 @@
+"""vLLM over HTTP: token ids in, token ids out, streamed.
+
+Two endpoints speak ids both ways:
+
+* ``POST /inference/v1/generate`` (vLLM's tokens-in/tokens-out endpoint):
+  ``{"token_ids": [...], "sampling_params": {...}, "stream": true}``, chunks
+  carry ``choices[].token_ids``;
+* ``POST /v1/completions`` with the prompt as a list of ids and
+  ``"return_token_ids": true``: chunks carry ``choices[].token_ids``.
+
+``api="auto"`` (the default) tries the first and falls back to the second for
+good when the server answers 404. Both requests stop on ``stop_token_ids``
+(harmony's ``<|return|>`` 200002 and ``<|call|>`` 200012 by default) and set
+``skip_special_tokens: false``. Cancelling closes the stream, which vLLM
+turns into an abort of the request. A :class:`~harmonia.engines.Constraint`
+is sent as ``structured_outputs: {"grammar": <Lark text>}``, which vLLM
+enforces when it runs the llguidance backend
+(``--structured-outputs-config.backend guidance``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from harmonia import InputError
+
+from ._base import Constraint, Finish, FinishReason, SamplingParams, check_prompt
+from ._generation import Emit, Generation
+from ._http import HttpClient, HttpOptions, int_list, normalise_base_url, resolve_api_key
+
+__all__ = ["COMPLETIONS_PATH", "GENERATE_PATH", "VLLMEngine", "completions_body", "generate_body"]
+
+_NAME: Final = "vllm"
+COMPLETIONS_PATH: Final = "/v1/completions"
+GENERATE_PATH: Final = "/inference/v1/generate"
+
+Api = Literal["auto", "generate", "completions"]
+
+
+class _NotFound(Exception):
+    """The endpoint is not there (HTTP 404): try the other one."""
+
+
+def sampling_fields(params: SamplingParams, grammar: str | None) -> dict[str, Any]:
+    """vLLM ``SamplingParams`` fields for ``params`` (shared by both endpoints)."""
+    fields: dict[str, Any] = {
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "stop_token_ids": list(params.stop_token_ids),
+        # The ids are what matter, but the text must keep harmony's specials too.
+        "skip_special_tokens": False,
+    }
+    if params.seed is not None:
+        fields["seed"] = params.seed
+    if grammar is not None:
+        fields["structured_outputs"] = {"grammar": grammar}
+    return fields
+
+
+def completions_body(
+    prompt: Sequence[int], params: SamplingParams, grammar: str | None, model: str | None
+) -> dict[str, Any]:
+    """The ``/v1/completions`` request for ``prompt``."""
+    body: dict[str, Any] = {"prompt": list(prompt), **sampling_fields(params, grammar)}
+    if model is not None:
+        body["model"] = model
+    body.update(
+        {"return_token_ids": True, "stream": True, "stream_options": {"include_usage": True}}
+    )
+    return body
+
+
+def generate_body(
+    prompt: Sequence[int], params: SamplingParams, grammar: str | None, model: str | None
+) -> dict[str, Any]:
+    """The ``/inference/v1/generate`` request for ``prompt``."""
+    body: dict[str, Any] = {
+        "token_ids": list(prompt),
+        "sampling_params": sampling_fields(params, grammar),
+        "stream": True,
+    }
+    if model is not None:
+        body["model"] = model
+    return body
+
+
+class VLLMEngine:
+    """A vLLM server reached over HTTP (``base_url`` such as ``http://127.0.0.1:8000``).
+
+    ``model`` names the served model (``None``: the server's only one);
+    ``api`` picks the endpoint (see the module docs); ``api_key`` (or the
+    ``VLLM_API_KEY`` environment variable, ``api_key_env``) is sent as a
+    bearer token; ``options`` sets timeouts (:class:`HttpOptions`).
+
+    .. code-block:: python
+
+        engine = VLLMEngine("http://127.0.0.1:8000", model="openai/gpt-oss-20b")
+        async for ids in engine.generate(prompt_ids, SamplingParams(max_tokens=512)):
+            ...
+    """
+
+    name = _NAME
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api: Api = "auto",
+        api_key: str | None = None,
+        api_key_env: str | None = "VLLM_API_KEY",
+        options: HttpOptions | None = None,
+    ) -> None:
+        if api not in ("auto", "generate", "completions"):
+            raise InputError(f"api must be 'auto', 'generate' or 'completions', not {api!r}")
+        self.base_url = normalise_base_url(base_url, _NAME)
+        self.model = model
+        self.api: Api = api
+        self._http = HttpClient(
+            engine=_NAME,
+            base_url=self.base_url,
+            api_key=resolve_api_key(api_key, api_key_env),
+            options=options or HttpOptions(),
+        )
+
+    def __repr__(self) -> str:
+        return f"VLLMEngine({self.base_url!r}, model={self.model!r}, api={self.api!r})"
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        constraint: Constraint | None = None,
+    ) -> Generation:
+        """Start a streamed generation on the server."""
+        ids = check_prompt(prompt, self.name)
+        params = params or SamplingParams()
+        grammar = (
+            constraint.require_grammar(self.name, self.base_url) if constraint is not None else None
+        )
+
+        async def produce(emit: Emit) -> Finish:
+            if self.api in ("auto", "generate"):
+                body = generate_body(ids, params, grammar, self.model)
+                try:
+                    return await self._stream(GENERATE_PATH, body, params, emit)
+                except _NotFound:
+                    if self.api == "generate":
+                        url = self.base_url + GENERATE_PATH
+                        raise self._http.error(
+                            "HTTP 404: this server has no tokens-in/tokens-out endpoint; "
+                            "use api='completions'",
+                            url,
+                        ) from None
+                    self.api = "completions"  # remembered: one probe per engine
+            body = completions_body(ids, params, grammar, self.model)
+            return await self._stream(COMPLETIONS_PATH, body, params, emit)
+
+        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _stream(
+        self, path: str, body: dict[str, Any], params: SamplingParams, emit: Emit
+    ) -> Finish:
+        url = self.base_url + path
+        not_found = _NotFound if path == GENERATE_PATH else None
+        last: int | None = None
+        async for payload in self._http.stream_events(path, body, not_found=not_found):
+            choices = payload.get("choices")
+            if not isinstance(choices, list):
+                raise self._http.error(f"malformed stream data: no choices in {payload!r}", url)
+            for choice in choices:  # one choice (n=1); a usage-only chunk has none
+                if not isinstance(choice, dict):
+                    raise self._http.error(f"malformed stream data: choice {choice!r}", url)
+                ids = int_list(choice.get("token_ids"), "token_ids", self._http, url)
+                if ids:
+                    last = ids[-1]
+                    emit(ids)
+                reason = choice.get("finish_reason")
+                if reason is not None:
+                    return self._finish(reason, choice.get("stop_reason"), last, params, emit, url)
+        raise self._http.error("the stream ended without a finish_reason", url)
+
+    def _finish(
+        self,
+        reason: Any,
+        stop_reason: Any,
+        last: int | None,
+        params: SamplingParams,
+        emit: Emit,
+        url: str,
+    ) -> Finish:
+        if reason == "length":
+            return Finish(FinishReason.LENGTH)
+        if reason == "stop":
+            if isinstance(stop_reason, int) and not isinstance(stop_reason, bool):
+                if stop_reason != last:
+                    # Servers that leave the stop id out of token_ids: put it back, the
+                    # harmony parser needs it (emit ends the generation on it).
+                    emit([stop_reason])
+                return Finish(FinishReason.STOP, stop_token=stop_reason)
+            # The model's own end-of-sequence id (or a stop string): the last id.
+            return Finish(FinishReason.STOP, stop_token=last)
+        if reason == "abort":
+            raise self._http.error("the server aborted the request", url)
+        raise self._http.error(f"the request ended with finish_reason {reason!r}", url)

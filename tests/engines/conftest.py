@@ -1,0 +1,250 @@
+"""Shared fixtures for the engine tests: the tiny random gpt-oss, forced matchers."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+#: The real gpt-oss vocabulary size (logits per step).
+GPT_OSS_VOCAB = 201_088
+
+
+class ForcedMatcher:
+    """A matcher that allows exactly the next id of a script: teacher forcing.
+
+    It also records when each mask was asked for (one call per decoding step)
+    so tests can count the steps an engine ran.
+    """
+
+    def __init__(self, script: Sequence[int], position: int = 0) -> None:
+        self.script = tuple(script)
+        self.position = position
+        self.mask_calls = 0
+        self.copies: list[ForcedMatcher] = []
+
+    @property
+    def is_finished(self) -> bool:
+        return self.position >= len(self.script)
+
+    def fill_mask(self, out: Any = None) -> Any:
+        from harmonia.constrained import MASK_WORDS
+
+        self.mask_calls += 1
+        if out is None:
+            out = np.zeros(MASK_WORDS, dtype=np.int32)
+        out[:] = 0
+        if not self.is_finished:
+            token = self.script[self.position]
+            out[token // 32] = np.int32(np.uint32(1 << (token % 32)).view(np.int32))
+        return out
+
+    def consume(self, token: int) -> None:
+        if self.is_finished or token != self.script[self.position]:
+            raise AssertionError(f"token {token} at {self.position} is not the scripted one")
+        self.position += 1
+
+    def copy(self) -> ForcedMatcher:
+        # The engines work on a copy; tests read the counters of the copy they get back.
+        twin = ForcedMatcher(self.script, self.position)
+        self.copies.append(twin)
+        return twin
+
+
+@pytest.fixture(scope="session")
+def forced_matcher() -> type[ForcedMatcher]:
+    """The teacher-forcing matcher class (a fixture, so tests need not import conftest)."""
+    return ForcedMatcher
+
+
+@pytest.fixture(scope="session")
+def torch_modules() -> tuple[Any, Any]:
+    torch = pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is not installed (harmonia[transformers])"
+    )
+    return torch, transformers
+
+
+@pytest.fixture(scope="session")
+def gptoss_model(torch_modules: tuple[Any, Any]) -> Any:
+    """A randomly initialised gpt-oss: real vocabulary, 2 layers, hidden 64, 4 experts."""
+    torch, transformers = torch_modules
+    torch.manual_seed(0)
+    config = transformers.GptOssConfig(
+        vocab_size=GPT_OSS_VOCAB,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        pad_token_id=199_999,
+        eos_token_id=200_002,
+    )
+    return transformers.GptOssForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def transformers_engine(gptoss_model: Any) -> Any:
+    from harmonia.engines.transformers import TransformersEngine
+
+    return TransformersEngine(gptoss_model)
+
+
+# -- fake HTTP servers on 127.0.0.1 ----------------------------------------------------------
+
+
+class Exchange:
+    """One request to a fake server, and the tools to answer it (JSON or chunked SSE)."""
+
+    def __init__(self, handler: http.server.BaseHTTPRequestHandler, server: FakeServer) -> None:
+        self._handler = handler
+        self._server = server
+        self.path = handler.path
+        self.headers = {k.lower(): v for k, v in handler.headers.items()}
+        length = int(handler.headers.get("content-length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        self.body: Any = json.loads(raw) if raw else None
+        self.sent: list[float] = []  # when each SSE event went out
+        self.disconnected_at: float | None = None
+
+    def json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self._handler.send_response(status)
+        self._handler.send_header("Content-Type", "application/json")
+        self._handler.send_header("Content-Length", str(len(data)))
+        self._handler.end_headers()
+        self._handler.wfile.write(data)
+
+    def start_sse(self) -> None:
+        self._handler.send_response(200)
+        self._handler.send_header("Content-Type", "text/event-stream")
+        self._handler.send_header("Transfer-Encoding", "chunked")
+        self._handler.end_headers()
+
+    def client_gone(self) -> bool:
+        """True once the client closed its end (seen without writing anything)."""
+        if self.disconnected_at is not None:
+            return True
+        sock = self._handler.connection
+        readable, _, _ = select.select([sock], [], [], 0)
+        if readable:
+            try:
+                gone = sock.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                gone = True
+            if gone:
+                self.disconnected_at = time.perf_counter()
+                return True
+        return False
+
+    def raw(self, text: str) -> bool:
+        """Write ``text`` as one chunk; False when the client is gone."""
+        if self.client_gone():
+            return False
+        data = text.encode()
+        try:
+            self._handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self._handler.wfile.flush()
+        except OSError:
+            self.disconnected_at = time.perf_counter()
+            return False
+        self.sent.append(time.perf_counter())
+        return True
+
+    def event(self, payload: Any) -> bool:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        return self.raw(f"data: {data}\n\n")
+
+    def end_sse(self) -> None:
+        with contextlib.suppress(OSError):
+            self._handler.wfile.write(b"0\r\n\r\n")
+            self._handler.wfile.flush()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait, watching the connection; False as soon as the client is gone."""
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            if self.client_gone():
+                return False
+            time.sleep(0.002)
+        return not self.client_gone()
+
+
+Handler = Callable[[Exchange], None]
+
+
+class FakeServer:
+    """A real HTTP server on a free 127.0.0.1 port that records what it receives."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.exchanges: list[Exchange] = []
+        outer = self
+
+        class RequestHandler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                exchange = Exchange(self, outer)
+                outer.exchanges.append(exchange)
+                outer.handler(exchange)
+                self.close_connection = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [e.body for e in self.exchanges]
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[[Handler], FakeServer]]:
+    """Start fake servers with a handler; all are stopped after the test."""
+    servers: list[FakeServer] = []
+
+    def start(handler: Handler) -> FakeServer:
+        server = FakeServer(handler)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """An http:// address on 127.0.0.1 where nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

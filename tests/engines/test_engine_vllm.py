@@ -1,0 +1,320 @@
+"""The vLLM engine against a fake vLLM that speaks the documented JSON/SSE shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from harmonia import Conversation, EngineError, Message, Role
+from harmonia.constrained import build_turn_grammar
+from harmonia.engines import (
+    Constraint,
+    FinishReason,
+    HttpOptions,
+    SamplingParams,
+    SyncEngine,
+    UnsupportedConstraintError,
+)
+from harmonia.engines.vllm import VLLMEngine
+
+pytest.importorskip("httpx", reason="httpx is not installed (harmonia[engines-http])")
+
+PROMPT = [200006, 17360, 200008, 12, 200007, 200006, 173781]
+SCRIPT = [
+    200005,
+    35644,
+    200008,
+    1008,
+    2201,
+    200007,
+    200006,
+    173781,
+    200005,
+    17196,
+    200008,
+    3,
+    200002,
+]
+
+
+def vllm(
+    script: Sequence[int] = SCRIPT,
+    *,
+    generate: bool = True,
+    delay: float = 0.0,
+    include_stop_id: bool = True,
+    fault: str | None = None,
+) -> Any:
+    """A fake vLLM: replays ``script`` honouring max_tokens and stop_token_ids."""
+
+    def handle(ex: Any) -> None:
+        if ex.path == "/inference/v1/generate":
+            if not generate:
+                ex.json(404, {"detail": "Not Found"})
+                return
+            params = ex.body["sampling_params"]
+        elif ex.path == "/v1/completions":
+            params = ex.body
+        else:
+            ex.json(404, {"detail": "Not Found"})
+            return
+        if fault == "unauthorized":
+            ex.json(401, {"error": "Unauthorized"})
+            return
+        if fault == "status":
+            ex.json(
+                400,
+                {
+                    "error": {
+                        "message": "This model's maximum context length is 8 tokens",
+                        "type": "BadRequestError",
+                        "param": None,
+                        "code": 400,
+                    }
+                },
+            )
+            return
+        ex.start_sse()
+        stops = set(params["stop_token_ids"])
+        for n, token in enumerate(script):
+            if fault == "malformed" and n == 2:
+                ex.raw("data: {not json\n\n")
+                break
+            if fault == "stall" and n == 2:
+                ex.sleep(30)  # until the client gives up
+                return
+            if fault == "error" and n == 2:
+                ex.event({"error": {"message": "engine dead", "code": 500}})
+                break
+            if fault == "truncated" and n == 2:
+                break
+            if delay and not ex.sleep(delay):
+                return
+            finish, stop_reason = None, None
+            if token in stops:
+                finish, stop_reason = "stop", token
+            elif n + 1 >= params["max_tokens"]:
+                finish = "length"
+            ids = [token] if finish != "stop" or include_stop_id else []
+            choice = {"index": 0, "finish_reason": finish, "token_ids": ids}
+            if ex.path == "/v1/completions":
+                choice.update({"text": "", "logprobs": None, "stop_reason": stop_reason})
+                if n == 0:
+                    choice["prompt_token_ids"] = ex.body["prompt"]
+            if not ex.event({"id": "cmpl-1", "object": "text_completion", "choices": [choice]}):
+                return
+            if finish:
+                break
+        if ex.path == "/v1/completions" and fault is None:
+            ex.event({"id": "cmpl-1", "choices": [], "usage": {"prompt_tokens": len(PROMPT)}})
+        if fault != "truncated":
+            ex.event("[DONE]")
+        ex.end_sse()
+
+    return handle
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+async def complete(engine: VLLMEngine, params: SamplingParams | None = None, **kw: Any) -> Any:
+    try:
+        return await engine.generate(PROMPT, params, **kw).result()
+    finally:
+        await engine.aclose()
+
+
+def test_completions_request_is_exactly_the_documented_one(
+    fake_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", "sk-secret-123")
+    server = fake_server(vllm())
+    engine = VLLMEngine(server.url, model="gpt-oss-20b", api="completions")
+    assert "sk-secret" not in repr(engine)
+    params = SamplingParams(max_tokens=50, temperature=0.7, top_p=0.9, seed=7)
+    completion = run(complete(engine, params))
+
+    (exchange,) = server.exchanges
+    assert exchange.path == "/v1/completions"
+    assert exchange.body == {
+        "model": "gpt-oss-20b",
+        "prompt": PROMPT,
+        "max_tokens": 50,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "seed": 7,
+        "stop_token_ids": [200002, 200012],
+        "skip_special_tokens": False,
+        "return_token_ids": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    assert exchange.headers["authorization"] == "Bearer sk-secret-123"
+    assert list(completion.tokens) == SCRIPT
+    assert completion.finish.reason is FinishReason.STOP
+    assert completion.finish.stop_token == 200002
+    assert completion.usage.prompt_tokens == len(PROMPT)
+
+
+def test_generate_endpoint_request_and_fallback(fake_server: Any) -> None:
+    with_generate = fake_server(vllm())
+    completion = run(complete(VLLMEngine(with_generate.url), SamplingParams(max_tokens=64)))
+    (exchange,) = with_generate.exchanges
+    assert exchange.path == "/inference/v1/generate"
+    assert exchange.body == {
+        "token_ids": PROMPT,
+        "sampling_params": {
+            "max_tokens": 64,
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "stop_token_ids": [200002, 200012],
+            "skip_special_tokens": False,
+        },
+        "stream": True,
+    }
+    assert list(completion.tokens) == SCRIPT
+
+    without = fake_server(vllm(generate=False))
+    engine = VLLMEngine(without.url)
+
+    async def twice() -> list[Any]:
+        try:
+            return [await engine.generate(PROMPT).result() for _ in range(2)]
+        finally:
+            await engine.aclose()
+
+    first, second = run(twice())
+    assert [e.path for e in without.exchanges] == [
+        "/inference/v1/generate",
+        "/v1/completions",
+        "/v1/completions",  # the 404 is remembered
+    ]
+    assert list(first.tokens) == list(second.tokens) == SCRIPT
+
+
+def test_length_and_a_stop_id_left_out_of_token_ids(fake_server: Any) -> None:
+    server = fake_server(vllm())
+    completion = run(
+        complete(VLLMEngine(server.url, api="completions"), SamplingParams(max_tokens=4))
+    )
+    assert list(completion.tokens) == SCRIPT[:4]
+    assert completion.finish.reason is FinishReason.LENGTH
+
+    server = fake_server(vllm(include_stop_id=False))
+    completion = run(complete(VLLMEngine(server.url, api="completions")))
+    assert list(completion.tokens) == SCRIPT  # the stop id is put back from stop_reason
+    assert completion.finish.stop_token == 200002
+
+
+def test_constraint_goes_as_a_grammar(fake_server: Any) -> None:
+    conversation = Conversation.from_messages([Message.from_role_and_content(Role.USER, "hi")])
+    server = fake_server(vllm())
+    constraint = Constraint.from_conversation(conversation)
+    run(complete(VLLMEngine(server.url, api="generate"), constraint=constraint))
+    (body,) = server.bodies
+    assert body["sampling_params"]["structured_outputs"] == {
+        "grammar": build_turn_grammar(conversation)
+    }
+
+
+def test_a_matcher_only_constraint_is_refused_before_sending(
+    fake_server: Any, forced_matcher: Any
+) -> None:
+    server = fake_server(vllm())
+    engine = VLLMEngine(server.url)
+
+    async def main() -> None:
+        with pytest.raises(UnsupportedConstraintError, match="grammar"):
+            engine.generate(PROMPT, constraint=Constraint(matcher=forced_matcher([1])))
+        await engine.aclose()
+
+    run(main())
+    assert server.exchanges == []
+
+
+def test_cancel_is_seen_by_the_server_within_one_token(fake_server: Any) -> None:
+    server = fake_server(vllm([13] * 500, delay=0.05))
+    engine = VLLMEngine(server.url, api="completions")
+
+    async def main() -> float:
+        generation = engine.generate(PROMPT, SamplingParams(max_tokens=500))
+        seen = 0
+        async for ids in generation:
+            seen += len(ids)
+            if seen >= 3:
+                break
+        cancelled_at = time.perf_counter()
+        await generation.cancel()
+        assert generation.finish is not None
+        assert generation.finish.reason is FinishReason.CANCELLED
+        await asyncio.sleep(0.3)
+        await engine.aclose()
+        return cancelled_at
+
+    cancelled_at = run(main())
+    (exchange,) = server.exchanges
+    assert exchange.disconnected_at is not None, "the server never saw the client leave"
+    after_cancel = [t for t in exchange.sent if t > cancelled_at]
+    assert len(after_cancel) <= 1
+    assert exchange.disconnected_at - cancelled_at < 0.05 + 0.2
+
+
+def test_unreachable_server(closed_port_url: str) -> None:
+    engine = VLLMEngine(closed_port_url, options=HttpOptions(connect_timeout=2))
+    with pytest.raises(EngineError, match="cannot connect") as info:
+        run(complete(engine))
+    assert closed_port_url in str(info.value)
+    assert "check that the server is running" in str(info.value)
+    assert info.value.engine == "vllm"
+    assert info.value.url == closed_port_url + "/inference/v1/generate"
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("status", "HTTP 400: This model's maximum context length is 8 tokens"),
+        ("malformed", "malformed stream data"),
+        ("error", "the server reported an error: engine dead"),
+        ("truncated", "ended without a finish_reason"),
+        ("stall", "stalled: no data for 0.5 s"),
+    ],
+)
+def test_server_faults_are_engine_errors(fake_server: Any, fault: str, message: str) -> None:
+    server = fake_server(vllm(fault=fault))
+    engine = VLLMEngine(server.url, api="completions", options=HttpOptions(read_timeout=0.5))
+
+    async def main() -> Any:
+        generation = engine.generate(PROMPT)
+        with pytest.raises(EngineError) as info:
+            async for _ in generation:
+                pass
+        await engine.aclose()
+        return generation, info.value
+
+    generation, error = run(main())
+    assert message in str(error)
+    assert generation.finish.reason is FinishReason.ERROR
+    if fault in ("malformed", "error", "truncated", "stall"):
+        assert list(generation.tokens) == SCRIPT[:2]  # what came before the fault is kept
+
+
+def test_a_refused_key_is_reported_without_the_key(fake_server: Any) -> None:
+    server = fake_server(vllm(fault="unauthorized"))
+    engine = VLLMEngine(server.url, api="completions", api_key="sk-wrong-456")
+    with pytest.raises(EngineError) as info:
+        run(complete(engine))
+    assert "HTTP 401: Unauthorized; check the API key" in str(info.value)
+    assert "sk-wrong" not in str(info.value)
+    assert server.exchanges[0].headers["authorization"] == "Bearer sk-wrong-456"
+
+
+def test_sync_engine_over_http(fake_server: Any) -> None:
+    server = fake_server(vllm())
+    with SyncEngine(VLLMEngine(server.url)) as engine:
+        completion = engine.generate(PROMPT, SamplingParams(max_tokens=20)).result()
+    assert list(completion.tokens) == SCRIPT
