@@ -242,11 +242,12 @@ def check_prompt(prompt: Sequence[int], engine: str) -> tuple[int, ...]:
     ids: list[int] = []
     for i, token in enumerate(prompt):
         try:
-            if isinstance(token, bool):
-                raise TypeError
-            value = operator.index(token)  # numpy and torch integers too
+            # bool is an int subclass but never a token id.
+            value = None if isinstance(token, bool) else operator.index(token)  # numpy, torch ints
         except TypeError:
-            raise InputError(f"{engine}: prompt[{i}] is {token!r}, not a token id") from None
+            value = None
+        if value is None:
+            raise InputError(f"{engine}: prompt[{i}] is {token!r}, not a token id")
         if value < 0:
             raise InputError(f"{engine}: prompt[{i}] is {value}, not a token id")
         ids.append(value)
