@@ -407,11 +407,42 @@ def _write_final(w: _Writer, spec: TurnSpec) -> None:
     plain = _lark_sequence([st.CHANNEL, FINAL, st.MESSAGE])
     typed = _lark_sequence([st.CHANNEL, FINAL, *_content_type_pieces(CONSTRAIN_JSON), st.MESSAGE])
     w.rule("final", [f"{plain} final_json {end}", f"{typed} final_json {end}"])
-    names = [f"format_{k}" for k in range(1, len(spec.response_formats) + 1)]
-    # One %json per format (not an anyOf), so each schema keeps its own "$ref" root.
-    w.rule("final_json", names)
-    for name, (fmt_name, schema) in zip(names, spec.response_formats, strict=True):
-        w.json_rule(name, schema, f"response format {fmt_name!r}")
+    if len(spec.response_formats) == 1:
+        [(fmt_name, schema)] = spec.response_formats
+        w.rule("final_json", ["format_1"])
+        w.json_rule("format_1", schema, f"response format {fmt_name!r}")
+        return
+    # Several formats are one %json of an anyOf, never alternatives of several %json
+    # rules: llguidance lets such alternatives start with JSON whitespace (which one
+    # %json refuses), and with an analysis_max_tokens bound that path panics.
+    for k, (fmt_name, schema) in enumerate(spec.response_formats, 1):
+        # Only to name a schema llguidance refuses (the grammar never uses these rules).
+        label = f"response format {fmt_name!r}"
+        w.json_slots.append(JsonSlot(f"format_{k}", label, _json_text(schema, label, spec.options)))
+    names = ", ".join(repr(name) for name, _ in spec.response_formats)
+    w.rule("final_json", ["any_format"])
+    w.json_rule("any_format", _any_of_formats(spec.response_formats), f"response formats {names}")
+
+
+def _any_of_formats(formats: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One schema matching any of ``formats``, each keeping its own ``$ref`` root.
+
+    A subschema with an ``$id`` is a resource of its own: its ``#/...`` references
+    resolve against it, not against the ``anyOf`` around it (JSON Schema 2020-12,
+    which llguidance and ``jsonschema`` implement). Each format's ``x-guidance``
+    settings move to the top, where llguidance reads them (later formats win).
+    """
+    guidance: dict[str, Any] = {}
+    branches = []
+    for k, (_, schema) in enumerate(formats, 1):
+        branch = {key: value for key, value in schema.items() if key != "x-guidance"}
+        branch.setdefault("$id", f"urn:harmonia:response-format:{k}")
+        guidance.update(schema.get("x-guidance") or {})
+        branches.append(branch)
+    combined: dict[str, Any] = {"anyOf": branches}
+    if guidance:
+        combined["x-guidance"] = guidance
+    return combined
 
 
 def _write_call(w: _Writer, tool: ToolCallSpec, rule: str, args: str) -> None:
