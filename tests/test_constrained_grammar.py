@@ -275,7 +275,8 @@ def test_bad_response_format_is_named() -> None:
     "kwargs",
     [
         {"recipient_placement": "header"},
-        {"tool_choice": "any"},
+        {"tool_choice": ""},
+        {"tool_choice": 3},
         {"analysis_max_tokens": 0},
         {"analysis_max_tokens": True},
         {"json_max_whitespace": -1},
@@ -288,7 +289,7 @@ def test_bad_options(kwargs: dict[str, object]) -> None:
 
 def test_input_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
-        GrammarOptions(tool_choice="sometimes")  # type: ignore[arg-type]
+        GrammarOptions(tool_choice="")
     assert issubclass(h.InputError, ValueError)
 
 

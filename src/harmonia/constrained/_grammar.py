@@ -93,7 +93,11 @@ class GrammarOptions:
       so a parsed call re-renders to the same tokens) or ``"channel"`` (gpt-oss's
       ``<|channel|>commentary to=R``).
     * ``tool_choice``: ``"auto"`` (a tool call or a final answer), ``"required"``
-      (a tool call) or ``"none"`` (a final answer).
+      (a call to any declared tool), ``"none"`` (a final answer), or one tool's
+      recipient (a call to that tool and no other: ``"functions.get_weather"``,
+      ``"browser.search"``, ``"python"``; a bare function name such as
+      ``"get_weather"`` means ``functions.get_weather``, as Chat's
+      ``{"type": "function", "function": {"name": ...}}`` does).
     * ``analysis_max_tokens``: at most this many tokens per analysis message.
       (llguidance cannot roll back inside such a bound, so rollback replays.)
     * ``json_max_whitespace``: at most this many whitespace characters between
@@ -105,7 +109,7 @@ class GrammarOptions:
     """
 
     recipient_placement: RecipientPlacement = "both"
-    tool_choice: ToolChoice = "auto"
+    tool_choice: ToolChoice | str = "auto"
     analysis_max_tokens: int | None = None
     json_max_whitespace: int | None = 32
     lenient_schemas: bool = False
@@ -116,9 +120,10 @@ class GrammarOptions:
                 f"recipient_placement must be one of {_PLACEMENTS}, "
                 f"not {self.recipient_placement!r}"
             )
-        if self.tool_choice not in _TOOL_CHOICES:
+        if not isinstance(self.tool_choice, str) or not self.tool_choice:
             raise InputError(
-                f"tool_choice must be one of {_TOOL_CHOICES}, not {self.tool_choice!r}"
+                f"tool_choice must be one of {_TOOL_CHOICES} or a tool's name, "
+                f"not {self.tool_choice!r}"
             )
         _check_bound("analysis_max_tokens", self.analysis_max_tokens, minimum=1)
         _check_bound("json_max_whitespace", self.json_max_whitespace, minimum=0)
@@ -166,7 +171,7 @@ class TurnSpec:
 
     @property
     def allows_final(self) -> bool:
-        return FINAL in self.channels and self.options.tool_choice != "required"
+        return FINAL in self.channels and self.options.tool_choice in ("auto", "none")
 
 
 # -- reading the conversation -----------------------------------------------------------
@@ -200,6 +205,9 @@ def turn_spec(conversation: Conversation, options: GrammarOptions | None = None)
                     )
     if options.tool_choice == "none":
         tools = {}
+    elif options.tool_choice not in _TOOL_CHOICES:
+        recipient = _chosen_tool(options.tool_choice, tools)
+        tools = {recipient: tools[recipient]}
     spec = TurnSpec(
         channels=tuple(c for c in (ANALYSIS, COMMENTARY, FINAL) if c in channels),
         tools=tuple(_restrict_channels(t, channels) for t in tools.values()),
@@ -213,6 +221,18 @@ def turn_spec(conversation: Conversation, options: GrammarOptions | None = None)
             "and no tool can be called"
         )
     return spec
+
+
+def _chosen_tool(choice: str, tools: dict[str, ToolCallSpec]) -> str:
+    """The recipient ``tool_choice`` names: a recipient, or a function's bare name."""
+    for recipient in (choice, f"functions.{choice}"):
+        if recipient in tools:
+            return recipient
+    declared = ", ".join(tools) or "none"
+    raise InputError(
+        f"tool_choice={choice!r} names no declared tool (declared: {declared}); give a "
+        f"recipient such as 'functions.f', or one of {_TOOL_CHOICES}"
+    )
 
 
 def _function_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
