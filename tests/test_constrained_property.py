@@ -23,7 +23,7 @@ from harmonia import _special_tokens as st
 from test_constrained_cases import CASES, ENC, Case, TurnSampler, check_turn, render_turn
 
 TURNS_PER_CASE = int(os.environ.get("HARMONIA_CONSTRAINED_TURNS", "260"))
-SEEDS = {"functions": 11, "builtins": 12, "response_format": 13, "everything": 14}
+SEEDS = {"functions": 11, "builtins": 12, "response_format": 13, "everything": 15}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -17,6 +17,7 @@ from harmonia.constrained import (
     GrammarOptions,
     TokenRejectedError,
     TurnMatcher,
+    build_turn_grammar,
     mask_to_bool,
 )
 
@@ -198,3 +199,132 @@ def test_a_failed_engine_never_hands_out_its_eos_mask() -> None:
     # and no later call hands one out.
     with pytest.raises(GrammarEngineError):
         m.fill_mask(out)
+
+
+# -- JSON keys: never escaped, never repeated -------------------------------------------------
+
+QUICK_START = h.ToolDescription.new(  # additionalProperties left open, as in the docs
+    "get_weather",
+    "Gets the weather.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+AT_LEAST_TWO = h.ToolDescription.new("tag", "Tags.", {"type": "object", "minProperties": 2})
+TOOLS = Conversation.from_messages(
+    [
+        Message.from_role_and_content(
+            Role.DEVELOPER, DeveloperContent.new().with_function_tools([QUICK_START, AT_LEAST_TWO])
+        )
+    ]
+)
+
+
+def starting_with(prefix: bytes) -> list[int]:
+    table = ENC.tokenizer.token_bytes_table
+    return [i for i, b in enumerate(table[:199_998]) if b.startswith(prefix)]
+
+
+def call_head(tool: str) -> list[int]:
+    return ids(f"<|channel|>commentary to=functions.{tool} <|constrain|>json<|message|>")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("get_weather", '{"city": "Tokyo", "\\u0063ity": 42}'),  # json.loads: {"city": 42}
+        ("get_weather", '{"city": "Tokyo", "x": 1, "x": 2}'),
+        ("tag", '{"a": 1, "a": 2}'),  # one property after parsing: breaks minProperties
+        ("tag", '{"a": {"b": 1, "b": 2}, "c": 3}'),
+        ("tag", '{"\\u00e9": 1, "b": 2}'),
+    ],
+)
+def test_keys_that_parse_otherwise_are_refused(tool: str, args: str) -> None:
+    m = TurnMatcher.from_conversation(TOOLS)
+    m.consume_all(call_head(tool))
+    with pytest.raises(TokenRejectedError, match="JSON key"):
+        m.consume_all(ids(args + "<|call|>"))
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("get_weather", '{"city": "T\\u00f6ky\\u014d \\"\\\\", "x": 1, "y": 2}'),  # escaped values
+        ("tag", '{"a": 1, "b": {"a": 2}, "ab": 3}'),  # a key again in another object
+    ],
+)
+def test_escaped_values_and_distinct_keys_are_accepted(tool: str, args: str) -> None:
+    m = TurnMatcher.from_conversation(TOOLS)
+    m.consume_all(call_head(tool))
+    m.consume_all(ids(args + "<|call|>"))
+    assert m.is_finished
+
+
+def test_mask_clears_escapes_and_repeats_inside_a_key() -> None:
+    m = TurnMatcher.from_conversation(TOOLS)
+    m.consume_all(call_head("tag") + ids('{"ab": 1, "'))
+    allowed = set(m.allowed_tokens().tolist())
+    a, backslash = ENC.encode_ordinary("a")[0], ENC.encode_ordinary("\\")[0]
+    assert a in allowed and m.allows(a)
+    assert backslash not in allowed and not m.allows(backslash)
+    m.consume_all(ids("ab"))
+    closing = starting_with(b'"')  # '"', '":', '": ', ...: each would complete "ab" again
+    allowed = set(m.allowed_tokens().tolist())
+    assert not any(t in allowed or m.allows(t) for t in closing)
+    assert m.allows(ENC.encode_ordinary("c")[0])
+    m.consume_all(ids('c": 2}<|call|>'))
+    assert m.is_finished
+
+
+def test_mask_is_within_what_allows_says() -> None:
+    m = TurnMatcher.from_conversation(TOOLS)
+    m.consume_all(call_head("tag") + ids('{"a": "x'))
+    mask = m.allowed_tokens()
+    assert all(m.allows(int(t)) for t in mask[:: max(1, mask.size // 3000)])
+    quote_key = ENC.encode_ordinary('","')[0]  # closes the value, opens a new key
+    assert quote_key in mask and m.allows(quote_key)
+    m.consume(quote_key)
+    m.consume(ENC.encode_ordinary("a")[0])
+    assert not any(m.allows(t) for t in starting_with(b'"'))
+
+
+def test_a_token_holding_a_whole_repeated_key_is_cleared() -> None:
+    m = TurnMatcher.from_conversation(TOOLS)
+    m.consume_all(call_head("tag") + ids('{"": 1, '))
+    empty_key = ENC.encode_ordinary('""')[0]  # a token with the whole key "" in it
+    assert ENC.decode([empty_key]) == '""'
+    assert empty_key not in m.allowed_tokens() and not m.allows(empty_key)
+    fresh = TurnMatcher.from_conversation(TOOLS)
+    fresh.consume_all(call_head("tag") + ids('{"a": 1, '))
+    assert empty_key in fresh.allowed_tokens() and fresh.allows(empty_key)
+
+
+def test_copy_and_rollback_keep_the_keys_right() -> None:
+    m = TurnMatcher.from_conversation(TOOLS)
+    m.consume_all(call_head("tag") + ids('{"a": 1, "'))
+    twin = m.copy()
+    m.rollback(len(ids('{"a": 1, "')))
+    m.consume_all(ids('{"b": 1, "a": 2}<|call|>'))  # "a" is new again after the rollback
+    assert m.is_finished
+    with pytest.raises(TokenRejectedError):
+        twin.consume_all(ids('a": 2}'))
+
+
+def test_exported_grammar_carries_the_key_rule() -> None:
+    grammar = build_turn_grammar(TOOLS)
+    assert grammar.splitlines()[-1] == (
+        "// harmonia-json-content: functions.get_weather functions.tag"
+    )
+    m = TurnMatcher(grammar)
+    m.consume_all(call_head("tag") + ids('{"a": 1, '))
+    with pytest.raises(TokenRejectedError, match="JSON key"):
+        m.consume_all(ids('"a": 2}'))
+    # Without the marker line, only llguidance's checks apply.
+    bare = TurnMatcher(grammar.rsplit("// harmonia-json-content:", 1)[0])
+    bare.consume_all(call_head("tag") + ids('{"a": 1, "a": 2}<|call|>'))
+    assert bare.is_finished
+
+
+def test_structured_final_answer_keys_follow_the_rule() -> None:
+    m = TurnMatcher.from_conversation(two_formats())
+    m.consume_all(ids(FINAL_HEAD + '{"x": "1", '))
+    with pytest.raises(TokenRejectedError, match="JSON key"):
+        m.consume_all(ids('"x": "2"}'))

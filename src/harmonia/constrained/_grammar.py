@@ -49,6 +49,7 @@ from .. import _special_tokens as st
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
 from .._errors import InputError
 from .._message import Conversation
+from ._keys import KeyGuard
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
@@ -416,6 +417,10 @@ def _write(spec: TurnSpec) -> _Writer:
         _write_call(w, tool, f"call_{i}", f"args_{i}")
     w.rule("ending", endings)
     w.rules.append("TEXT: /(?s:.*)/")
+    # Last: which messages hold JSON, for the key rule (see _keys.py).
+    json_recipients = [tool.recipient for tool in spec.tools if tool.schema is not None]
+    final_json = spec.allows_final and bool(spec.response_formats)
+    w.rules.append(KeyGuard.marker(json_recipients, final_json))
     return w
 
 

@@ -30,6 +30,7 @@ from .. import _special_tokens as st
 from .._errors import HarmonyError, InputError, ModelOutputError
 from .._message import Conversation
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
+from ._keys import KeyGuard, tables
 
 if TYPE_CHECKING:
     import llguidance
@@ -229,12 +230,24 @@ class TurnMatcher:
         self._tokens: list[int] = []
         self._failure: GrammarEngineError | None = None
         self._start()
+        self._json = KeyGuard.declared(lark)
+        self._keys = self._key_guard([])
 
     def _start(self) -> None:
         # _origin: the cached template this matcher was copied from (None once the
         # matcher runs on a private compile), to evict it if llguidance fails.
         self._origin: llguidance.LLMatcher | None = _template(self._lark, self._slots)
         self._matcher = self._origin.deep_copy()
+
+    def _key_guard(self, tokens: Sequence[int]) -> KeyGuard | None:
+        """The key rule's state after ``tokens`` (None for a grammar without JSON marker)."""
+        if self._json is None:
+            return None
+        token_bytes = _load_encoding().tokenizer.token_bytes_table
+        guard = KeyGuard(*self._json, token_bytes, tables(token_bytes, MASK_WORDS))
+        for token in tokens:
+            guard.feed(token)
+        return guard
 
     @classmethod
     def from_conversation(
@@ -283,6 +296,8 @@ class TurnMatcher:
         self._check_usable()
         if self.is_finished or not _may_appear(token):
             return False
+        if self._keys is not None and not self._keys.permits(token):
+            return False
         allowed = self._matcher.validate_tokens([token]) == 1
         if self._matcher.is_error():
             self._recover()
@@ -319,6 +334,8 @@ class TurnMatcher:
             self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
             self._check_engine()
         out[_KEEP_FROM:] &= _KEEP_WORDS
+        if self._keys is not None:
+            self._keys.restrict(out)
         return out
 
     def allowed_tokens(self) -> NDArray[np.int64]:
@@ -333,8 +350,12 @@ class TurnMatcher:
         self._check_usable()
         if self.is_finished or not _may_appear(token):
             raise self._rejected(token)
+        if self._keys is not None and not self._keys.permits(token):
+            raise self._rejected(token, "a JSON key may not hold an escape or repeat a key")
         if self._matcher.consume_token(token) and not self._matcher.is_error():
             self._tokens.append(token)
+            if self._keys is not None:
+                self._keys.feed(token)
             return
         # llguidance's matcher stays in its error state after a refused token (or a
         # failure of its own, maybe caused by another request): rebuild it, then
@@ -348,6 +369,8 @@ class TurnMatcher:
         self._matcher.consume_token(token)
         self._check_engine()
         self._tokens.append(token)
+        if self._keys is not None:
+            self._keys.feed(token)
 
     def consume_all(self, tokens: Iterable[int]) -> None:
         """:meth:`consume` each token in turn (stops at the first rejected one)."""
@@ -387,14 +410,16 @@ class TurnMatcher:
         # llguidance cannot roll back into a max_tokens-bounded lexeme: replay.
         if self._matcher.rollback(n) and not self._matcher.is_error():
             self._tokens = keep
-            return
-        self._rebuild(keep)
+        else:
+            self._rebuild(keep)
+        self._keys = self._key_guard(self._tokens)
 
     def reset(self) -> None:
         """Back to the start of the turn (also after a :class:`GrammarEngineError`)."""
         self._tokens = []
         self._failure = None
         self._start()
+        self._keys = self._key_guard([])
 
     def copy(self) -> TurnMatcher:
         """An independent matcher in the same state."""
@@ -405,6 +430,8 @@ class TurnMatcher:
         twin._matcher = self._matcher.deep_copy()
         twin._tokens = list(self._tokens)
         twin._failure = self._failure
+        twin._json = self._json
+        twin._keys = None if self._keys is None else self._keys.copy()
         return twin
 
     # -- llguidance failures -------------------------------------------------------------
@@ -456,9 +483,11 @@ class TurnMatcher:
         )
         raise self._failure
 
-    def _rejected(self, token: int) -> TokenRejectedError:
+    def _rejected(self, token: int, why: str | None = None) -> TokenRejectedError:
         position = len(self._tokens)
-        if self.is_finished:
+        if why is not None:
+            reason = why
+        elif self.is_finished:
             reason = "the turn is already finished"
         elif not 0 <= token < VOCAB_SIZE:
             reason = "it is not a token id of o200k_harmony"
