@@ -328,3 +328,18 @@ def test_structured_final_answer_keys_follow_the_rule() -> None:
     m.consume_all(ids(FINAL_HEAD + '{"x": "1", '))
     with pytest.raises(TokenRejectedError, match="JSON key"):
         m.consume_all(ids('"x": "2"}'))
+
+
+@pytest.mark.parametrize("name", ['say "hi"', "back\\slash", "new\nline"])
+def test_property_names_that_need_escapes_are_refused_up_front(name: str) -> None:
+    schema = {"type": "object", "properties": {"ok": {"type": "object", "properties": {name: {}}}}}
+    tool = h.ToolDescription.new("f", "F.", schema)
+    conv = Conversation.from_messages(
+        [
+            Message.from_role_and_content(
+                Role.DEVELOPER, DeveloperContent.new().with_function_tools([tool])
+            )
+        ]
+    )
+    with pytest.raises(h.InputError, match="needs an escape"):
+        build_turn_grammar(conv)

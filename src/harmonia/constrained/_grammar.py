@@ -365,6 +365,7 @@ class _Writer:
         self.rules.extend(f"{pad}| {alt}" for alt in alternatives[1:])
 
     def json_rule(self, name: str, schema: dict[str, Any], label: str) -> None:
+        _check_key_names(schema, label)
         text = _json_text(schema, label, self.spec.options)
         self.json_slots.append(JsonSlot(name, label, text))
         self.rules.append(f"{name}: %json {text}")
@@ -372,6 +373,35 @@ class _Writer:
     def message_rule(self, name: str, channel: str, body: str, end: int) -> None:
         head = _lark_sequence([st.CHANNEL, channel, st.MESSAGE])
         self.rule(name, [f"{head} {body} <[{end}]>"])
+
+
+# Characters JSON must escape in a string: a key holding one cannot be written under
+# the key rule (keys without escapes; see _keys.py).
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f]')
+
+
+def _check_key_names(schema: object, label: str) -> None:
+    """Refuse a schema that names a property the key rule could never write."""
+    if isinstance(schema, list):
+        for item in schema:
+            _check_key_names(item, label)
+        return
+    if not isinstance(schema, dict):
+        return
+    named = (
+        list(schema.get("properties") or ()) if isinstance(schema.get("properties"), dict) else []
+    )
+    if isinstance(schema.get("required"), list):
+        named += [n for n in schema["required"] if isinstance(n, str)]
+    for name in named:
+        if _NEEDS_ESCAPE.search(name):
+            raise InputError(
+                f"{label}: property name {name!r} needs an escape in JSON (a quote, a "
+                "backslash or a control character), and harmonia writes keys without "
+                "escapes so that every parser reads them alike; rename the property"
+            )
+    for value in schema.values():
+        _check_key_names(value, label)
 
 
 def _json_text(schema: dict[str, Any], label: str, options: GrammarOptions) -> str:
