@@ -37,7 +37,18 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from .. import _special_tokens as st
+
+@dataclass(frozen=True, slots=True)
+class Specials:
+    """The special tokens the guard reads a turn's structure from (given by the caller,
+    so that this module needs nothing from the core)."""
+
+    first: int  # the first special id: every id from here on is special
+    start: int  # <|start|>: a header follows
+    message: int  # <|message|>: the content follows
+    ends: frozenset[int]  # <|end|>, <|call|>, <|return|>: the content ended
+    text: dict[int, str]  # id -> its text (<|channel|>, <|constrain|> inside headers)
+
 
 #: The grammar's marker line (see the module docstring).
 JSON_CONTENT_MARKER: Final = "// harmonia-json-content:"
@@ -72,7 +83,7 @@ def _keep_words(ids: Sequence[int], words: int) -> NDArray[np.int32]:
     return np.packbits(bits, bitorder="little").view("<i4").astype(np.int32)
 
 
-def tables(token_bytes: Sequence[bytes], words: int) -> _Tables:
+def tables(token_bytes: Sequence[bytes], words: int, first_special: int) -> _Tables:
     """The vocabulary tables (built on first use; a few ms)."""
     global _tables
     with _lock:
@@ -81,7 +92,7 @@ def tables(token_bytes: Sequence[bytes], words: int) -> _Tables:
             quote_backslash: list[int] = []
             inner: dict[bytes, list[int]] = {}
             quoted: list[tuple[bytes, int]] = []
-            for token, data in enumerate(token_bytes[: st.FIRST_SPECIAL]):
+            for token, data in enumerate(token_bytes[:first_special]):
                 if b"\\" in data:
                     backslash.append(token)
                     first = data.find(b'"')
@@ -123,6 +134,7 @@ class KeyGuard:
         "header",
         "in_json",
         "recipients",
+        "specials",
         "tables",
         "token_bytes",
     )
@@ -133,9 +145,11 @@ class KeyGuard:
         final_json: bool,
         token_bytes: Sequence[bytes],
         tables: _Tables,
+        specials: Specials,
     ) -> None:
         self.recipients = recipients
         self.final_json = final_json
+        self.specials = specials
         self.token_bytes = token_bytes
         self.tables = tables
         self._mode = _HEADER  # the turn starts after the prompt's <|start|>assistant
@@ -167,7 +181,9 @@ class KeyGuard:
         self._key = bytearray()
 
     def copy(self) -> KeyGuard:
-        twin = KeyGuard(self.recipients, self.final_json, self.token_bytes, self.tables)
+        twin = KeyGuard(
+            self.recipients, self.final_json, self.token_bytes, self.tables, self.specials
+        )
         twin._mode, twin.header, twin.in_json = self._mode, bytearray(self.header), self.in_json
         twin._stack = [None if keys is None else set(keys) for keys in self._stack]
         twin._expect_key, twin._in_string = self._expect_key, self._in_string
@@ -178,7 +194,7 @@ class KeyGuard:
 
     def feed(self, token: int) -> None:
         """Advance past ``token`` (one the matcher accepted)."""
-        if token >= st.FIRST_SPECIAL:
+        if token >= self.specials.first:
             self._special(token)
         elif self._mode == _HEADER:
             self.header += self.token_bytes[token]
@@ -186,16 +202,17 @@ class KeyGuard:
             self._scan(self.token_bytes[token])
 
     def _special(self, token: int) -> None:
-        if token == st.START:
+        specials = self.specials
+        if token == specials.start:
             self._mode, self.header = _HEADER, bytearray()
-        elif token == st.MESSAGE:
+        elif token == specials.message:
             self._mode = _CONTENT
             self.in_json = self._holds_json(bytes(self.header))
             self._reset_json()
-        elif token in (st.END, st.CALL, st.RETURN):
+        elif token in specials.ends:
             self._mode, self.in_json = _BETWEEN, False
         elif self._mode == _HEADER:  # <|channel|>, <|constrain|>
-            self.header += st.SPECIAL_TOKEN_TEXT[token].encode()
+            self.header += specials.text[token].encode()
 
     def _holds_json(self, header: bytes) -> bool:
         found = _RECIPIENT.search(header)
@@ -247,7 +264,7 @@ class KeyGuard:
 
     def permits(self, token: int) -> bool:
         """Whether ``token`` keeps every key unescaped and unrepeated (exact)."""
-        if token >= st.FIRST_SPECIAL or self._mode != _CONTENT or not self.in_json:
+        if token >= self.specials.first or self._mode != _CONTENT or not self.in_json:
             return True
         data = self.token_bytes[token]
         if b'"' not in data and b"\\" not in data:

@@ -30,7 +30,7 @@ from .. import _special_tokens as st
 from .._errors import HarmonyError, InputError, ModelOutputError
 from .._message import Conversation
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
-from ._keys import KeyGuard, tables
+from ._keys import KeyGuard, Specials, tables
 
 if TYPE_CHECKING:
     import llguidance
@@ -67,6 +67,13 @@ def _special_keep_words() -> NDArray[np.int32]:
 
 _KEEP_FROM: Final = st.FIRST_SPECIAL // 32
 _KEEP_WORDS: Final = _special_keep_words()
+_KEY_SPECIALS: Final = Specials(
+    st.FIRST_SPECIAL,
+    st.START,
+    st.MESSAGE,
+    frozenset({st.END, st.CALL, st.RETURN}),
+    st.SPECIAL_TOKEN_TEXT,
+)
 
 
 class TokenRejectedError(ModelOutputError):
@@ -244,7 +251,8 @@ class TurnMatcher:
         if self._json is None:
             return None
         token_bytes = _load_encoding().tokenizer.token_bytes_table
-        guard = KeyGuard(*self._json, token_bytes, tables(token_bytes, MASK_WORDS))
+        table = tables(token_bytes, MASK_WORDS, st.FIRST_SPECIAL)
+        guard = KeyGuard(*self._json, token_bytes, table, _KEY_SPECIALS)
         for token in tokens:
             guard.feed(token)
         return guard
