@@ -343,3 +343,18 @@ def test_property_names_that_need_escapes_are_refused_up_front(name: str) -> Non
     )
     with pytest.raises(h.InputError, match="needs an escape"):
         build_turn_grammar(conv)
+
+
+def test_key_rule_follows_recipients_with_odd_characters() -> None:
+    tool = h.ToolDescription.new("less<than", "Odd name.", {"type": "object"})
+    conv = Conversation.from_messages(
+        [
+            Message.from_role_and_content(
+                Role.DEVELOPER, DeveloperContent.new().with_function_tools([tool])
+            )
+        ]
+    )
+    m = TurnMatcher.from_conversation(conv)
+    m.consume_all(call_head("less<than") + ids('{"a": 1, '))
+    with pytest.raises(TokenRejectedError, match="JSON key"):
+        m.consume_all(ids('"a": 2}'))

@@ -56,7 +56,8 @@ JSON_CONTENT_MARKER: Final = "// harmonia-json-content:"
 FINAL_WORD: Final = "final"
 
 _MARKER_LINE: Final = re.compile(r"^// harmonia-json-content:(.*)$", re.MULTILINE)
-_RECIPIENT: Final = re.compile(rb" to=([^\s<]+)")
+# A recipient is one header word: up to whitespace or the next special token.
+_RECIPIENT: Final = re.compile(rb" to=((?:(?!<\|)\S)+)")
 _QUOTE: Final = 0x22
 _BACKSLASH: Final = 0x5C
 _HEADER, _CONTENT, _BETWEEN = 0, 1, 2
