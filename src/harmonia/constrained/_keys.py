@@ -85,7 +85,7 @@ def _keep_words(ids: Sequence[int], words: int) -> NDArray[np.int32]:
 
 
 def tables(token_bytes: Sequence[bytes], words: int, first_special: int) -> _Tables:
-    """The vocabulary tables (built on first use; a few ms)."""
+    """The vocabulary tables (built once per process, on first use: about 0.1 s)."""
     global _tables
     with _lock:
         if _tables is None:
