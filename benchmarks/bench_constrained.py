@@ -22,6 +22,12 @@ Tokens come from sampling turns under the mask with the property test's random
 logits, so every position a model can reach is measured, headers included. The
 one-off cost of building llguidance's tokenizer for the 201,089-token
 vocabulary is printed first.
+
+Then it times applying a mask to gpt-oss's 201,088 logits (``apply_mask`` on
+numpy, ``mask_logits`` on torch CPU tensors when torch is installed), over masks
+taken from the sampled turns, next to a plain copy of the logits and to the
+boolean-index masking ``apply_mask`` used to do (medians in µs). ``--only-apply``
+skips the per-case table.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +48,10 @@ from harmonia._tokenizer import special_tokens as st
 from harmonia.constrained import (
     TurnMatcher,
     _mask,
+    apply_mask,
     build_turn_grammar,
+    mask_logits,
+    mask_to_bool,
 )
 
 
@@ -101,10 +111,84 @@ def bench_case(case: Case, turns: int, seed: int) -> None:
     )
 
 
+LOGITS = 201_088
+
+
+def _median_us(run: object, masks: list[np.ndarray], repeat: int = 3) -> float:
+    """Median over ``masks`` (each the best of ``repeat`` runs) of ``run(mask)``, in µs."""
+    times = []
+    for mask in masks:
+        best = float("inf")
+        for _ in range(repeat):
+            started = time.perf_counter_ns()
+            run(mask)  # type: ignore[operator]
+            best = min(best, time.perf_counter_ns() - started)
+        times.append(best / 1e3)
+    return float(np.median(times))
+
+
+def _boolean_index(logits: np.ndarray, mask: np.ndarray) -> None:
+    """How apply_mask masked before: a boolean index (branches per element)."""
+    logits[..., ~mask_to_bool(mask, logits.shape[-1])] = -np.inf
+
+
+def bench_apply(turns: int, seed: int) -> None:
+    case = CASES["everything"]
+    base = case.matcher()
+    sampler = TurnSampler(seed)
+    masks = []
+    for _ in range(turns):
+        matcher = base.copy()
+        for token in sampler.sample(base.copy()):
+            masks.append(matcher.fill_mask().copy())
+            matcher.consume(token)
+    masks = masks[:: max(1, len(masks) // 300)]  # about 300, from every kind of position
+    rng = np.random.default_rng(seed)
+    print(f"\napplying a mask to {LOGITS:,} logits ({len(masks)} masks from sampled turns):")
+    print(f"{'logits':<24} {'copy':>8} {'before':>8} {'in place':>9} {'copy=True':>10}   (µs)")
+    for dtype in (np.float32, np.float16, np.float64):
+        _numpy_row(rng.standard_normal(LOGITS).astype(dtype), masks)
+    try:
+        import torch
+    except ImportError:
+        return
+    for torch_dtype in (torch.float32, torch.bfloat16, torch.float16):
+        _torch_row(torch, torch.from_numpy(rng.standard_normal(LOGITS)).to(torch_dtype), masks)
+
+
+def _numpy_row(logits: np.ndarray, masks: list[np.ndarray]) -> None:
+    work = logits.copy()
+    print(
+        f"{'numpy ' + logits.dtype.name:<24} "
+        f"{_median_us(lambda m: logits.copy(), masks):>8.1f} "
+        f"{_median_us(lambda m: _boolean_index(work, m), masks):>8.1f} "
+        f"{_median_us(lambda m: apply_mask(work, m), masks):>9.1f} "
+        f"{_median_us(lambda m: apply_mask(logits, m, copy=True), masks):>10.1f}"
+    )
+
+
+def _torch_row(torch: Any, tensor: Any, masks: list[np.ndarray]) -> None:
+    work = tensor.clone()
+
+    def before(mask: np.ndarray) -> None:
+        # How mask_logits masked before: a bool tensor and masked_fill_.
+        allowed = torch.from_numpy(mask_to_bool(mask, LOGITS))
+        work.masked_fill_(~allowed, float("-inf"))
+
+    print(
+        f"{'torch ' + str(tensor.dtype).removeprefix('torch.') + ' (cpu)':<24} "
+        f"{_median_us(lambda m: tensor.clone(), masks):>8.1f} "
+        f"{_median_us(before, masks):>8.1f} "
+        f"{_median_us(lambda m: mask_logits(work, m), masks):>9.1f} "
+        f"{_median_us(lambda m: mask_logits(tensor.clone(), m), masks):>10.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200, help="sampled turns per case")
     parser.add_argument("--seed", type=int, default=20250805)
+    parser.add_argument("--only-apply", action="store_true", help="only time applying masks")
     args = parser.parse_args()
     started = time.perf_counter()
     _mask.llg_tokenizer()
@@ -118,8 +202,10 @@ def main() -> None:
         f"{'mask (all)':>15}  {'mask (header)':>15}  {'mask (text)':>15}  {'mask (json)':>15}  "
         f"{'consume':>15}"
     )
-    for name in CASES:
-        bench_case(CASES[name], args.turns, args.seed)
+    if not args.only_apply:
+        for name in CASES:
+            bench_case(CASES[name], args.turns, args.seed)
+    bench_apply(min(args.turns, 40), args.seed)
 
 
 if __name__ == "__main__":

@@ -108,8 +108,18 @@ def test_response_format_makes_the_final_answer_json() -> None:
         '<[200005]> "final" <[200008]> final_json <[200002]> | '
         '<[200005]> "final " <[200003]> "json" <[200008]> final_json <[200002]>'
     )
-    assert r["final_json"] == "format_1 | format_2"
-    assert json.loads(r["format_2"].removeprefix("%json "))["type"] == "array"
+    # Several formats are one %json (anyOf), each format its own resource ($id).
+    assert r["final_json"] == "any_format"
+    schema = json.loads(r["any_format"].removeprefix("%json "))
+    assert [branch["type"] for branch in schema["anyOf"]] == ["object", "array"]
+    assert len({branch["$id"] for branch in schema["anyOf"]}) == 2
+
+
+def test_one_response_format_is_its_own_rule() -> None:
+    dev = DeveloperContent.new().with_response_format("a", {"type": "object"})
+    r = rules(build_turn_grammar(conversation(developer=dev)))
+    assert r["final_json"] == "format_1"
+    assert json.loads(r["format_1"].removeprefix("%json "))["type"] == "object"
 
 
 def test_tool_without_parameters_takes_an_empty_object() -> None:
@@ -247,7 +257,8 @@ def test_bad_response_format_is_named() -> None:
     "kwargs",
     [
         {"recipient_placement": "header"},
-        {"tool_choice": "any"},
+        {"tool_choice": ""},
+        {"tool_choice": 3},
         {"analysis_max_tokens": 0},
         {"analysis_max_tokens": True},
         {"json_max_whitespace": -1},
@@ -260,7 +271,7 @@ def test_bad_options(kwargs: dict[str, object]) -> None:
 
 def test_input_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
-        GrammarOptions(tool_choice="sometimes")  # type: ignore[arg-type]
+        GrammarOptions(tool_choice="")
     assert issubclass(h.InputError, ValueError)
 
 

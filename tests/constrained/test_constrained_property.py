@@ -23,7 +23,7 @@ from harmonia import Message
 from harmonia._tokenizer import special_tokens as st
 
 TURNS_PER_CASE = int(os.environ.get("HARMONIA_CONSTRAINED_TURNS", "260"))
-SEEDS = {"functions": 11, "builtins": 12, "response_format": 13, "everything": 14}
+SEEDS = {"functions": 11, "builtins": 12, "response_format": 13, "everything": 15}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -17,9 +17,11 @@ from ._adapters import (
 )
 from ._grammar import GrammarOptions, build_turn_grammar
 from ._mask import (
+    HARMONY_SPECIAL_TOKENS,
     MASK_WORDS,
     VOCAB_SIZE,
     ConstrainedUnavailableError,
+    GrammarEngineError,
     TokenRejectedError,
     TurnMatcher,
     apply_mask,
@@ -27,10 +29,12 @@ from ._mask import (
 )
 
 __all__ = [
+    "HARMONY_SPECIAL_TOKENS",
     "MASK_WORDS",
     "VLLM_EXTRA_ARG",
     "VOCAB_SIZE",
     "ConstrainedUnavailableError",
+    "GrammarEngineError",
     "GrammarOptions",
     "HarmonyLogitsProcessor",
     "TokenRejectedError",

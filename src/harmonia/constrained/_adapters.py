@@ -35,8 +35,8 @@ from ._mask import (
     MASK_WORDS,
     ConstrainedUnavailableError,
     TurnMatcher,
+    _mask_bits,
     apply_mask,
-    mask_to_bool,
 )
 
 #: The ``SamplingParams.extra_args`` key that carries a request's grammar (Lark text).
@@ -58,10 +58,33 @@ def mask_logits(logits: Logits, mask: np.ndarray[Any, np.dtype[np.int32]]) -> Lo
         raise InputTypeError(f"logits must be a numpy array or a torch tensor, not {type(logits)}")
     torch = _import("torch", "torch")
     tensor: Any = logits
-    allowed = torch.from_numpy(mask_to_bool(mask, tensor.shape[-1]))
-    allowed = allowed.to(tensor.device, non_blocking=True)
-    tensor.masked_fill_(~allowed, float("-inf"))
+    bits = torch.from_numpy(_mask_bits(mask, tensor.shape[-1])).to(tensor.device)
+    known = _torch_float_bits(torch).get(tensor.dtype)
+    if known is None:  # other dtypes: torch's (branching) masked fill
+        tensor.masked_fill_(bits == 0, float("-inf"))
+        return logits
+    # Branch-free on the floats' bits, as apply_mask does (bfloat16 included).
+    int_type, neg_inf = known
+    keep = bits.to(int_type).neg_()  # all ones where allowed, 0 where not
+    words = tensor.view(int_type)
+    words &= keep
+    words |= keep.bitwise_not_().bitwise_and_(neg_inf)
     return logits
+
+
+@functools.cache
+def _torch_float_bits(torch: Any) -> dict[Any, tuple[Any, int]]:
+    """torch float dtype -> (the int dtype of its width, the bits of ``-inf`` in it)."""
+    table = {}
+    for float_type, int_type in (
+        (torch.float16, torch.int16),
+        (torch.bfloat16, torch.int16),
+        (torch.float32, torch.int32),
+        (torch.float64, torch.int64),
+    ):
+        neg_inf = torch.tensor(float("-inf"), dtype=float_type).view(int_type).item()
+        table[float_type] = (int_type, int(neg_inf))
+    return table
 
 
 def _import(module: str, package: str) -> Any:

@@ -50,6 +50,7 @@ from .._errors import InputError
 from .._message import Conversation
 from .._names import ANALYSIS, CODE, COMMENTARY, CONSTRAIN, CONSTRAIN_JSON, FINAL
 from .._tokenizer import special_tokens as st
+from ._keys import KeyGuard
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
@@ -86,7 +87,11 @@ class GrammarOptions:
       so a parsed call re-renders to the same tokens) or ``"channel"`` (gpt-oss's
       ``<|channel|>commentary to=R``).
     * ``tool_choice``: ``"auto"`` (a tool call or a final answer), ``"required"``
-      (a tool call) or ``"none"`` (a final answer).
+      (a call to any declared tool), ``"none"`` (a final answer), or one tool's
+      recipient (a call to that tool and no other: ``"functions.get_weather"``,
+      ``"browser.search"``, ``"python"``; a bare function name such as
+      ``"get_weather"`` means ``functions.get_weather``, as Chat's
+      ``{"type": "function", "function": {"name": ...}}`` does).
     * ``analysis_max_tokens``: at most this many tokens per analysis message.
       (llguidance cannot roll back inside such a bound, so rollback replays.)
     * ``json_max_whitespace``: at most this many whitespace characters between
@@ -98,7 +103,7 @@ class GrammarOptions:
     """
 
     recipient_placement: RecipientPlacement = "both"
-    tool_choice: ToolChoice = "auto"
+    tool_choice: ToolChoice | str = "auto"
     analysis_max_tokens: int | None = None
     json_max_whitespace: int | None = 32
     lenient_schemas: bool = False
@@ -109,9 +114,10 @@ class GrammarOptions:
                 f"recipient_placement must be one of {_PLACEMENTS}, "
                 f"not {self.recipient_placement!r}"
             )
-        if self.tool_choice not in _TOOL_CHOICES:
+        if not isinstance(self.tool_choice, str) or not self.tool_choice:
             raise InputError(
-                f"tool_choice must be one of {_TOOL_CHOICES}, not {self.tool_choice!r}"
+                f"tool_choice must be one of {_TOOL_CHOICES} or a tool's name, "
+                f"not {self.tool_choice!r}"
             )
         _check_bound("analysis_max_tokens", self.analysis_max_tokens, minimum=1)
         _check_bound("json_max_whitespace", self.json_max_whitespace, minimum=0)
@@ -159,7 +165,7 @@ class TurnSpec:
 
     @property
     def allows_final(self) -> bool:
-        return FINAL in self.channels and self.options.tool_choice != "required"
+        return FINAL in self.channels and self.options.tool_choice in ("auto", "none")
 
 
 # -- reading the conversation -----------------------------------------------------------
@@ -193,6 +199,9 @@ def turn_spec(conversation: Conversation, options: GrammarOptions | None = None)
                     )
     if options.tool_choice == "none":
         tools = {}
+    elif options.tool_choice not in _TOOL_CHOICES:
+        recipient = _chosen_tool(options.tool_choice, tools)
+        tools = {recipient: tools[recipient]}
     spec = TurnSpec(
         channels=tuple(c for c in (ANALYSIS, COMMENTARY, FINAL) if c in channels),
         tools=tuple(_restrict_channels(t, channels) for t in tools.values()),
@@ -206,6 +215,18 @@ def turn_spec(conversation: Conversation, options: GrammarOptions | None = None)
             "and no tool can be called"
         )
     return spec
+
+
+def _chosen_tool(choice: str, tools: dict[str, ToolCallSpec]) -> str:
+    """The recipient ``tool_choice`` names: a recipient, or a function's bare name."""
+    for recipient in (choice, f"functions.{choice}"):
+        if recipient in tools:
+            return recipient
+    declared = ", ".join(tools) or "none"
+    raise InputError(
+        f"tool_choice={choice!r} names no declared tool (declared: {declared}); give a "
+        f"recipient such as 'functions.f', or one of {_TOOL_CHOICES}"
+    )
 
 
 def _function_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
@@ -337,6 +358,7 @@ class _Writer:
         self.rules.extend(f"{pad}| {alt}" for alt in alternatives[1:])
 
     def json_rule(self, name: str, schema: dict[str, Any], label: str) -> None:
+        _check_key_names(schema, label)
         text = _json_text(schema, label, self.spec.options)
         self.json_slots.append(JsonSlot(name, label, text))
         self.rules.append(f"{name}: %json {text}")
@@ -344,6 +366,35 @@ class _Writer:
     def message_rule(self, name: str, channel: str, body: str, end: int) -> None:
         head = _lark_sequence([st.CHANNEL, channel, st.MESSAGE])
         self.rule(name, [f"{head} {body} <[{end}]>"])
+
+
+# Characters JSON must escape in a string: a key holding one cannot be written under
+# the key rule (keys without escapes; see _keys.py).
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f]')
+
+
+def _check_key_names(schema: object, label: str) -> None:
+    """Refuse a schema that names a property the key rule could never write."""
+    if isinstance(schema, list):
+        for item in schema:
+            _check_key_names(item, label)
+        return
+    if not isinstance(schema, dict):
+        return
+    named = (
+        list(schema.get("properties") or ()) if isinstance(schema.get("properties"), dict) else []
+    )
+    if isinstance(schema.get("required"), list):
+        named += [n for n in schema["required"] if isinstance(n, str)]
+    for name in named:
+        if _NEEDS_ESCAPE.search(name):
+            raise InputError(
+                f"{label}: property name {name!r} needs an escape in JSON (a quote, a "
+                "backslash or a control character), and harmonia writes keys without "
+                "escapes so that every parser reads them alike; rename the property"
+            )
+    for value in schema.values():
+        _check_key_names(value, label)
 
 
 def _json_text(schema: dict[str, Any], label: str, options: GrammarOptions) -> str:
@@ -389,6 +440,10 @@ def _write(spec: TurnSpec) -> _Writer:
         _write_call(w, tool, f"call_{i}", f"args_{i}")
     w.rule("ending", endings)
     w.rules.append("TEXT: /(?s:.*)/")
+    # Last: which messages hold JSON, for the key rule (see _keys.py).
+    json_recipients = [tool.recipient for tool in spec.tools if tool.schema is not None]
+    final_json = spec.allows_final and bool(spec.response_formats)
+    w.rules.append(KeyGuard.marker(json_recipients, final_json))
     return w
 
 
@@ -400,11 +455,42 @@ def _write_final(w: _Writer, spec: TurnSpec) -> None:
     plain = _lark_sequence([st.CHANNEL, FINAL, st.MESSAGE])
     typed = _lark_sequence([st.CHANNEL, FINAL, *_content_type_pieces(CONSTRAIN_JSON), st.MESSAGE])
     w.rule("final", [f"{plain} final_json {end}", f"{typed} final_json {end}"])
-    names = [f"format_{k}" for k in range(1, len(spec.response_formats) + 1)]
-    # One %json per format (not an anyOf), so each schema keeps its own "$ref" root.
-    w.rule("final_json", names)
-    for name, (fmt_name, schema) in zip(names, spec.response_formats, strict=True):
-        w.json_rule(name, schema, f"response format {fmt_name!r}")
+    if len(spec.response_formats) == 1:
+        [(fmt_name, schema)] = spec.response_formats
+        w.rule("final_json", ["format_1"])
+        w.json_rule("format_1", schema, f"response format {fmt_name!r}")
+        return
+    # Several formats are one %json of an anyOf, never alternatives of several %json
+    # rules: llguidance lets such alternatives start with JSON whitespace (which one
+    # %json refuses), and with an analysis_max_tokens bound that path panics.
+    for k, (fmt_name, schema) in enumerate(spec.response_formats, 1):
+        # Only to name a schema llguidance refuses (the grammar never uses these rules).
+        label = f"response format {fmt_name!r}"
+        w.json_slots.append(JsonSlot(f"format_{k}", label, _json_text(schema, label, spec.options)))
+    names = ", ".join(repr(name) for name, _ in spec.response_formats)
+    w.rule("final_json", ["any_format"])
+    w.json_rule("any_format", _any_of_formats(spec.response_formats), f"response formats {names}")
+
+
+def _any_of_formats(formats: Sequence[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One schema matching any of ``formats``, each keeping its own ``$ref`` root.
+
+    A subschema with an ``$id`` is a resource of its own: its ``#/...`` references
+    resolve against it, not against the ``anyOf`` around it (JSON Schema 2020-12,
+    which llguidance and ``jsonschema`` implement). Each format's ``x-guidance``
+    settings move to the top, where llguidance reads them (later formats win).
+    """
+    guidance: dict[str, Any] = {}
+    branches = []
+    for k, (_, schema) in enumerate(formats, 1):
+        branch = {key: value for key, value in schema.items() if key != "x-guidance"}
+        branch.setdefault("$id", f"urn:harmonia:response-format:{k}")
+        guidance.update(schema.get("x-guidance") or {})
+        branches.append(branch)
+    combined: dict[str, Any] = {"anyOf": branches}
+    if guidance:
+        combined["x-guidance"] = guidance
+    return combined
 
 
 def _write_call(w: _Writer, tool: ToolCallSpec, rule: str, args: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,7 @@ from .._errors import HarmonyError, InputError, ModelOutputError
 from .._message import Conversation
 from .._tokenizer import special_tokens as st
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
+from ._keys import KeyGuard, Specials, tables
 
 if TYPE_CHECKING:
     import llguidance
@@ -42,6 +43,10 @@ VOCAB_SIZE: Final = st.N_VOCAB
 MASK_WORDS: Final = (VOCAB_SIZE + 31) // 32
 #: The stop tokens that end a turn.
 TURN_STOP_TOKENS: Final = frozenset({st.CALL, st.RETURN})
+#: The special tokens a turn may contain; a mask never allows any other special token.
+HARMONY_SPECIAL_TOKENS: Final = frozenset(
+    {st.START, st.CHANNEL, st.CONSTRAIN, st.MESSAGE, st.END, st.CALL, st.RETURN}
+)
 
 _INSTALL_HINT: Final = "pip install 'harmonia[constrained]'"
 _TEMPLATE_CACHE_LIMIT: Final = 32
@@ -49,6 +54,26 @@ _TEMPLATE_CACHE_LIMIT: Final = 32
 
 class ConstrainedUnavailableError(HarmonyError, ImportError):
     """llguidance is not installed (``pip install 'harmonia[constrained]'``)."""
+
+
+def _special_keep_words() -> NDArray[np.int32]:
+    """The mask words from the first special id on, with only harmony's specials set."""
+    first = st.FIRST_SPECIAL // 32
+    keep = np.zeros((MASK_WORDS - first) * 32, dtype=np.bool_)
+    keep[: st.FIRST_SPECIAL - first * 32] = True  # the ordinary ids sharing the first word
+    keep[[t - first * 32 for t in HARMONY_SPECIAL_TOKENS]] = True
+    return np.packbits(keep, bitorder="little").view("<i4").astype(np.int32)
+
+
+_KEEP_FROM: Final = st.FIRST_SPECIAL // 32
+_KEEP_WORDS: Final = _special_keep_words()
+_KEY_SPECIALS: Final = Specials(
+    st.FIRST_SPECIAL,
+    st.START,
+    st.MESSAGE,
+    frozenset({st.END, st.CALL, st.RETURN}),
+    st.SPECIAL_TOKEN_TEXT,
+)
 
 
 class TokenRejectedError(ModelOutputError):
@@ -61,6 +86,20 @@ class TokenRejectedError(ModelOutputError):
     def __init__(self, message: str, *, token: int, position: int) -> None:
         super().__init__(message)
         self.token = token
+        self.position = position
+
+
+class GrammarEngineError(ModelOutputError):
+    """llguidance failed while following this turn (an internal error, not a rejection).
+
+    Only the request whose tokens trigger the failure sees it: its matcher refuses
+    every call until :meth:`TurnMatcher.reset`; other matchers of the same grammar
+    rebuild themselves and go on. ``position`` is the index in the turn where the
+    engine failed.
+    """
+
+    def __init__(self, message: str, *, position: int) -> None:
+        super().__init__(message)
         self.position = position
 
 
@@ -121,22 +160,39 @@ def llg_tokenizer() -> llguidance.LLTokenizer:
 
 
 def _template(lark: str, slots: tuple[JsonSlot, ...]) -> llguidance.LLMatcher:
-    """A compiled, never-used matcher for ``lark`` (cached: servers repeat tool sets)."""
+    """A compiled, never-used matcher for ``lark`` (cached: servers repeat tool sets).
+
+    Its copies (``deep_copy``) share llguidance's lexer state with it, so a panic
+    in one copy breaks them all: :func:`_evict` drops a template once that happens.
+    """
     with _lock:
         hit = _templates.get(lark)
         if hit is not None:
             _templates.move_to_end(lark)
             return hit
+    matcher = _compile(lark, slots)
+    with _lock:
+        _templates[lark] = matcher
+        if len(_templates) > _TEMPLATE_CACHE_LIMIT:
+            _templates.popitem(last=False)
+    return matcher
+
+
+def _evict(lark: str, template: llguidance.LLMatcher | None) -> None:
+    """Forget ``template`` if it is still the cached one for ``lark``."""
+    with _lock:
+        if template is not None and _templates.get(lark) is template:
+            del _templates[lark]
+
+
+def _compile(lark: str, slots: tuple[JsonSlot, ...]) -> llguidance.LLMatcher:
+    """A fresh matcher for ``lark``, sharing nothing with any other."""
     llg = _llguidance()
     tokenizer = llg_tokenizer()
     grammar = llg.LLMatcher.grammar_from_lark(lark)
     matcher: llguidance.LLMatcher = llg.LLMatcher(tokenizer, grammar, log_level=0)
     if matcher.is_error():
         raise _compile_error(llg, tokenizer, matcher.get_error(), slots)
-    with _lock:
-        _templates[lark] = matcher
-        if len(_templates) > _TEMPLATE_CACHE_LIMIT:
-            _templates.popitem(last=False)
     return matcher
 
 
@@ -178,8 +234,28 @@ class TurnMatcher:
     def _setup(self, lark: str, slots: tuple[JsonSlot, ...]) -> None:
         self._lark = lark
         self._slots = slots
-        self._matcher = _template(lark, slots).deep_copy()
         self._tokens: list[int] = []
+        self._failure: GrammarEngineError | None = None
+        self._start()
+        self._json = KeyGuard.declared(lark)
+        self._keys = self._key_guard([])
+
+    def _start(self) -> None:
+        # _origin: the cached template this matcher was copied from (None once the
+        # matcher runs on a private compile), to evict it if llguidance fails.
+        self._origin: llguidance.LLMatcher | None = _template(self._lark, self._slots)
+        self._matcher = self._origin.deep_copy()
+
+    def _key_guard(self, tokens: Sequence[int]) -> KeyGuard | None:
+        """The key rule's state after ``tokens`` (None for a grammar without JSON marker)."""
+        if self._json is None:
+            return None
+        token_bytes = _load_encoding().tokenizer.token_bytes_table
+        table = tables(token_bytes, MASK_WORDS, st.FIRST_SPECIAL)
+        guard = KeyGuard(*self._json, token_bytes, table, _KEY_SPECIALS)
+        for token in tokens:
+            guard.feed(token)
+        return guard
 
     @classmethod
     def from_conversation(
@@ -225,9 +301,17 @@ class TurnMatcher:
     def allows(self, token: int) -> bool:
         """Whether ``token`` may come next."""
         token = int(token)  # numpy and torch integers too
-        if self.is_finished or not 0 <= token < VOCAB_SIZE:
+        self._check_usable()
+        if self.is_finished or not _may_appear(token):
             return False
-        return bool(self._matcher.validate_tokens([token]) == 1)
+        if self._keys is not None and not self._keys.permits(token):
+            return False
+        allowed = self._matcher.validate_tokens([token]) == 1
+        if self._matcher.is_error():
+            self._recover()
+            allowed = self._matcher.validate_tokens([token]) == 1
+            self._check_engine()
+        return bool(allowed)
 
     # -- masks -----------------------------------------------------------------------
 
@@ -236,7 +320,8 @@ class TurnMatcher:
 
         ``out`` must be a C-contiguous ``int32`` array of :data:`MASK_WORDS`
         words (a row of a batch works). Once the turn is finished nothing is
-        allowed: the mask is all zeros.
+        allowed: the mask is all zeros. Special tokens outside
+        :data:`HARMONY_SPECIAL_TOKENS` are never allowed, whatever the grammar.
         """
         if out is None:
             out = np.zeros(MASK_WORDS, dtype=np.int32)
@@ -245,10 +330,20 @@ class TurnMatcher:
                 f"a mask must be a C-contiguous int32 array of shape ({MASK_WORDS},), "
                 f"not {out.dtype} {out.shape}"
             )
+        self._check_usable()
         if self.is_finished:
             out[:] = 0
             return out
         self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
+        if self._matcher.is_error():
+            # A failed llguidance matcher writes a mask of its EOS alone; never hand
+            # that out: rebuild (another request's failure) or raise (this one's).
+            self._recover()
+            self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
+            self._check_engine()
+        out[_KEEP_FROM:] &= _KEEP_WORDS
+        if self._keys is not None:
+            self._keys.restrict(out)
         return out
 
     def allowed_tokens(self) -> NDArray[np.int64]:
@@ -260,16 +355,30 @@ class TurnMatcher:
     def consume(self, token: int) -> None:
         """Advance past ``token``; :class:`TokenRejectedError` if it is not allowed."""
         token = int(token)  # numpy and torch integers too
-        if self.is_finished or not 0 <= token < VOCAB_SIZE:
+        self._check_usable()
+        if self.is_finished or not _may_appear(token):
             raise self._rejected(token)
-        if not self._matcher.consume_token(token):
-            # llguidance's matcher stays in its error state: rebuild it (rare).
-            error = self._rejected(token)
-            keep = self._tokens
-            self.reset()
-            self.consume_all(keep)
+        if self._keys is not None and not self._keys.permits(token):
+            raise self._rejected(token, "a JSON key may not hold an escape or repeat a key")
+        if self._matcher.consume_token(token) and not self._matcher.is_error():
+            self._tokens.append(token)
+            if self._keys is not None:
+                self._keys.feed(token)
+            return
+        # llguidance's matcher stays in its error state after a refused token (or a
+        # failure of its own, maybe caused by another request): rebuild it, then
+        # tell a refusal from a failure by asking the rebuilt one.
+        error = self._rejected(token)
+        self._rebuild(self._tokens)
+        allowed = self._matcher.validate_tokens([token]) == 1
+        self._check_engine()
+        if not allowed:
             raise error
+        self._matcher.consume_token(token)
+        self._check_engine()
         self._tokens.append(token)
+        if self._keys is not None:
+            self._keys.feed(token)
 
     def consume_all(self, tokens: Iterable[int]) -> None:
         """:meth:`consume` each token in turn (stops at the first rejected one)."""
@@ -302,36 +411,96 @@ class TurnMatcher:
         """Forget the last ``n`` tokens (for speculative decoding and re-sampling)."""
         if not 0 <= n <= len(self._tokens):
             raise InputError(f"cannot roll back {n} of {len(self._tokens)} tokens")
+        self._check_usable()
         if n == 0:
             return
         keep = self._tokens[:-n]
         # llguidance cannot roll back into a max_tokens-bounded lexeme: replay.
         if self._matcher.rollback(n) and not self._matcher.is_error():
             self._tokens = keep
-            return
-        self.reset()
-        self.consume_all(keep)
+        else:
+            self._rebuild(keep)
+        self._keys = self._key_guard(self._tokens)
 
     def reset(self) -> None:
-        """Back to the start of the turn."""
-        self._matcher = _template(self._lark, self._slots).deep_copy()
+        """Back to the start of the turn (also after a :class:`GrammarEngineError`)."""
         self._tokens = []
+        self._failure = None
+        self._start()
+        self._keys = self._key_guard([])
 
     def copy(self) -> TurnMatcher:
         """An independent matcher in the same state."""
         twin = object.__new__(TurnMatcher)
         twin._lark = self._lark
         twin._slots = self._slots
+        twin._origin = self._origin
         twin._matcher = self._matcher.deep_copy()
         twin._tokens = list(self._tokens)
+        twin._failure = self._failure
+        twin._json = self._json
+        twin._keys = None if self._keys is None else self._keys.copy()
         return twin
 
-    def _rejected(self, token: int) -> TokenRejectedError:
+    # -- llguidance failures -------------------------------------------------------------
+    #
+    # llguidance turns a panic into an error state, but its matchers share lexer
+    # state with the template they were copied from, and a panic leaves that state
+    # broken for all of them (a mask of its EOS alone, <|endoftext|>). So a failed
+    # matcher never serves again: the template is evicted, and the matcher replays
+    # its tokens on a private compile. If the failure recurs there, it is this
+    # turn's own, and GrammarEngineError says so; otherwise the turn goes on.
+
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _check_engine(self) -> None:
+        if self._matcher.is_error():
+            self._fail()
+
+    def _recover(self) -> None:
+        """Replace a failed llguidance matcher by one in the same state, or fail."""
+        _evict(self._lark, self._origin)
+        self._rebuild(self._tokens)
+
+    def _rebuild(self, tokens: Sequence[int]) -> None:
+        """A healthy matcher that consumed ``tokens`` (a cached copy, else a private one)."""
+        tokens = list(tokens)
+        for private in (False, True):
+            origin = None if private else _template(self._lark, self._slots)
+            fresh = _compile(self._lark, self._slots) if origin is None else origin.deep_copy()
+            if all(fresh.consume_token(t) for t in tokens) and not fresh.is_error():
+                self._origin, self._matcher, self._tokens = origin, fresh, tokens
+                return
+            _evict(self._lark, origin)
+            self._matcher = fresh
+        self._tokens = tokens
+        self._fail()
+
+    def _fail(self) -> NoReturn:
+        reason = (self._matcher.get_error() or "unknown error").strip().splitlines()[0]
+        _evict(self._lark, self._origin)
         position = len(self._tokens)
-        if self.is_finished:
+        tail = "".join(_token_text(t) for t in self._tokens[-12:])
+        self._failure = GrammarEngineError(
+            f"llguidance failed at position {position} of the turn (after ...{tail!r}): "
+            f"{reason}. This turn cannot be constrained further; reset() starts it again "
+            "(report the grammar and the tokens as an llguidance bug)",
+            position=position,
+        )
+        raise self._failure
+
+    def _rejected(self, token: int, why: str | None = None) -> TokenRejectedError:
+        position = len(self._tokens)
+        if why is not None:
+            reason = why
+        elif self.is_finished:
             reason = "the turn is already finished"
         elif not 0 <= token < VOCAB_SIZE:
             reason = "it is not a token id of o200k_harmony"
+        elif not _may_appear(token):
+            reason = "it is a special token the harmony format never uses in a turn"
         else:
             reason = "the turn grammar does not allow it here"
         text = _token_text(token)
@@ -342,6 +511,11 @@ class TurnMatcher:
             token=token,
             position=position,
         )
+
+
+def _may_appear(token: int) -> bool:
+    """An id of o200k_harmony that a turn may contain (no foreign special token)."""
+    return 0 <= token < st.FIRST_SPECIAL or token in HARMONY_SPECIAL_TOKENS
 
 
 def _token_text(token: int) -> str:
@@ -362,17 +536,60 @@ def mask_to_bool(mask: NDArray[np.int32], size: int = VOCAB_SIZE) -> NDArray[np.
     >>> mask_to_bool(np.array([0b101], dtype=np.int32), 4).tolist()
     [True, False, True, False]
     """
+    return _mask_bits(mask, size).view(np.bool_)
+
+
+def _float_bits() -> dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]]:
+    """Float dtype -> (the signed int of its width, the bits of ``-inf`` in it)."""
+    table: dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]] = {}
+    for float_type, int_type in (
+        (np.float16, np.int16),
+        (np.float32, np.int32),
+        (np.float64, np.int64),
+    ):
+        # Native byte order only: another order's bits would not read as these ints.
+        table[np.dtype(float_type)] = (int_type, int(np.array(-np.inf, float_type).view(int_type)))
+    return table
+
+
+_FLOAT_BITS: Final = _float_bits()
+
+
+def _mask_bits(mask: NDArray[np.int32], size: int) -> NDArray[np.uint8]:
+    """A bitmask as one ``uint8`` 0/1 per id, cut or padded (with 0) to ``size``."""
     words = np.ascontiguousarray(mask, dtype="<i4")
-    bits = np.unpackbits(words.view(np.uint8), bitorder="little").view(np.bool_)
-    if size <= bits.size:
-        return bits[:size]
-    return np.concatenate([bits, np.zeros(size - bits.size, dtype=np.bool_)])
+    return np.unpackbits(words.view(np.uint8), count=size, bitorder="little")
 
 
-def apply_mask(logits: NDArray[np.floating[Any]], mask: NDArray[np.int32]) -> None:
-    """Set the logits of disallowed ids to ``-inf``, in place (last axis = vocabulary).
+def apply_mask(
+    logits: NDArray[np.floating[Any]], mask: NDArray[np.int32], *, copy: bool = False
+) -> NDArray[np.floating[Any]]:
+    """Set the logits of disallowed ids to ``-inf`` (last axis = vocabulary).
 
-    Logits longer than the vocabulary (padded) get ``-inf`` past its end.
+    In place, unless ``copy=True``, which masks a copy and leaves ``logits`` alone;
+    returns the masked array either way. Logits longer than the vocabulary
+    (padded) get ``-inf`` past its end.
+
+    >>> import numpy as np
+    >>> apply_mask(np.zeros(4, dtype=np.float32), np.array([0b101], dtype=np.int32)).tolist()
+    [0.0, -inf, 0.0, -inf]
     """
-    allowed = mask_to_bool(mask, logits.shape[-1])
-    logits[..., ~allowed] = -np.inf
+    if copy:
+        logits = logits.copy()
+    bits = _mask_bits(mask, logits.shape[-1])
+    known = _FLOAT_BITS.get(logits.dtype)
+    if known is None:  # other float types (longdouble): numpy's masked copy
+        np.copyto(logits, -np.inf, where=~bits.view(np.bool_))
+        return logits
+    # Branch-free on the floats' bits: keep them where allowed, write -inf elsewhere.
+    # A boolean index or copyto(where=) branches per element, which costs up to 30x
+    # as much on masks that alternate (a JSON string's allowed set).
+    int_type, neg_inf = known
+    keep = bits.astype(int_type)
+    np.negative(keep, out=keep)  # all ones where allowed, 0 where not
+    words = logits.view(int_type)
+    words &= keep
+    np.invert(keep, out=keep)  # all ones where not allowed
+    keep &= int_type(neg_inf)
+    words |= keep
+    return logits
