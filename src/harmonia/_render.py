@@ -18,6 +18,7 @@ from ._content import Content, DeveloperContent, SystemContent, TextContent
 from ._cot import dropped_indices, resolve_policy
 from ._enums import Role
 from ._errors import RenderError
+from ._jsonfmt import MAX_NESTING, too_deep
 from ._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
 from ._prompt_text import developer_text, has_function_tools, system_text
 from ._tokenizer import Tokenizer
@@ -187,8 +188,12 @@ class Renderer:
         index: int | None,
         j: int,
     ) -> list[int]:
+        raw = part.to_dict()
         try:
-            value = json.dumps(part.to_dict())
+            value = json.dumps(raw)
+        except RecursionError:
+            # Far deeper than MAX_NESTING: the check below names where.
+            value = None
         except (TypeError, ValueError) as exc:
             raise RenderError(
                 f"content is not JSON-serialisable: {exc}",
@@ -196,14 +201,28 @@ class Renderer:
                 path=f"content[{j}]",
             ) from None
         key = (part.TYPE, has_ft, typescript, value)
-        ids = self._contents.get(key)
+        ids = None if value is None else self._contents.get(key)
         if ids is None:
+            # Checked on a cache miss only: a cached key was checked when it was stored.
+            deep = too_deep(raw, MAX_NESTING)
+            if deep is not None:
+                raise RenderError(
+                    f"content nests more than {MAX_NESTING} levels deep; flatten the schema "
+                    "(the reference refuses such messages too)",
+                    message_index=index,
+                    path=_short_path(f"content[{j}]{deep}"),
+                )
             to_ts = _typescript_converter(typescript)
             try:
                 if isinstance(part, SystemContent):
                     text = system_text(part, has_ft, to_ts)
                 else:
                     text = developer_text(part, to_ts)
+            except RenderError as exc:
+                # A converter's own error, with the path of the schema inside the content.
+                raise RenderError(
+                    exc.reason, message_index=index, path=_short_path(f"content[{j}]{exc.path}")
+                ) from None
             except (TypeError, ValueError) as exc:
                 raise RenderError(
                     f"cannot render tool schemas: {exc}", message_index=index, path=f"content[{j}]"
@@ -259,6 +278,13 @@ def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
         for m in messages
         for part in m.content
     )
+
+
+def _short_path(path: str, limit: int = 240) -> str:
+    """A path cut in the middle when very long (deep schemas give kilobytes of it)."""
+    if len(path) <= limit:
+        return path
+    return path[: limit // 2] + " ... " + path[-limit // 2 :]
 
 
 def _rust_role(role: Role) -> str:
