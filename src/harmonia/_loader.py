@@ -305,7 +305,9 @@ def _build(name: str) -> BpeEngine:
     python = PythonBpe(ordinary_ranks(), classes)
     if name == "python":
         return python
-    return TieredEngine(python, lambda: get_engine("quicktok"))
+    tiered = TieredEngine(python, lambda: get_engine("quicktok"))
+    python.long_piece_delegate = tiered.encode_long_piece
+    return tiered
 
 
 def get_engine(name: str | None = None) -> BpeEngine:

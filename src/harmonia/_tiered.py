@@ -82,6 +82,17 @@ class TieredEngine:
             self.switch()
         return ids
 
+    def encode_long_piece(self, piece: str) -> list[int] | None:
+        """Encode one piece too long for Python's merge with quicktok, building it now.
+
+        The Python encoder calls this for long pieces that it cannot tile: merging
+        one costs about ten microseconds a byte, so a 100 KB word alone would cost
+        more than the build. Returns None (merge in Python) if quicktok is unavailable.
+        """
+        self.switch()
+        fast = self._fast
+        return None if fast is None else fast(piece)
+
     def switch(self) -> Callable[[str], list[int]]:
         """Build the fast encoder now (if not yet built) and use it from now on."""
         with self._lock:
