@@ -10,6 +10,7 @@ is the content's JSON, so a later change to the object can never hit a stale ent
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -113,6 +114,7 @@ class Renderer:
     ) -> list[int]:
         author = message.author
         role = author.role
+        _check_header(message, index)
         out = [st.START]
         if role is Role.TOOL:
             if author.name is None:
@@ -269,6 +271,75 @@ class Renderer:
             if last.author.role is Role.ASSISTANT and last.channel == "final":
                 out[-1] = st.RETURN
         return out
+
+
+# A header field is one word: whitespace would split it, and "<" would end a
+# channel or start (the text of) a special token when the header is parsed back.
+_NOT_ONE_WORD: Final = re.compile(r"\s|<")
+_ROLE_WORDS: Final = frozenset(role.value for role in Role if role is not Role.TOOL)
+
+
+def _check_header(message: Message, index: int | None) -> None:
+    """Refuse header fields the strict parser could not read back as they are.
+
+    Everything harmonia renders must parse back to the same message; the
+    reference renders these too, but its parser then fails or misreads them.
+    """
+    author = message.author
+    if author.name is not None:
+        # A tool's name stands where the role does; others follow "role:".
+        what = "tool name" if author.role is Role.TOOL else "author name"
+        _check_word(author.name, index, "author.name", what)
+        # `assistant` or `user:bob` where a tool's name stands reads back as that role.
+        if author.role is Role.TOOL and author.name.partition(":")[0] in _ROLE_WORDS:
+            raise RenderError(
+                f"a tool named {author.name!r} would read back as a role: rename the tool",
+                message_index=index,
+                path="author.name",
+            )
+    if message.recipient is not None:
+        _check_word(message.recipient, index, "recipient", "recipient")
+    if message.channel is not None:
+        _check_word(message.channel, index, "channel", "channel")
+    content_type = message.content_type
+    if content_type is not None:
+        if content_type.startswith(_CONSTRAIN_PREFIX):
+            # `<|constrain|> json` reads back as written; a bare marker does not.
+            constraint = content_type[len(_CONSTRAIN_PREFIX) :].lstrip()
+            _check_word(constraint, index, "content_type", "content type constraint")
+        else:
+            _check_word(content_type, index, "content_type", "content type")
+            if content_type.startswith("to="):
+                raise RenderError(
+                    f"content type {content_type!r} would read back as a recipient",
+                    message_index=index,
+                    path="content_type",
+                )
+            if message.recipient in (None, "all"):  # "all" is not written
+                # `<|channel|>final json` reads back as recipient "json".
+                raise RenderError(
+                    f"content type {content_type!r} without a recipient would read back as "
+                    f"the recipient: write it as '<|constrain|>{content_type}' or add a "
+                    "recipient",
+                    message_index=index,
+                    path="content_type",
+                )
+
+
+def _check_word(value: object, index: int | None, path: str, what: str) -> None:
+    if not isinstance(value, str):
+        raise RenderError(
+            f"{what} must be a string, not {type(value).__name__}",
+            message_index=index,
+            path=path,
+        )
+    if not value or _NOT_ONE_WORD.search(value):
+        raise RenderError(
+            f"{what} {value!r} cannot be written in a message header: use a non-empty "
+            "word without whitespace or '<' (or None to leave it out)",
+            message_index=index,
+            path=path,
+        )
 
 
 def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
