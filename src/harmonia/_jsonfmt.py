@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 __all__ = [
     "MAX_NESTING",
@@ -92,6 +92,9 @@ def serde_roundtrip(value: object, max_depth: int | None = None) -> JsonValue:
     return _roundtrip(value, max_depth)
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def too_deep(value: object, limit: int) -> str | None:
     """The path of the first container nested more than ``limit`` levels deep, else None.
 
@@ -101,6 +104,16 @@ def too_deep(value: object, limit: int) -> str | None:
     >>> too_deep({"a": [[1]]}, 3), too_deep({"a": [[1]]}, 2)
     (None, '.a[0]')
     """
+    # A first pass without paths (cheap), a second with them only when needed.
+    shallow: list[tuple[object, int]] = [(value, 1)] if isinstance(value, _CONTAINERS) else []
+    while shallow:
+        node, depth = shallow.pop()
+        if depth > limit:
+            break
+        items = node.values() if isinstance(node, dict) else cast("list[object]", node)
+        shallow.extend((item, depth + 1) for item in items if isinstance(item, _CONTAINERS))
+    else:
+        return None
     stack: list[tuple[object, int, str]] = [(value, 1, "")]
     while stack:
         node, depth, path = stack.pop()

@@ -44,13 +44,34 @@ _WHAT: Mapping[str, str] = MappingProxyType(
 )
 
 
+# How each keyword is checked; keywords not listed are not looked at.
+_ONE_SCHEMA, _SCHEMA_LIST, _SCHEMA_MAP, _ITEMS, _TYPE, _REQUIRED, _ENUM, _REF = range(8)
+_KEYWORDS: Mapping[str, int] = MappingProxyType(
+    {
+        **dict.fromkeys(_ONE, _ONE_SCHEMA),
+        **dict.fromkeys(_MANY, _SCHEMA_LIST),
+        **dict.fromkeys(_MAP, _SCHEMA_MAP),
+        "items": _ITEMS,
+        "type": _TYPE,
+        "required": _REQUIRED,
+        "enum": _ENUM,
+        "$ref": _REF,
+    }
+)
+
+# A path is built only for an error: each pending schema carries its parent's
+# path and its own segment (a key, or a list index), a linked list ending in the
+# caller's path string.
+_Path = tuple["_Path | str", "str | int"]
+
+
 def check_schema(schema: object, path: str) -> None:
     """Raise :class:`RenderError` (with the path) if ``schema`` is not a JSON Schema.
 
     ``None`` (no parameters) and the boolean schemas are fine; ``path`` is where
     ``schema`` sits in its content, such as ``.tools.functions.tools[0].parameters``.
     """
-    stack: list[tuple[object, str]] = [(schema, path)]
+    stack: list[tuple[object, _Path | str]] = [(schema, path)]
     while stack:
         node, where = stack.pop()
         if isinstance(node, bool):
@@ -59,63 +80,64 @@ def check_schema(schema: object, path: str) -> None:
             raise RenderError(
                 f"a schema must be an object or a boolean, not {_kind(node)}: write "
                 'e.g. {"type": "string"}',
-                path=where,
+                path=_text(where),
             )
-        _check_keywords(node, where)
-        stack.extend(reversed(list(_subschemas(node, where))))
+        for key, value in node.items():
+            kind = _KEYWORDS.get(key)
+            if kind is None:
+                continue
+            here = (where, key)
+            if kind == _ONE_SCHEMA or (kind == _ITEMS and not isinstance(value, list)):
+                stack.append((value, here))
+            elif kind in (_SCHEMA_LIST, _ITEMS):
+                if not isinstance(value, list):
+                    raise RenderError(f"schema {key!r} must be {_WHAT[key]}", path=_text(here))
+                stack.extend((item, (here, i)) for i, item in enumerate(value))
+            elif kind == _SCHEMA_MAP:
+                if not isinstance(value, dict):
+                    raise RenderError(
+                        f"schema {key!r} must be {_WHAT[key]}, not {_kind(value)}",
+                        path=_text(here),
+                    )
+                stack.extend((item, (here, name)) for name, item in value.items())
+            else:
+                _check_value(kind, value, here)
 
 
-def _check_keywords(schema: dict[object, object], where: str) -> None:
-    kind = schema.get("type")
-    if "type" in schema:
-        names = kind if isinstance(kind, list) else [kind]
+def _check_value(kind: int, value: object, here: _Path) -> None:
+    if kind == _TYPE:
+        names = value if isinstance(value, list) else [value]
         bad = [name for name in names if not isinstance(name, str) or name not in TYPE_NAMES]
         if bad or not names:
-            shown = f"{kind!r}" if not names else f"{bad[0]!r}"
+            shown = f"{value!r}" if not names else f"{bad[0]!r}"
             raise RenderError(
                 f"schema 'type' is {shown}, not a JSON Schema type: use one of {_TYPE_LIST}",
-                path=f"{where}.type",
+                path=_text(here),
             )
-    required = schema.get("required")
-    if "required" in schema and not (
-        isinstance(required, list) and all(isinstance(name, str) for name in required)
-    ):
+    elif kind == _REQUIRED:
+        if not (isinstance(value, list) and all(isinstance(name, str) for name in value)):
+            raise RenderError(
+                f"schema 'required' must be a list of property names, not {value!r}",
+                path=_text(here),
+            )
+    elif kind == _ENUM:
+        if not isinstance(value, list):
+            raise RenderError(
+                f"schema 'enum' must be a list of values, not {_kind(value)}", path=_text(here)
+            )
+    elif not isinstance(value, str):  # $ref
         raise RenderError(
-            f"schema 'required' must be a list of property names, not {required!r}",
-            path=f"{where}.required",
-        )
-    if "enum" in schema and not isinstance(schema["enum"], list):
-        raise RenderError(
-            f"schema 'enum' must be a list of values, not {_kind(schema['enum'])}",
-            path=f"{where}.enum",
-        )
-    if "$ref" in schema and not isinstance(schema["$ref"], str):
-        raise RenderError(
-            f"schema '$ref' must be a string such as '#/$defs/Name', not {_kind(schema['$ref'])}",
-            path=f"{where}.$ref",
+            f"schema '$ref' must be a string such as '#/$defs/Name', not {_kind(value)}",
+            path=_text(here),
         )
 
 
-def _subschemas(schema: dict[object, object], where: str) -> list[tuple[object, str]]:
-    out: list[tuple[object, str]] = []
-    for key in (*_ONE, *_MANY, *_MAP, "items"):
-        if key not in schema:
-            continue
-        value = schema[key]
-        here = f"{where}.{key}"
-        if key in _ONE or (key == "items" and not isinstance(value, list)):
-            out.append((value, here))
-        elif key in _MANY or key == "items":
-            if not isinstance(value, list):
-                raise RenderError(f"schema {key!r} must be {_WHAT[key]}", path=here)
-            out.extend((item, f"{here}[{i}]") for i, item in enumerate(value))
-        else:
-            if not isinstance(value, dict):
-                raise RenderError(
-                    f"schema {key!r} must be {_WHAT[key]}, not {_kind(value)}", path=here
-                )
-            out.extend((item, f"{here}.{name}") for name, item in value.items())
-    return out
+def _text(path: _Path | str) -> str:
+    segments = []
+    while not isinstance(path, str):
+        path, segment = path
+        segments.append(f"[{segment}]" if isinstance(segment, int) else f".{segment}")
+    return path + "".join(reversed(segments))
 
 
 def _kind(value: object) -> str:
