@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from harmonia import (
     Conversation,
     DeveloperContent,
+    InputError,
     Message,
     RenderConversationConfig,
     RenderError,
@@ -204,3 +205,11 @@ def test_any_ref_graph_renders_or_is_refused(enc: Any, edges: list[list[int]], m
     if isinstance(result, RenderError):
         assert mode == "corrected"
         assert "levels deep" in str(result) or "characters" in str(result)
+
+
+def test_a_very_deep_message_is_an_input_error_as_json() -> None:
+    message = conversation("function", nest(10_000, ["array"])).messages[0]
+    with pytest.raises(InputError, match="nests too deeply to be written as JSON"):
+        message.to_json()
+    with pytest.raises(InputError, match="nests too deeply"):
+        Conversation.from_messages([message]).to_json()
