@@ -117,3 +117,31 @@ def test_the_auto_engine_delegates_long_pieces() -> None:
     python = engine._python
     assert isinstance(python, _pybpe.PythonBpe)
     assert python.long_piece_delegate == engine.encode_long_piece
+
+
+class _SpyPython:
+    """The Python encoder, counting the characters it is asked to encode."""
+
+    name = "python"
+
+    def __init__(self) -> None:
+        self.inner = _pybpe.PythonBpe(_loader.ordinary_ranks(), _loader.unicode_classes())
+        self.chars = 0
+        self.token_bytes = self.inner.token_bytes
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.chars += len(text)
+        return self.inner.encode_ordinary(text)
+
+
+def test_a_text_too_big_for_the_budget_switches_before_it_is_encoded() -> None:
+    python = _SpyPython()
+    build = _Build()
+    engine = _tiered.TieredEngine(python, build, switch_after_seconds=0.05)
+    small = "Hello world. " * 100
+    assert engine.encode_ordinary(small) == QUICK.encode_ordinary(small)
+    assert python.chars == len(small) and build.calls == 0
+    big = "Ordinary words, nothing long. " * 5_000  # 150,000 characters: 0.15 s at least
+    assert engine.encode_ordinary(big) == QUICK.encode_ordinary(big)
+    assert python.chars == len(small)  # never reached the Python encoder
+    assert build.calls == 1 and engine.status == "quicktok"

@@ -26,6 +26,12 @@ from typing import Protocol
 #: rule holds for any mix of ASCII and other text and on any machine's speed).
 DEFAULT_SWITCH_AFTER_SECONDS = 0.5
 
+#: A low estimate of what the Python encoder spends per character of ordinary
+#: text (1 to 1.5 microseconds measured): a text that would use up the rest of the
+#: budget by itself switches *before* it is encoded, so one huge request never runs
+#: entirely in Python.
+PYTHON_SECONDS_PER_CHAR = 1e-6
+
 
 class BpeEngine(Protocol):
     """What harmonia needs from a BPE engine: ordinary text to ranks, ranks to bytes."""
@@ -75,6 +81,8 @@ class TieredEngine:
         if fast is not None:
             return fast(text)
         assert python is not None
+        if len(text) * PYTHON_SECONDS_PER_CHAR > self._seconds_left and self._failure is None:
+            return self.switch()(text)
         start = perf_counter()
         ids = python.encode_ordinary(text)
         self._seconds_left -= perf_counter() - start
