@@ -213,3 +213,13 @@ def test_a_very_deep_message_is_an_input_error_as_json() -> None:
         message.to_json()
     with pytest.raises(InputError, match="nests too deeply"):
         Conversation.from_messages([message]).to_json()
+
+
+def test_one_definition_referenced_from_many_places_is_bounded(enc: Any) -> None:
+    # 20,000 fields all inlining the same 100-field definition: 2 million lines.
+    big = {"type": "object", "properties": {f"f{i}": {"type": "string"} for i in range(100)}}
+    props = {f"p{i}": {"$ref": "#/$defs/Big"} for i in range(20_000)}
+    schema = {"type": "object", "properties": props, "$defs": {"Big": big}}
+    result = bounded_render(enc, conversation("function", schema), "corrected")
+    assert isinstance(result, RenderError)
+    assert "expands to more than 1048576 characters" in str(result)

@@ -208,21 +208,21 @@ def _keyword_ref(ref: JsonValue, schema: Schema, indent: str, context: _Context)
         # which shape recurs.
         name = ref.rsplit("/", 1)[-1]
         return _Ts((name,)) if _IDENTIFIER.match(name) else _ANY
-    key = (ref, indent, context.expanding, context.budget.depth)
-    rendered = context.budget.inlined.get(key)
-    if rendered is not None:
-        return rendered
-    target = _resolve_pointer(context.root, ref)
-    if target is _Missing.MISSING:
-        return _ANY  # remote or dangling reference: nothing to show
+    budget = context.budget
+    key = (ref, indent, context.expanding, budget.depth)
     inner = replace(context, expanding=(*context.expanding, ref))
-    rendered = _render(target, indent, inner)
-    # Counted at every inlining, so a definition shared along a path (which
-    # doubles the text per level) stops here instead of growing without end.
-    context.budget.inlined_chars += sum(map(len, rendered.members))
-    if context.budget.inlined_chars > MAX_CHARS:
+    rendered = budget.inlined.get(key)
+    if rendered is None:
+        target = _resolve_pointer(context.root, ref)
+        if target is _Missing.MISSING:
+            return _ANY  # remote or dangling reference: nothing to show
+        rendered = budget.inlined[key] = _render(target, indent, inner)
+    # Counted at every inlining, a reused one too, so a definition shared along a
+    # path (which doubles the text per level) or referenced from thousands of
+    # places stops here instead of growing without end.
+    budget.inlined_chars += sum(map(len, rendered.members))
+    if budget.inlined_chars > MAX_CHARS:
         raise inner.too_big(f"expands to more than {MAX_CHARS} characters")
-    context.budget.inlined[key] = rendered
     return rendered
 
 
