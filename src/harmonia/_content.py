@@ -55,6 +55,16 @@ class ToolDescription:
     description: str
     parameters: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        # As the reference (pydantic) does; a name that is a string but cannot be
+        # declared (empty, with spaces) is refused when the tool is rendered.
+        for field_name in ("name", "description"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str):
+                raise InputError(
+                    f"ToolDescription.{field_name} must be a string, not {type(value).__name__}"
+                )
+
     @classmethod
     def new(
         cls, name: str, description: str, parameters: dict[str, Any] | None = None
@@ -168,10 +178,8 @@ class SystemContent(Content):
     TYPE: ClassVar[str] = "system_content"
 
     def __post_init__(self) -> None:
-        if isinstance(self.reasoning_effort, str) and not isinstance(
-            self.reasoning_effort, ReasoningEffort
-        ):
-            self.reasoning_effort = ReasoningEffort(self.reasoning_effort)
+        if self.reasoning_effort is not None:
+            self.reasoning_effort = _reasoning_effort(self.reasoning_effort)
 
     @classmethod
     def new(cls) -> SystemContent:
@@ -181,8 +189,14 @@ class SystemContent(Content):
         self.model_identity = model_identity
         return self
 
-    def with_reasoning_effort(self, effort: ReasoningEffort) -> SystemContent:
-        self.reasoning_effort = effort
+    def with_reasoning_effort(self, effort: ReasoningEffort | str | None) -> SystemContent:
+        """Set the effort: a :class:`ReasoningEffort`, its name in any case (``"high"``)
+        or ``None`` (no ``Reasoning:`` line).
+
+        >>> SystemContent.new().with_reasoning_effort("high").reasoning_effort
+        <ReasoningEffort.HIGH: 'High'>
+        """
+        self.reasoning_effort = None if effort is None else _reasoning_effort(effort)
         return self
 
     def with_conversation_start_date(self, date: str) -> SystemContent:
@@ -239,13 +253,25 @@ class SystemContent(Content):
                 setattr(out, key, raw[key])
         if "reasoning_effort" in raw:
             effort = raw["reasoning_effort"]
-            out.reasoning_effort = None if effort is None else ReasoningEffort(effort)
+            out.reasoning_effort = None if effort is None else _reasoning_effort(effort)
         if "channel_config" in raw:
             cc = raw["channel_config"]
             out.channel_config = None if cc is None else ChannelConfig.from_dict(cc)
         if "tools" in raw:
             out.tools = _tools_from_dict(raw["tools"])
         return out
+
+
+def _reasoning_effort(value: object) -> ReasoningEffort:
+    """A ReasoningEffort from itself or its name in any case; InputError otherwise."""
+    if isinstance(value, ReasoningEffort):
+        return value
+    if isinstance(value, str):
+        for effort in ReasoningEffort:
+            if value.lower() == effort.value.lower():
+                return effort
+    names = ", ".join(repr(effort.value.lower()) for effort in ReasoningEffort)
+    raise InputError(f"reasoning_effort must be a ReasoningEffort or one of {names}, not {value!r}")
 
 
 @dataclass(slots=True)

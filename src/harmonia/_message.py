@@ -12,6 +12,18 @@ from ._enums import Role
 from ._errors import InputError
 from ._names import CotPolicyName, TypeScriptMode
 
+
+def _dumps(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except RecursionError:
+        # json.dumps recurses once per level; thousands of levels exhaust the stack.
+        raise InputError(
+            "the value nests too deeply to be written as JSON (some tool schema "
+            "is thousands of levels deep); flatten it"
+        ) from None
+
+
 #: How tool schemas become TypeScript: "reference" (byte-exact) or "corrected".
 DEFAULT_TYPESCRIPT_MODE: Final[TypeScriptMode] = "reference"
 
@@ -109,7 +121,7 @@ class Message:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return _dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Message:
@@ -165,7 +177,7 @@ class Conversation:
         return {"messages": [m.to_dict() for m in self.messages]}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return _dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | Sequence[Any]) -> Conversation:

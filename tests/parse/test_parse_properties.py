@@ -40,7 +40,7 @@ _WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B)
 )
 _word_chars = st.characters(
-    blacklist_characters=_WS + "<",
+    blacklist_characters=_WS + "\x1c\x1d\x1e\x1f<",  # the renderer refuses all str.isspace()
     codec="utf-8",
 )
 word = st.text(_word_chars, min_size=1, max_size=12)
@@ -62,9 +62,9 @@ def messages(draw: st.DrawFn) -> Message:
     if role is Role.TOOL:
         name: str | None = draw(field_word.filter(tool_name_ok))
     else:
-        name = draw(st.one_of(st.none(), st.text(_word_chars, max_size=8)))
+        name = draw(st.one_of(st.none(), st.text(_word_chars, min_size=1, max_size=8)))
     text = draw(st.text(st.characters(codec="utf-8"), max_size=40))
-    recipient = draw(st.one_of(st.none(), field_word.filter(lambda w: w != "all"), st.just("")))
+    recipient = draw(st.one_of(st.none(), field_word.filter(lambda w: w != "all")))
     ct_constrain = st.builds(
         lambda ws, w: CONSTRAIN_MARK + ws + w,
         st.sampled_from(["", " ", "  "]),
@@ -78,8 +78,7 @@ def messages(draw: st.DrawFn) -> Message:
         )
         content_type = draw(st.one_of(st.none(), ct_constrain, bare))
     channel = draw(st.one_of(st.none(), st.sampled_from(["analysis", "commentary", "final"]), word))
-    if draw(st.booleans()) and (content_type is None or content_type.startswith(CONSTRAIN_MARK)):
-        channel = ""  # an empty channel round-trips when no bare content type follows
+    # Empty fields ("", a bare <|constrain|>) are refused by the renderer.
     return Message(Author(role, name), [h.TextContent(text)], channel, recipient, content_type)
 
 

@@ -84,14 +84,6 @@ def test_worked_examples(enc: HarmonyEncoding, message: Message, expected: list[
     ("build", "text"),
     [
         (lambda m: m.with_recipient("all"), "<|start|>assistant<|message|>x<|call|>"),
-        (lambda m: m.with_recipient(""), "<|start|>assistant to=<|message|>x<|call|>"),
-        (lambda m: m.with_content_type(""), "<|start|>assistant <|message|>x<|end|>"),
-        (lambda m: m.with_content_type("json"), "<|start|>assistant json<|message|>x<|end|>"),
-        (
-            lambda m: m.with_content_type("<|constrain|>"),
-            "<|start|>assistant <|constrain|><|message|>x<|end|>",
-        ),
-        (lambda m: m.with_channel(""), "<|start|>assistant<|channel|><|message|>x<|end|>"),
         (
             lambda m: m.with_recipient("user").with_channel("final").with_content_type("text"),
             "<|start|>assistant to=user<|channel|>final text<|message|>x<|call|>",
@@ -103,9 +95,28 @@ def test_header_edge_cases(enc: HarmonyEncoding, build: object, text: str) -> No
     assert enc.decode_utf8(enc.render(m)) == text
 
 
+@pytest.mark.parametrize(
+    ("build", "path"),
+    [
+        # The reference renders these, but no parser reads them back as written
+        # (`to=<|message|>`, `assistant json` read as recipient json, ...).
+        (lambda m: m.with_recipient(""), "recipient"),
+        (lambda m: m.with_content_type(""), "content_type"),
+        (lambda m: m.with_content_type("json"), "content_type"),
+        (lambda m: m.with_content_type("<|constrain|>"), "content_type"),
+        (lambda m: m.with_channel(""), "channel"),
+        (lambda m: m.with_channel("X  "), "channel"),
+    ],
+)
+def test_header_fields_that_cannot_be_read_back_are_refused(
+    enc: HarmonyEncoding, build: object, path: str
+) -> None:
+    with pytest.raises(RenderError) as info:
+        enc.render(build(assistant("x")))  # type: ignore[operator]
+    assert info.value.path == path
+
+
 def test_header_pieces_are_encoded_separately(enc: HarmonyEncoding) -> None:
-    m = assistant("x", "X  ").with_content_type("")
-    assert enc.render(m)[2:6] == [200005, 55, 256, 220]
     two_parts = Message.from_role_and_contents(Role.USER, ["hel", "lo"])
     assert enc.render(two_parts)[3:5] == [4161, 746]
 
@@ -113,32 +124,27 @@ def test_header_pieces_are_encoded_separately(enc: HarmonyEncoding) -> None:
 def test_constrain_prefix_is_the_only_special_token_from_text(enc: HarmonyEncoding) -> None:
     m = assistant("x").with_content_type("<|constrain|> json")
     assert enc.render(m)[2:6] == [220, 200003, 5701, 200008]
-    m = assistant("x").with_content_type(" <|constrain|>json")
-    assert 200003 not in enc.render(m)
+    m = assistant("x").with_recipient("f").with_content_type("a<|constrain|>json")
+    with pytest.raises(RenderError, match="cannot be written in a message header"):
+        enc.render(m)  # never a special token from text: refused, not rendered
 
 
 @pytest.mark.parametrize("token", sorted(SPECIAL_TOKENS))
 def test_special_token_text_in_user_content_is_plain_text(enc: HarmonyEncoding, token: str) -> None:
     """Prompt-injection guard: no text a user writes becomes a special token."""
     for text in (token, f"a{token}b", f"{token}{token}"):
-        cases = [
-            (msg(Role.USER, text), f"<|start|>user<|message|>{text}<|end|>", 3),
-            (
-                Message.from_author_and_content(Author.new(Role.USER, text), text),
-                f"<|start|>user:{text}<|message|>{text}<|end|>",
-                3,
-            ),
-            (
-                assistant(text, text).with_recipient(text),
-                f"<|start|>assistant to={text}<|channel|>{text}<|message|>{text}<|call|>",
-                4,
-            ),
-        ]
-        for m, expected_text, framing in cases:
-            tokens = enc.render(m)
-            assert enc.decode_utf8(tokens) == expected_text
-            # the only special ids are the renderer's own framing tokens
-            assert len([t for t in tokens if t >= FIRST_SPECIAL]) == framing
+        tokens = enc.render(msg(Role.USER, text))
+        assert enc.decode_utf8(tokens) == f"<|start|>user<|message|>{text}<|end|>"
+        # the only special ids are the renderer's own framing tokens
+        assert len([t for t in tokens if t >= FIRST_SPECIAL]) == 3
+        # In a header, such text would read back as the token: refused, never rendered.
+        for m in (
+            Message.from_author_and_content(Author.new(Role.USER, text), text),
+            assistant("x", text),
+            assistant("x").with_recipient(text),
+        ):
+            with pytest.raises(RenderError, match="cannot be written in a message header"):
+                enc.render(m)
 
 
 def test_end_tokens(enc: HarmonyEncoding) -> None:

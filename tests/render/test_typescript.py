@@ -191,10 +191,16 @@ def test_format_f64_round_trips_and_has_rust_shape(value: float) -> None:
 
 
 @given(finite_floats)
-def test_serde_float_parse_is_within_one_ulp(value: float) -> None:
+def test_serde_float_parse_is_within_a_few_ulps(value: float) -> None:
+    # serde_json (without float_roundtrip) rounds three times: the decimal
+    # significand to f64, the POW10 table entry, and the multiply or divide.
+    # That is usually within one ulp, but not always: 9.110997659310145e-228
+    # comes back two ulps low, in the reference's renderings too (checked
+    # against openai_harmony). Exactness against the reference is the
+    # differential tests' job; this bounds the error.
     parsed = parse_serde_number(repr(value))
     assert isinstance(parsed, float)
-    assert parsed == value or math.nextafter(value, parsed) == parsed
+    assert abs(parsed - value) <= 3 * math.ulp(value)
 
 
 @given(st.integers(1, 2**53), st.integers(-22, 22))

@@ -11,7 +11,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._content import DeveloperContent, ResponseFormat, SystemContent, ToolNamespaceConfig
+from .._errors import RenderError
 from .._names import FUNCTIONS
+from .schema_check import check_schema
 
 SchemaConverter = Callable[[Any], str]
 
@@ -36,26 +38,46 @@ def rust_lines(text: str) -> list[str]:
     return pieces
 
 
-def namespace_block(ns: ToolNamespaceConfig, to_typescript: SchemaConverter) -> str:
+def namespace_block(ns: ToolNamespaceConfig, to_typescript: SchemaConverter, path: str = "") -> str:
+    """One namespace's text; ``path`` locates ``ns`` in its content, for errors."""
     lines = [f"## {ns.name}\n"]
     if ns.description is not None:
         prefix = "// " if ns.tools else ""
         lines += [prefix + line for line in rust_lines(ns.description)]
     if ns.tools:
+        _check_declarable(ns.name, f"{path}.name", "tool namespace")
         lines.append(f"namespace {ns.name} {{\n")
-        for tool in ns.tools:
+        for i, tool in enumerate(ns.tools):
+            where = f"{path}.tools[{i}]"
+            _check_declarable(tool.name, f"{where}.name", "tool")
             lines += ["// " + line for line in rust_lines(tool.description)]
             if tool.parameters is None:
                 lines.append(f"type {tool.name} = () => any;\n")
-            else:
-                lines.append(f"type {tool.name} = (_: {to_typescript(tool.parameters)}) => any;\n")
+                continue
+            check_schema(tool.parameters, f"{where}.parameters")
+            try:
+                params = to_typescript(tool.parameters)
+            except RenderError as exc:
+                raise RenderError(exc.reason, path=f"{where}.parameters{exc.path}") from None
+            lines.append(f"type {tool.name} = (_: {params}) => any;\n")
         lines.append(f"}} // namespace {ns.name}")
     return "\n".join(lines)
 
 
+def _check_declarable(name: object, path: str, what: str) -> None:
+    # `type get weather = ...` or `type  = ...` declares nothing the model can call
+    # (the reference renders them anyway); such a name is refused here.
+    if not isinstance(name, str) or not name or any(char.isspace() for char in name):
+        raise RenderError(
+            f"{what} name {name!r} cannot be declared: use a non-empty name without "
+            "whitespace, such as 'get_weather'",
+            path=path,
+        )
+
+
 def tools_section(tools: Mapping[str, ToolNamespaceConfig], to_typescript: SchemaConverter) -> str:
     # Namespaces are ordered by their key (the reference keeps them in a BTreeMap).
-    blocks = [namespace_block(tools[key], to_typescript) for key in sorted(tools)]
+    blocks = [namespace_block(tools[key], to_typescript, f".tools.{key}") for key in sorted(tools)]
     return "# Tools\n\n" + "\n\n".join(blocks)
 
 
@@ -93,7 +115,8 @@ def system_text(
     return "\n\n".join(sections)
 
 
-def response_format_block(fmt: ResponseFormat) -> str:
+def response_format_block(fmt: ResponseFormat, path: str = "") -> str:
+    check_schema(fmt.schema, f"{path}.schema")
     lines = [f"## {fmt.name}", ""]
     if fmt.description is not None:
         lines += ["// " + line for line in rust_lines(fmt.description)]
@@ -108,7 +131,10 @@ def developer_text(content: DeveloperContent, to_typescript: SchemaConverter) ->
     if content.tools:
         sections.append(tools_section(content.tools, to_typescript))
     if content.response_formats:
-        blocks = [response_format_block(f) for f in content.response_formats]
+        blocks = [
+            response_format_block(f, f".response_formats[{i}]")
+            for i, f in enumerate(content.response_formats)
+        ]
         sections.append("# Response Formats\n\n" + "\n\n".join(blocks))
     return "\n\n".join(sections)
 

@@ -10,6 +10,7 @@ is the content's JSON, so a later change to the object can never hit a stale ent
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -22,6 +23,7 @@ from .._tokenizer import Tokenizer
 from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
+from .serde_json import MAX_NESTING, too_deep
 
 TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
 TYPESCRIPT_CORRECTED: Final[TypeScriptMode] = "corrected"
@@ -59,6 +61,12 @@ class Renderer:
         self._contents: dict[tuple[object, ...], list[int]] = {}
         self._texts: dict[str, list[int]] = {}
         self._texts_size = 0  # characters held by _texts
+        # Header fields by value, each checked when it enters (see _header).
+        self._names: dict[str, list[int]] = {}
+        self._tool_names: dict[str, list[int]] = {}
+        self._recipients: dict[str, list[int]] = {}
+        self._channels: dict[str, list[int]] = {}
+        self._content_types: dict[str, list[int]] = {}
 
     def clear_caches(self) -> None:
         """Forget every cached encoding (the benchmark uses this to time cold renders)."""
@@ -66,6 +74,14 @@ class Renderer:
         self._contents.clear()
         self._texts.clear()
         self._texts_size = 0
+        for fields in (
+            self._names,
+            self._tool_names,
+            self._recipients,
+            self._channels,
+            self._content_types,
+        ):
+            fields.clear()
 
     # -- encoding helpers -----------------------------------------------------
 
@@ -106,6 +122,91 @@ class Renderer:
 
     # -- one message ----------------------------------------------------------
 
+    def _header(self, message: Message, role: Role, index: int | None) -> list[int]:
+        """``<|start|>`` to just before ``<|message|>``.
+
+        Each field's ids are cached by its value, in one cache per field: a value
+        is checked (see :func:`_check_header`) when it first enters its cache, so a
+        repeated header costs dictionary lookups only.
+        """
+        out = [st.START]
+        name = message.author.name
+        if role is Role.TOOL:
+            if name is None:
+                raise RenderError(
+                    "Tools should have a name!", message_index=index, path="author.name"
+                )
+            ids = self._tool_names.get(name)
+            if ids is None:
+                _check_tool_name(name, index)
+                ids = self._field(self._tool_names, name, name, index, "author.name")
+            out += ids
+        else:
+            out += self._piece(role.value, index, "author.role")
+            if name is not None:
+                ids = self._names.get(name)
+                if ids is None:
+                    _check_word(name, index, "author.name", "author name")
+                    ids = self._field(self._names, name, ":" + name, index, "author.name")
+                out += ids
+        recipient = message.recipient
+        addressed = recipient is not None and recipient != "all"  # "all" is not written
+        if recipient is not None and addressed:
+            ids = self._recipients.get(recipient)
+            if ids is None:
+                _check_word(recipient, index, "recipient", "recipient")
+                ids = self._field(
+                    self._recipients, recipient, " to=" + recipient, index, "recipient"
+                )
+            out += ids
+        channel = message.channel
+        if channel is not None:
+            out.append(st.CHANNEL)
+            ids = self._channels.get(channel)
+            if ids is None:
+                _check_word(channel, index, "channel", "channel")
+                ids = self._field(self._channels, channel, channel, index, "channel")
+            out += ids
+        content_type = message.content_type
+        if content_type is not None:
+            ids = self._content_types.get(content_type)
+            if ids is None:
+                ids = self._content_type(content_type, index)
+            if not addressed and not content_type.startswith(CONSTRAIN):
+                # `<|channel|>final json` reads back as recipient "json".
+                raise RenderError(
+                    f"content type {content_type!r} without a recipient would read back as "
+                    f"the recipient: write it as '<|constrain|>{content_type}' or add a "
+                    "recipient",
+                    message_index=index,
+                    path="content_type",
+                )
+            out += ids
+        return out
+
+    def _field(
+        self, cache: dict[str, list[int]], value: str, text: str, index: int | None, path: str
+    ) -> list[int]:
+        """Encode a checked header field and cache its ids under its value."""
+        ids = self._text(text, index, path)
+        if len(cache) >= _PIECE_CACHE_LIMIT:
+            cache.clear()
+        cache[value] = ids
+        return ids
+
+    def _content_type(self, content_type: str, index: int | None) -> list[int]:
+        _check_content_type(content_type, index)
+        if content_type.startswith(CONSTRAIN):
+            rest = content_type[len(CONSTRAIN) :]
+            ids = [*_SPACE, st.CONSTRAIN, *self._text(rest, index, "content_type")]
+            if len(self._content_types) >= _PIECE_CACHE_LIMIT:
+                self._content_types.clear()
+            self._content_types[content_type] = ids
+            return ids
+        return self._field(
+            self._content_types, content_type, " " + content_type, index, "content_type"
+        )
+
     def render_message(
         self,
         message: Message,
@@ -115,35 +216,16 @@ class Renderer:
     ) -> list[int]:
         author = message.author
         role = author.role
-        out = [st.START]
-        if role is Role.TOOL:
-            if author.name is None:
-                raise RenderError(
-                    "Tools should have a name!", message_index=index, path="author.name"
-                )
-            out += self._piece(author.name, index, "author.name")
-        else:
-            out += self._piece(role.value, index, "author.role")
-            if author.name is not None:
-                out += self._piece(":" + author.name, index, "author.name")
-        recipient = message.recipient
-        if recipient is not None and recipient != "all":
-            out += self._piece(" to=" + recipient, index, "recipient")
-        if message.channel is not None:
-            out.append(st.CHANNEL)
-            out += self._piece(message.channel, index, "channel")
-        content_type = message.content_type
-        if content_type is not None:
-            if content_type.startswith(CONSTRAIN):
-                out += _SPACE
-                out.append(st.CONSTRAIN)
-                out += self._piece(content_type[len(CONSTRAIN) :], index, "content_type")
-            else:
-                out += self._piece(" " + content_type, index, "content_type")
+        try:
+            out = self._header(message, role, index)
+        except TypeError:  # an unhashable field: say which
+            _check_header(message, index)
+            raise
         out.append(st.MESSAGE)
         for j, part in enumerate(message.content):
             out += self._content(part, role, has_function_tools, typescript, index, j)
-        out.append(st.CALL if role is Role.ASSISTANT and recipient is not None else st.END)
+        ends_turn = role is Role.ASSISTANT and message.recipient is not None
+        out.append(st.CALL if ends_turn else st.END)
         return out
 
     def _content(
@@ -190,8 +272,12 @@ class Renderer:
         index: int | None,
         j: int,
     ) -> list[int]:
+        raw = part.to_dict()
         try:
-            value = json.dumps(part.to_dict())
+            value = json.dumps(raw)
+        except RecursionError:
+            # Far deeper than MAX_NESTING: the check below names where.
+            value = None
         except (TypeError, ValueError) as exc:
             raise RenderError(
                 f"content is not JSON-serialisable: {exc}",
@@ -199,14 +285,30 @@ class Renderer:
                 path=f"content[{j}]",
             ) from None
         key = (part.TYPE, has_ft, typescript, value)
-        ids = self._contents.get(key)
+        ids = None if value is None else self._contents.get(key)
         if ids is None:
+            # Checked on a cache miss only: a cached key was checked when it was stored.
+            # Nesting cannot exceed the number of brackets in the JSON text.
+            brackets = MAX_NESTING + 1 if value is None else value.count("{") + value.count("[")
+            deep = too_deep(raw, MAX_NESTING) if brackets > MAX_NESTING else None
+            if deep is not None:
+                raise RenderError(
+                    f"content nests more than {MAX_NESTING} levels deep; flatten the schema "
+                    "(the reference refuses such messages too)",
+                    message_index=index,
+                    path=_short_path(f"content[{j}]{deep}"),
+                )
             to_ts = typescript_converter(typescript)
             try:
                 if isinstance(part, SystemContent):
                     text = system_text(part, has_ft, to_ts)
                 else:
                     text = developer_text(part, to_ts)
+            except RenderError as exc:
+                # A converter's own error, with the path of the schema inside the content.
+                raise RenderError(
+                    exc.reason, message_index=index, path=_short_path(f"content[{j}]{exc.path}")
+                ) from None
             except (TypeError, ValueError) as exc:
                 raise RenderError(
                     f"cannot render tool schemas: {exc}", message_index=index, path=f"content[{j}]"
@@ -255,6 +357,81 @@ class Renderer:
         return out
 
 
+# A header field is one word: whitespace would split it, and "<" would end a
+# channel or start (the text of) a special token when the header is parsed back.
+_NOT_ONE_WORD: Final = re.compile(r"\s|<")
+_ROLE_WORDS: Final = frozenset(role.value for role in Role if role is not Role.TOOL)
+
+
+def _check_header(message: Message, index: int | None) -> None:
+    """Refuse header fields the strict parser could not read back as they are.
+
+    Everything harmonia renders must parse back to the same message; the
+    reference renders these too, but its parser then fails or misreads them.
+    (The renderer checks each field as it first meets it; this checks them all.)
+    """
+    name = message.author.name
+    if name is not None:
+        if message.author.role is Role.TOOL:
+            _check_tool_name(name, index)
+        else:
+            _check_word(name, index, "author.name", "author name")
+    if message.recipient is not None:
+        _check_word(message.recipient, index, "recipient", "recipient")
+    if message.channel is not None:
+        _check_word(message.channel, index, "channel", "channel")
+    if message.content_type is not None:
+        _check_content_type(message.content_type, index)
+
+
+def _check_tool_name(name: object, index: int | None) -> None:
+    # A tool's name stands where the role does: `assistant` or `user:bob` there
+    # reads back as that role.
+    if _check_word(name, index, "author.name", "tool name").partition(":")[0] in _ROLE_WORDS:
+        raise RenderError(
+            f"a tool named {name!r} would read back as a role: rename the tool",
+            message_index=index,
+            path="author.name",
+        )
+
+
+def _check_content_type(content_type: object, index: int | None) -> None:
+    """The content type on its own (without a recipient, only `<|constrain|>X` reads back)."""
+    if not isinstance(content_type, str):
+        _check_word(content_type, index, "content_type", "content type")
+        return
+    if content_type.startswith(CONSTRAIN):
+        # `<|constrain|> json` reads back as written; a bare marker does not.
+        constraint = content_type[len(CONSTRAIN) :].lstrip()
+        _check_word(constraint, index, "content_type", "content type constraint")
+        return
+    _check_word(content_type, index, "content_type", "content type")
+    if content_type.startswith("to="):
+        raise RenderError(
+            f"content type {content_type!r} would read back as a recipient",
+            message_index=index,
+            path="content_type",
+        )
+
+
+def _check_word(value: object, index: int | None, path: str, what: str) -> str:
+    """``value`` if it is one word (a non-empty string without whitespace or ``<``)."""
+    if not isinstance(value, str):
+        raise RenderError(
+            f"{what} must be a string, not {type(value).__name__}",
+            message_index=index,
+            path=path,
+        )
+    if not value or _NOT_ONE_WORD.search(value):
+        raise RenderError(
+            f"{what} {value!r} cannot be written in a message header: use a non-empty "
+            "word without whitespace or '<' (or None to leave it out)",
+            message_index=index,
+            path=path,
+        )
+    return value
+
+
 def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
     """True when some developer content declares a non-empty ``functions`` namespace."""
     return any(
@@ -262,6 +439,13 @@ def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
         for m in messages
         for part in m.content
     )
+
+
+def _short_path(path: str, limit: int = 240) -> str:
+    """A path cut in the middle when very long (deep schemas give kilobytes of it)."""
+    if len(path) <= limit:
+        return path
+    return path[: limit // 2] + " ... " + path[-limit // 2 :]
 
 
 def _rust_role(role: Role) -> str:

@@ -25,20 +25,29 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from .._errors import InputError, InputTypeError
 
 __all__ = [
+    "MAX_NESTING",
     "JsonValue",
     "emit_serde_json",
     "format_f64",
     "parse_serde_number",
     "serde_roundtrip",
     "to_serde_json",
+    "too_deep",
 ]
 
 JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, JsonValue] | None"
+
+#: How many levels of containers a system or developer content (the object itself is
+#: level 1) may nest before rendering refuses it. The reference's serde_json stops at
+#: 128 levels of the *whole* message, in which a content sits at least two levels
+#: down, so everything the reference renders stays within this; anything deeper
+#: would otherwise exhaust Python's recursion limit in the schema converters.
+MAX_NESTING = 128
 
 _U64_MAX = 2**64 - 1
 _I64_MIN = -(2**63)
@@ -83,6 +92,43 @@ def serde_roundtrip(value: object, max_depth: int | None = None) -> JsonValue:
     {'1': 'b', 'null': [1.5, 1.8446744073709552e+19]}
     """
     return _roundtrip(value, max_depth)
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def too_deep(value: object, limit: int) -> str | None:
+    """The path of the first container nested more than ``limit`` levels deep, else None.
+
+    Iterative, so it answers for any depth (and for a container that holds
+    itself) without recursing. The path is written like ``.tools[0].name``.
+
+    >>> too_deep({"a": [[1]]}, 3), too_deep({"a": [[1]]}, 2)
+    (None, '.a[0]')
+    """
+    # A first pass without paths (cheap), a second with them only when needed.
+    shallow: list[tuple[object, int]] = [(value, 1)] if isinstance(value, _CONTAINERS) else []
+    while shallow:
+        node, depth = shallow.pop()
+        if depth > limit:
+            break
+        items = node.values() if isinstance(node, dict) else cast("list[object]", node)
+        shallow.extend((item, depth + 1) for item in items if isinstance(item, _CONTAINERS))
+    else:
+        return None
+    stack: list[tuple[object, int, str]] = [(value, 1, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, dict):
+            children = [(f".{key}", item) for key, item in node.items()]
+        elif isinstance(node, (list, tuple)):
+            children = [(f"[{index}]", item) for index, item in enumerate(node)]
+        else:
+            continue
+        if depth > limit:
+            return path
+        stack.extend((child, depth + 1, path + suffix) for suffix, child in reversed(children))
+    return None
 
 
 def _roundtrip(value: object, depth_left: int | None) -> JsonValue:

@@ -44,6 +44,10 @@ model still sees a familiar format, but renders the types correctly:
   quotes and newlines are escaped (the reference inserted some strings raw,
   breaking the line structure) and non-string examples are kept.
 * Property names that are not identifiers are quoted (``"my-key"?: string``).
+* Bounded: inlining ``$ref``s may nest at most :data:`MAX_DEPTH` levels and
+  produce at most :data:`MAX_CHARS` characters in all (a definition shared
+  along a path doubles the text at every level); beyond that ``RenderError``
+  names the ``$ref`` chain instead of recursing or expanding without end.
 
 The input goes through the same json.dumps -> serde_json round trip as in the
 reference mode, so numbers print identically and invalid JSON raises
@@ -60,15 +64,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
 from typing import NamedTuple
 from urllib.parse import unquote
 
-from .serde_json import JsonValue, emit_serde_json, serde_roundtrip
+from .._errors import RenderError
+from .serde_json import MAX_NESTING, JsonValue, emit_serde_json, serde_roundtrip
 
-__all__ = ["schema_to_typescript_corrected"]
+__all__ = ["MAX_CHARS", "MAX_DEPTH", "schema_to_typescript_corrected"]
+
+#: Nesting levels of the rendered type, counting every ``$ref`` inlined along the
+#: way; the same bound as the JSON nesting of a content, so a schema without
+#: ``$ref`` never reaches it and Python's recursion limit is never at risk.
+MAX_DEPTH = MAX_NESTING
+#: Characters that inlining ``$ref``s may produce in one schema, counting each
+#: inlining (a definition inlined inside another is counted again): a bound on the
+#: work, reached only by runaway expansion (real schemas inline a few kilobytes).
+MAX_CHARS = 1 << 20
 
 Schema = dict[str, JsonValue]
 
@@ -88,10 +102,32 @@ class _Ts(NamedTuple):
         return " | ".join(self.members)
 
 
+class _Budget:
+    """Mutable, shared by one conversion: the current depth and the inlined ``$ref``s.
+
+    ``inlined`` maps (ref, indent, $ref chain, depth) to its rendering: a
+    definition referenced from several places along the same path renders once.
+    """
+
+    __slots__ = ("depth", "inlined", "inlined_chars")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.inlined_chars = 0
+        self.inlined: dict[tuple[str, str, tuple[str, ...], int], _Ts] = {}
+
+
 @dataclass(frozen=True)
 class _Context:
     root: JsonValue  # the document that local $refs point into
     expanding: tuple[str, ...] = ()  # $refs on the current path (cycle guard)
+    budget: _Budget = field(default_factory=_Budget)
+
+    def too_big(self, what: str) -> RenderError:
+        chain = " -> ".join(self.expanding[1:]) or "no $ref"
+        if len(chain) > 200:
+            chain = chain[:100] + " ... " + chain[-100:]
+        return RenderError(f"schema {what} (inlining $ref: {chain}); simplify the schema")
 
 
 KeywordHandler = Callable[[JsonValue, Schema, str, _Context], "_Ts | None"]
@@ -122,7 +158,7 @@ def schema_to_typescript_corrected(schema: object, indent: str = "") -> str:
     if isinstance(root, dict):
         description = _documentation(root, context).get("description")
         prefix = _comment_lines(description, indent)
-        variants = _commented_union(root, description, context)
+        variants = _commented_union(root, description)
         if variants is not None:
             lead = "" if prefix else "\n"
             return prefix + lead + _variant_lines(variants, indent, context).rstrip("\n")
@@ -135,13 +171,20 @@ def _render(schema: JsonValue, indent: str, context: _Context) -> _Ts:
         return _NEVER  # the schema that matches nothing
     if not isinstance(schema, dict):
         return _ANY
-    rendered = _ANY
-    for keyword, handler in _KEYWORD_HANDLERS.items():
-        if keyword in schema:
-            result = handler(schema[keyword], schema, indent, context)
-            if result is not None:
-                rendered = result
-                break
+    budget = context.budget
+    if budget.depth >= MAX_DEPTH:
+        raise context.too_big(f"nests more than {MAX_DEPTH} levels deep")
+    budget.depth += 1
+    try:
+        rendered = _ANY
+        for keyword, handler in _KEYWORD_HANDLERS.items():
+            if keyword in schema:
+                result = handler(schema[keyword], schema, indent, context)
+                if result is not None:
+                    rendered = result
+                    break
+    finally:
+        budget.depth -= 1
     return _nullable(schema, rendered)
 
 
@@ -165,11 +208,22 @@ def _keyword_ref(ref: JsonValue, schema: Schema, indent: str, context: _Context)
         # which shape recurs.
         name = ref.rsplit("/", 1)[-1]
         return _Ts((name,)) if _IDENTIFIER.match(name) else _ANY
-    target = _resolve_pointer(context.root, ref)
-    if target is _Missing.MISSING:
-        return _ANY  # remote or dangling reference: nothing to show
+    budget = context.budget
+    key = (ref, indent, context.expanding, budget.depth)
     inner = replace(context, expanding=(*context.expanding, ref))
-    return _render(target, indent, inner)
+    rendered = budget.inlined.get(key)
+    if rendered is None:
+        target = _resolve_pointer(context.root, ref)
+        if target is _Missing.MISSING:
+            return _ANY  # remote or dangling reference: nothing to show
+        rendered = budget.inlined[key] = _render(target, indent, inner)
+    # Counted at every inlining, a reused one too, so a definition shared along a
+    # path (which doubles the text per level) or referenced from thousands of
+    # places stops here instead of growing without end.
+    budget.inlined_chars += sum(map(len, rendered.members))
+    if budget.inlined_chars > MAX_CHARS:
+        raise inner.too_big(f"expands to more than {MAX_CHARS} characters")
+    return rendered
 
 
 def _keyword_all_of(parts: JsonValue, schema: Schema, indent: str, context: _Context) -> _Ts | None:
@@ -326,7 +380,7 @@ def _field(key: str, value: JsonValue, required: bool, indent: str, context: _Co
     info = _documentation(prop, context)
     label = _field_name(key) + ("" if required else "?")
     out = [_field_comments(prop, info, indent)]
-    variants = _commented_union(prop, info.get("description"), context)
+    variants = _commented_union(prop, info.get("description"))
     if variants is not None:
         # Defaults go above: after the last variant they would read as its own.
         if "default" in info:
@@ -391,7 +445,7 @@ class _Variant(NamedTuple):
     schema: JsonValue
 
 
-def _commented_union(schema: Schema, shown: JsonValue, context: _Context) -> list[_Variant] | None:
+def _commented_union(schema: Schema, shown: JsonValue) -> list[_Variant] | None:
     """Variants of an anyOf/oneOf worth a multi-line layout, else None.
 
     Only unions that actually carry per-variant documentation get the long
@@ -408,9 +462,10 @@ def _commented_union(schema: Schema, shown: JsonValue, context: _Context) -> lis
     variants = [_Variant(_variant_comments(variant, shown), variant) for variant in raw]
     if not any(variant.comments for variant in variants):
         return None
-    rendered = [_render(variant.schema, "", context) for variant in variants]
-    if schema.get("nullable") is True and all("null" not in ts.members for ts in rendered):
-        variants.append(_Variant((), {"type": "null"}))
+    if schema.get("nullable") is True:
+        # Whether a `| null` line is needed is known only once the variants are
+        # rendered; _variant_lines renders them once and drops it if so.
+        variants.append(_NULL_VARIANT)
     return variants
 
 
@@ -426,13 +481,23 @@ def _variant_comments(variant: JsonValue, shown: JsonValue) -> tuple[str, ...]:
     return tuple(comments)
 
 
+_NULL_VARIANT = _Variant((), {"type": "null"})
+
+
 def _variant_lines(variants: list[_Variant], indent: str, context: _Context) -> str:
     # Comments sit above each " | T" line, indented to line up with the bar.
     out: list[str] = []
+    has_null = False
     for variant in variants:
+        if variant is _NULL_VARIANT:
+            if has_null:
+                continue  # `nullable` on a union that already admits null
+            rendered = _Ts(("null",))
+        else:
+            rendered = _render(variant.schema, indent + _VARIANT_STEP, context)
+            has_null = has_null or "null" in rendered.members
         out.extend(_comment_line(comment, indent + " ") for comment in variant.comments)
-        rendered = _render(variant.schema, indent + _VARIANT_STEP, context).text
-        out.append(f"{indent} | {rendered}\n")
+        out.append(f"{indent} | {rendered.text}\n")
     return "".join(out)
 
 

@@ -26,6 +26,12 @@ from typing import Protocol
 #: rule holds for any mix of ASCII and other text and on any machine's speed).
 DEFAULT_SWITCH_AFTER_SECONDS = 0.5
 
+#: A low estimate of what the Python encoder spends per character of ordinary
+#: text (1 to 1.5 microseconds measured): a text that would use up the rest of the
+#: budget by itself switches *before* it is encoded, so one huge request never runs
+#: entirely in Python.
+PYTHON_SECONDS_PER_CHAR = 1e-6
+
 
 class BpeEngine(Protocol):
     """What harmonia needs from a BPE engine: ordinary text to ranks, ranks to bytes."""
@@ -75,12 +81,25 @@ class TieredEngine:
         if fast is not None:
             return fast(text)
         assert python is not None
+        if len(text) * PYTHON_SECONDS_PER_CHAR > self._seconds_left and self._failure is None:
+            return self.switch()(text)
         start = perf_counter()
         ids = python.encode_ordinary(text)
         self._seconds_left -= perf_counter() - start
         if self._seconds_left < 0 and self._failure is None:
             self.switch()
         return ids
+
+    def encode_long_piece(self, piece: str) -> list[int] | None:
+        """Encode one piece too long for Python's merge with quicktok, building it now.
+
+        The Python encoder calls this for long pieces that it cannot tile: merging
+        one costs about ten microseconds a byte, so a 100 KB word alone would cost
+        more than the build. Returns None (merge in Python) if quicktok is unavailable.
+        """
+        self.switch()
+        fast = self._fast
+        return None if fast is None else fast(piece)
 
     def switch(self) -> Callable[[str], list[int]]:
         """Build the fast encoder now (if not yet built) and use it from now on."""

@@ -17,6 +17,15 @@ One letter maps to an ASCII letter instead: long s, which the reference's
 case-insensitive contractions treat as ``s`` (``'ſ`` is ``'s``).
 Each piece is then merged by the usual BPE rule: repeatedly join the adjacent pair
 whose concatenation has the lowest rank, leftmost first.
+
+Long pieces: a heap merge is n log n but still about ten microseconds a byte in
+Python, so a megabyte of spaces would take seconds. Long runs of one short unit
+(spaces, newlines, ``aaaa``, ``\r\n\r\n``), the usual pathological input, are
+*tiled*: BPE turns such a run into one token repeated and a different tail, so
+the token is learnt once per unit from a sample and only the last couple of
+kilobytes are merged (the tests check this against quicktok for many units and
+lengths). Other long pieces go to ``long_piece_delegate`` when one is set (the
+tiered engine hands them to quicktok) and to the heap merge otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import heapq
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, pairwise
 
 from .._errors import InputTypeError, VocabularyError
@@ -44,6 +53,15 @@ _SHORT_PIECE = 128
 _CACHEABLE_PIECE = 64
 #: The piece cache is cleared when it reaches this many entries.
 _PIECE_CACHE_LIMIT = 65_536
+#: Pieces of at least this many bytes that repeat a unit of up to _MAX_UNIT
+#: characters are tiled; the last _TILE_WINDOW bytes or so are merged exactly
+#: (many times the longest o200k token, 128 bytes, so the tail settles as in the
+#: full merge).
+_TILE_MIN = 4096
+_MAX_UNIT = 4
+_TILE_WINDOW = 2048
+#: Non-periodic pieces of at least this many bytes go to ``long_piece_delegate``.
+_DELEGATE_PIECE = 16_384
 
 Ranges = Sequence[tuple[int, int]]
 
@@ -176,6 +194,12 @@ class PythonBpe:
         # The cache maps a piece of text to its ids; the lock only guards clearing.
         self._cache: dict[str, tuple[int, ...]] = {}
         self._cache_lock = threading.Lock()
+        # unit -> (the rank a long run of it repeats, that token's length in characters),
+        # or None when runs of the unit do not tile.
+        self._tiles: dict[str, tuple[int, int] | None] = {}
+        #: Encodes a long piece that does not tile faster than the heap merge, or
+        #: returns None to decline; set by the tiered engine.
+        self.long_piece_delegate: Callable[[str], list[int] | None] | None = None
 
     def token_bytes(self, rank: int) -> bytes:
         return self._tokens[rank]
@@ -211,7 +235,7 @@ class PythonBpe:
         elif len(data) <= _SHORT_PIECE:
             ids = merge_short(data, self._ranks)
         else:
-            ids = merge_long(data, self._ranks)
+            ids = self._encode_long(piece, data)
         if len(piece) <= _CACHEABLE_PIECE:
             cache = self._cache
             if len(cache) >= _PIECE_CACHE_LIMIT:
@@ -219,6 +243,50 @@ class PythonBpe:
                     cache.clear()
             cache[piece] = ids
         return ids
+
+    def _encode_long(self, piece: str, data: bytes) -> tuple[int, ...]:
+        if len(data) >= _TILE_MIN:
+            tiled = self._tiled(piece)
+            if tiled is not None:
+                return tiled
+        delegate = self.long_piece_delegate
+        if delegate is not None and len(data) >= _DELEGATE_PIECE:
+            ids = delegate(piece)
+            if ids is not None:
+                return tuple(ids)
+        return merge_long(data, self._ranks)
+
+    def _tiled(self, piece: str) -> tuple[int, ...] | None:
+        """The ids of a piece that repeats a short unit, or None if it does not."""
+        # A string has period k exactly when it equals itself shifted by k.
+        unit_chars = next((k for k in range(1, _MAX_UNIT + 1) if piece[k:] == piece[:-k]), None)
+        if unit_chars is None:
+            return None
+        unit = piece[:unit_chars]
+        if unit not in self._tiles:
+            self._tiles[unit] = self._learn_tile(unit)
+        tile = self._tiles[unit]
+        if tile is None:
+            return None
+        rank, tile_chars = tile
+        unit_bytes = len(unit.encode("utf-8"))
+        keep = -(-_TILE_WINDOW // unit_bytes) * unit_chars  # whole units, >= the window
+        repeats = (len(piece) - keep) // tile_chars
+        if repeats <= 0:
+            return None
+        rest = piece[repeats * tile_chars :]
+        return (rank,) * repeats + merge_long(rest.encode("utf-8"), self._ranks)
+
+    def _learn_tile(self, unit: str) -> tuple[int, int] | None:
+        """Merge a sample run of ``unit``: the token its first half repeats, if any."""
+        unit_bytes = len(unit.encode("utf-8"))
+        sample = unit * -(-2 * _TILE_WINDOW // unit_bytes)
+        ids = merge_long(sample.encode("utf-8"), self._ranks)
+        first = ids[0]
+        token = self._tokens[first]
+        if len(token) % unit_bytes or any(rank != first for rank in ids[: len(ids) // 2]):
+            return None  # not one token repeated: merge such runs in full
+        return first, len(token) // unit_bytes * len(unit)
 
 
 _NO_RANK = 1 << 62  # larger than any rank: "this pair does not merge"

@@ -51,7 +51,10 @@ def _build(name: str) -> BpeEngine:
     python = PythonBpe(ordinary_ranks(), classes)
     if name == "python":
         return python
-    return TieredEngine(python, lambda: get_engine("quicktok"))
+    tiered = TieredEngine(python, lambda: get_engine("quicktok"))
+    # Long pieces go straight to quicktok (the Python merge is slow on them).
+    python.long_piece_delegate = tiered.encode_long_piece
+    return tiered
 
 
 def get_engine(name: EngineName | str | None = None) -> BpeEngine:
