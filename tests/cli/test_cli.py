@@ -55,7 +55,7 @@ def test_render_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text("{not json")
     assert run(["render", str(bad)])[0] == 1
     assert "is not JSON" in capsys.readouterr().err
-    assert run(["render", str(tmp_path / "missing.json")])[0] == 2
+    assert run(["render", str(tmp_path / "missing.json")])[0] == 1
     assert run(["render"])[0] == 2  # usage error
 
 
