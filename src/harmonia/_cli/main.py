@@ -9,9 +9,11 @@ error (argparse's message).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from .._content import ToolDescription, ToolNamespaceConfig
@@ -25,14 +27,14 @@ from .._render import typescript_converter
 from .._render.prompt_text import tools_section
 from .._tokenizer import SPECIAL_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
-from .inspect import inspect_tokens, render_html, render_terminal
+from .inspect import Totals, walk, write_html, write_terminal
 from .io import (
     FORMAT_NAMES,
     INPUT_FORMATS,
+    TokenFile,
     describe,
     detect_format,
     load_conversation,
-    parse_token_list,
     read_input,
     read_json,
 )
@@ -124,34 +126,48 @@ def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
 # -- parse and inspect -------------------------------------------------------------
 
 
-def _read_tokens(args: argparse.Namespace, enc: HarmonyEncoding) -> list[int]:
-    """Token ids from a JSON list / whitespace-separated ids, or text with special tokens."""
-    text = read_input(args.file)
-    tokens = None if args.text else parse_token_list(text)
-    if tokens is None:
+def _read_tokens(
+    args: argparse.Namespace, enc: HarmonyEncoding
+) -> tuple[Iterable[int], int | None]:
+    """Token ids (a JSON list or ids separated by spaces), or text with special tokens.
+
+    Also about how many there are (``None`` when unknown). Id files are read as
+    they are consumed, so a large file never sits in memory whole.
+    """
+    if args.text:
+        text = read_input(args.file)
+    else:
+        source, text = TokenFile.open(args.file)
+        if source is not None:
+            return source, source.estimate()
         if args.ids:
             raise InputError(
                 f"{describe(args.file)} is not a list of token ids "
                 "(a JSON list, or ids separated by spaces or commas); drop --ids to read text"
             )
-        tokens = enc.encode(
-            text.removesuffix("\n") if args.file == "-" else text, allowed_special="all"
-        )
-    return tokens
+    tokens = enc.encode(
+        text.removesuffix("\n") if args.file == "-" else text, allowed_special="all"
+    )
+    return tokens, len(tokens)
 
 
-def _role(value: str, tokens: Sequence[int]) -> Role | None:
-    """The role the prompt ended with; ``auto``: none when the input has its own start.
+def _role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Iterable[int]]:
+    """The role the prompt ended with, and the tokens (``auto`` reads a few ahead).
 
-    Model output (after ``<|start|>assistant``) reaches its first ``<|message|>``
-    before any ``<|start|>``; a rendered conversation has ``<|start|>`` first.
+    ``auto``: model output (after ``<|start|>assistant``) reaches its first
+    ``<|message|>`` before any ``<|start|>``; a rendered conversation has
+    ``<|start|>`` first.
     """
     if value != "auto":
-        return None if value == "none" else Role(value)
-    for token in tokens[:_HEADER_SCAN]:
+        return (None if value == "none" else Role(value)), tokens
+    it = iter(tokens)
+    head = list(itertools.islice(it, _HEADER_SCAN))
+    role: Role | None = Role.ASSISTANT
+    for token in head:
         if token in (_START, _MESSAGE):
-            return None if token == _START else Role.ASSISTANT
-    return Role.ASSISTANT
+            role = None if token == _START else Role.ASSISTANT
+            break
+    return role, itertools.chain(head, it)
 
 
 def _explain(exc: ParseError, args: argparse.Namespace, enc: HarmonyEncoding) -> str:
@@ -173,9 +189,9 @@ def _explain(exc: ParseError, args: argparse.Namespace, enc: HarmonyEncoding) ->
 
 def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens = _read_tokens(args, enc)
+    role, tokens = _role(args.role, _read_tokens(args, enc)[0])
     try:
-        result = parse_completion(enc, tokens, _role(args.role, tokens), strict=not args.lenient)
+        result = parse_completion(enc, tokens, role, strict=not args.lenient)
     except ParseError as exc:
         raise InputError(_explain(exc, args, enc)) from None
     payload = {
@@ -198,16 +214,51 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens = _read_tokens(args, enc)
-    inspection = inspect_tokens(enc, tokens, _role(args.role, tokens))
-    if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_html(inspection, title=f"harmony tokens: {args.file}"))
-        out.write(f"wrote {args.html}\n")
+    tokens, expected = _read_tokens(args, enc)
+    role, tokens = _role(args.role, tokens)
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    if show:
+        tokens = _progress(tokens, expected, args)
+    totals = Totals()
+    events = walk(enc, tokens, role, totals)
+    if not args.html:
+        colour = args.color == "always" or (args.color == "auto" and out.isatty())
+        write_terminal(events, totals, out, colour=colour, ids=args.show_ids)
         return 0
-    colour = args.color == "always" or (args.color == "auto" and out.isatty())
-    out.write(render_terminal(inspection, colour=colour, ids=args.show_ids))
+    if expected is not None and expected * _PAGE_BYTES_PER_TOKEN > _HUGE_PAGE:
+        _note(
+            args,
+            f"about {expected:,} tokens: the page will be about "
+            f"{expected * _PAGE_BYTES_PER_TOKEN / 1e6:,.0f} MB, more than browsers open "
+            "comfortably; the terminal view (without --html) or a part of the input reads better",
+        )
+    with open(args.html, "w", encoding="utf-8") as f:
+        write_html(events, totals, f, title=f"harmony tokens: {args.file}")
+    out.write(f"wrote {args.html}\n")
     return 0
+
+
+#: What a token costs in the page (``<span title="#index id ID">text</span>``), about.
+_PAGE_BYTES_PER_TOKEN = 45
+#: Pages larger than this get a warning before they are written.
+_HUGE_PAGE = 50_000_000
+
+
+def _progress(
+    tokens: Iterable[int], expected: int | None, args: argparse.Namespace
+) -> Iterator[int]:
+    """``tokens``, reporting on stderr about once a second how far the walk got."""
+    tty = sys.stderr.isatty()
+    started = last = time.monotonic()
+    for count, token in enumerate(tokens, 1):
+        yield token
+        if count & 0xFFFF == 0 and (now := time.monotonic()) - last >= 1:
+            last = now
+            share = f" ({min(count / expected, 1):.0%})" if expected else ""
+            line = f"harmonia {args.command}: {count:,} tokens{share}, {now - started:.0f} s"
+            print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr)
+    if tty and last != started:
+        print(file=sys.stderr)
 
 
 def _token_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -351,6 +402,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="colour the terminal view (auto: when stdout is a terminal)",
     )
     inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
+    inspect.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="report progress on stderr (default: when stderr is a terminal)",
+    )
     inspect.set_defaults(func=_cmd_inspect)
     return parser
 
