@@ -19,11 +19,13 @@ from typing import TextIO
 from .._enums import Role, StreamState
 from .._names import ANALYSIS, COMMENTARY, FINAL
 from .._parse import Diagnostic, EncodingLike, MessageDone, StreamableParser
-from .._tokenizer.special_tokens import FIRST_SPECIAL
+from .._tokenizer.special_tokens import FIRST_SPECIAL, START
 
 #: Once a parser has read this many tokens it is replaced, at the next message
 #: boundary, by a fresh one: a parser keeps every token and message it has seen.
 RESET_AFTER = 1 << 16
+#: The most tokens ``<|start|>ROLE`` takes (every role is one or two tokens).
+_PROMPT_END = 3
 
 
 @dataclass(slots=True)
@@ -49,9 +51,13 @@ class BlockDone:
     recipient: str | None = None
     content_type: str | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: ``<|start|>ROLE`` at the very end: a prompt rendered for completion.
+    prompt_end: bool = False
 
     @property
     def label(self) -> str:
+        if self.prompt_end:
+            return f"{self.role} · the prompt ends here: the model writes this message"
         if self.role is None:
             return "unparsed tokens"
         parts = [self.role if self.name is None else f"{self.role}:{self.name}"]
@@ -117,9 +123,14 @@ def walk(
                 block = BlockDone(block.number + 1, totals.tokens, 0)
 
     feed = parser.feed
+    tail: list[int] = []  # a block's first tokens, while it has at most _PROMPT_END
     for index, token in enumerate(tokens):
         totals.tokens = index + 1
         block.count += 1
+        if block.count == 1:
+            tail.clear()
+        if block.count <= _PROMPT_END:
+            tail.append(token)
         # every id from FIRST_SPECIAL on is special (or past the vocabulary)
         yield TokenView(index, token, text(token), not 0 <= token < FIRST_SPECIAL)
         events = feed(token)
@@ -133,9 +144,24 @@ def walk(
         ):
             parser, base = StreamableParser(enc, None, strict=False), index + 1
             feed = parser.feed
+    role_at_end = _completion_role(enc, tail) if block.count == len(tail) else None
+    if role_at_end is not None:
+        # A completion prompt ends with <|start|>ROLE: not a truncated message.
+        block.role, block.prompt_end = role_at_end, True
+        yield block
+        return
     yield from note(parser.feed_eos())
     if block.count:
         yield block
+
+
+def _completion_role(enc: EncodingLike, tokens: Sequence[int]) -> str | None:
+    """The role of ``<|start|>ROLE`` (the end of a completion prompt), else ``None``."""
+    if len(tokens) < 2 or tokens[0] != START or any(not 0 <= t < FIRST_SPECIAL for t in tokens[1:]):
+        return None
+    table = enc.tokenizer.token_bytes_table
+    word = b"".join(table[t] for t in tokens[1:]).decode("utf-8", "replace")
+    return word if word in {r.value for r in Role} else None
 
 
 # -- terminal ----------------------------------------------------------------------

@@ -143,13 +143,12 @@ class TokenFile:
         try:
             f = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
             first = f.read(_CHUNK)
-            size = os.fstat(f.fileno()).st_size if f.seekable() else None
         except UnicodeDecodeError as exc:
             raise InputError(_not_utf8(path, exc)) from None
         except OSError as exc:
             raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
         if _looks_like_ids(first):
-            return cls(path, f, first, size), ""
+            return cls(path, f, first, _size(f)), ""
         try:
             with f if f is not sys.stdin else contextlib.nullcontext():
                 return None, first + f.read()
@@ -186,6 +185,14 @@ class TokenFile:
             return int(piece)
         except ValueError:
             raise InputError(f"{describe(self.path)}: {piece!r} is not a token id") from None
+
+
+def _size(f: TextIO) -> int | None:
+    """The size of a regular file, ``None`` for a pipe or an in-memory stream."""
+    try:
+        return os.fstat(f.fileno()).st_size if f.seekable() else None
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
 
 
 def _looks_like_ids(first: str) -> bool:
