@@ -274,3 +274,24 @@ def test_strict_parse_errors_name_the_token_and_the_fix(
     assert err.count("\n") == 1
     status, out, err = run(["parse", str(tmp_path / "out.ids"), "--lenient"], capsys)
     assert status == 0 and json.loads(out)["diagnostics"][0]["token_index"] == len(ids) - 1
+
+
+def test_a_closed_pipe_ends_the_command_quietly(
+    enc: harmonia.HarmonyEncoding, tmp_path: Path
+) -> None:
+    """``harmonia inspect big.ids | head -1``: no message, no traceback."""
+    ids = enc.encode(MODEL_OUTPUT, allowed_special="all")
+    path = tmp_path / "big.ids"
+    path.write_text(" ".join(map(str, ids * 20_000)))  # far more than a pipe buffer
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harmonia", "inspect", str(path), "--color", "never"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"[0] assistant")
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 1
+    assert proc.stderr.read() == b""

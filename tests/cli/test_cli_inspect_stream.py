@@ -13,8 +13,8 @@ import pytest
 
 import harmonia
 from harmonia._cli import inspect as inspect_module
-from harmonia._cli import io as io_module
 from harmonia._cli import main as main_module
+from harmonia._cli import tokens as tokens_module
 from harmonia._cli.inspect import BlockDone, TokenView, Totals, walk, write_html
 from harmonia._cli.main import main
 
@@ -67,7 +67,7 @@ def test_memory_does_not_grow_with_the_input(
 ) -> None:
     # Small parser and read sizes, so that a small file already shows the steady state.
     monkeypatch.setattr(inspect_module, "RESET_AFTER", 2048)
-    monkeypatch.setattr(io_module, "_CHUNK", 4096)
+    monkeypatch.setattr(tokens_module, "_CHUNK", 4096)
     monkeypatch.setattr(main_module.sys, "stdout", io.StringIO())
     ids = unit_ids(enc, bad=False)
     small = write_ids(tmp_path / "small.ids", ids, 400)  # 16,000 tokens, 52 KB
@@ -120,7 +120,7 @@ def test_progress_when_asked(
     ids = unit_ids(enc, bad=False)
     path = write_ids(tmp_path / "c.ids", ids, 1 + 70_000 // len(ids))
     clock = itertools.count(0.0, 5.0)
-    monkeypatch.setattr(main_module, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    monkeypatch.setattr(tokens_module, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     page = str(tmp_path / "c.html")
     assert main(["inspect", str(path), "--html", page], stdout=io.StringIO()) == 0
     assert capsys.readouterr().err == ""  # stderr is not a terminal here
@@ -141,10 +141,10 @@ def test_a_huge_page_is_announced(
     page = tmp_path / "c.html"
     assert main(["inspect", str(path), "--html", str(page)], stdout=io.StringIO()) == 0
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(main_module, "_HUGE_PAGE", 10_000)
+    monkeypatch.setattr(main_module, "HUGE_PAGE", 10_000)
     assert main(["inspect", str(path), "--html", str(page)], stdout=io.StringIO()) == 0
     [line] = capsys.readouterr().err.splitlines()
     estimate = 100 * len(ids)
     assert line.startswith(f"harmonia inspect: about {estimate:,} tokens: the page will be about")
     # the estimate is close to what was written
-    assert 0.5 < page.stat().st_size / (estimate * main_module._PAGE_BYTES_PER_TOKEN) < 2
+    assert 0.5 < page.stat().st_size / (estimate * inspect_module.PAGE_BYTES_PER_TOKEN) < 2

@@ -212,6 +212,11 @@ def write_terminal(
 # role, channel, header) and at the page's end (the totals) is written after what
 # it describes: CSS order moves it up, and the header draws the block's coloured
 # left edge (a ::before spanning the positioned section), so nothing is held back.
+#: What a token costs in the page (``<span title="#index id ID">text</span>``), about.
+PAGE_BYTES_PER_TOKEN = 45
+#: Pages estimated larger than this are announced before they are written.
+HUGE_PAGE = 50_000_000
+
 _CSS = """
 body{font:14px/1.5 system-ui,sans-serif;margin:2em;background:#fafafa;color:#222;
 display:flex;flex-direction:column}h1{font-size:18px;order:-2}

@@ -1,4 +1,4 @@
-"""Input helpers for the command line: reading files, JSON, token lists and conversations.
+"""Input helpers for the command line: reading files, JSON and conversations.
 
 Every problem with an input becomes an :class:`InputError` whose text names the
 file (or standard input), what is wrong and how to fix it, so the command can
@@ -8,13 +8,10 @@ print it as one line.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import json
-import os
-import re
 import sys
-from collections.abc import Iterator, Mapping
-from typing import Any, Final, Literal, TextIO
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 
 from .._errors import InputError
 from .._message import Conversation
@@ -50,7 +47,7 @@ def read_input(path: str) -> str:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except UnicodeDecodeError as exc:
-        raise InputError(_not_utf8(path, exc)) from None
+        raise InputError(not_utf8(path, exc)) from None
     except OSError as exc:
         raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
 
@@ -119,98 +116,8 @@ def load_conversation(data: Any, kind: Literal["harmony", "chat"]) -> Conversati
     return chat_request_to_conversation(data)
 
 
-_INT_LIST = re.compile(r"^[\s\[\],0-9-]*$")
-
-
-_CHUNK: Final = 1 << 16  # characters read at a time from a token file
-_SEPARATORS: Final = re.compile(r"[\s,\[\]]+")
-
-
-class TokenFile:
-    """The ids of a token-id file, read a chunk at a time (``open`` decides if it is one).
-
-    ``size`` is the file's size in bytes (``None`` for a pipe) and ``consumed``
-    how many characters have been read so far, for progress reports.
-    """
-
-    def __init__(self, path: str, f: TextIO, first: str, size: int | None) -> None:
-        self.path, self._f, self._first = path, f, first
-        self.size, self.consumed = size, 0
-
-    @classmethod
-    def open(cls, path: str) -> tuple[TokenFile | None, str]:
-        """A reader if the file starts with token ids, else ``None`` and the whole text."""
-        try:
-            f = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
-            first = f.read(_CHUNK)
-        except UnicodeDecodeError as exc:
-            raise InputError(_not_utf8(path, exc)) from None
-        except OSError as exc:
-            raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
-        if _looks_like_ids(first):
-            return cls(path, f, first, _size(f)), ""
-        try:
-            with f if f is not sys.stdin else contextlib.nullcontext():
-                return None, first + f.read()
-        except UnicodeDecodeError as exc:
-            raise InputError(_not_utf8(path, exc)) from None
-
-    def estimate(self) -> int | None:
-        """About how many ids the file holds (from the first chunk's density)."""
-        ids = len(_SEPARATORS.split(self._first.strip()))
-        return None if self.size is None else self.size * ids // max(len(self._first), 1)
-
-    def __iter__(self) -> Iterator[int]:
-        chunk, tail = self._first, ""
-        with self._f if self._f is not sys.stdin else contextlib.nullcontext():
-            while chunk:
-                if not _INT_LIST.match(chunk):
-                    raise InputError(
-                        f"{describe(self.path)} is not a list of token ids after character "
-                        f"{self.consumed}; give --text to read it as text"
-                    )
-                pieces = _SEPARATORS.split(tail + chunk)
-                tail = pieces.pop()  # the chunk may end inside a number
-                yield from (self._int(p) for p in pieces if p)
-                self.consumed += len(chunk)
-                try:
-                    chunk = self._f.read(_CHUNK)
-                except UnicodeDecodeError as exc:
-                    raise InputError(_not_utf8(self.path, exc)) from None
-        if tail:
-            yield self._int(tail)
-
-    def _int(self, piece: str) -> int:
-        try:
-            return int(piece)
-        except ValueError:
-            raise InputError(f"{describe(self.path)}: {piece!r} is not a token id") from None
-
-
-def _size(f: TextIO) -> int | None:
-    """The size of a regular file, ``None`` for a pipe or an in-memory stream."""
-    try:
-        return os.fstat(f.fileno()).st_size if f.seekable() else None
-    except (OSError, ValueError):  # io.UnsupportedOperation is both
-        return None
-
-
-def _looks_like_ids(first: str) -> bool:
-    """Whether a file's first chunk is ids (a cut number at its end is checked later)."""
-    if not first.strip() or not _INT_LIST.match(first):
-        return False
-    pieces = [p for p in _SEPARATORS.split(first) if p]
-    if len(first) == _CHUNK:  # the chunk may end inside a number
-        pieces.pop()
-    try:
-        for piece in pieces:
-            int(piece)
-    except ValueError:  # "2024-06-01" is text
-        return False
-    return True
-
-
-def _not_utf8(path: str, exc: UnicodeDecodeError) -> str:
+def not_utf8(path: str, exc: UnicodeDecodeError) -> str:
+    """One line for a file that is not UTF-8: the first bad byte and its offset."""
     where = f"byte {exc.object[exc.start]:#04x}"
     offset = None if path == "-" else _first_bad_byte(path)
     if offset is not None:
@@ -224,7 +131,7 @@ def _first_bad_byte(path: str) -> int | None:
     offset = 0
     try:
         with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
+            while chunk := f.read(1 << 16):
                 pending = len(decoder.getstate()[0])
                 try:
                     decoder.decode(chunk)

@@ -9,40 +9,26 @@ error (argparse's message).
 from __future__ import annotations
 
 import argparse
-import itertools
+import contextlib
 import json
+import os
 import sys
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
-from .._enums import HarmonyEncodingName, Role
+from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
-from .._tokenizer import SPECIAL_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
-from .inspect import Totals, walk, write_html, write_terminal
-from .io import (
-    FORMAT_NAMES,
-    INPUT_FORMATS,
-    TokenFile,
-    describe,
-    detect_format,
-    load_conversation,
-    read_input,
-    read_json,
-)
-
-_START = SPECIAL_TOKENS["<|start|>"]
-_MESSAGE = SPECIAL_TOKENS["<|message|>"]
-#: How far ``--role auto`` looks for the first <|start|> or <|message|>.
-_HEADER_SCAN = 4096
+from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
+from .io import FORMAT_NAMES, INPUT_FORMATS, describe, detect_format, load_conversation, read_json
+from .tokens import completion_role, progress, read_tokens
 
 
 def _encoding() -> HarmonyEncoding:
@@ -126,51 +112,7 @@ def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
 # -- parse and inspect -------------------------------------------------------------
 
 
-def _read_tokens(
-    args: argparse.Namespace, enc: HarmonyEncoding
-) -> tuple[Iterable[int], int | None]:
-    """Token ids (a JSON list or ids separated by spaces), or text with special tokens.
-
-    Also about how many there are (``None`` when unknown). Id files are read as
-    they are consumed, so a large file never sits in memory whole.
-    """
-    if args.text:
-        text = read_input(args.file)
-    else:
-        source, text = TokenFile.open(args.file)
-        if source is not None:
-            return source, source.estimate()
-        if args.ids:
-            raise InputError(
-                f"{describe(args.file)} is not a list of token ids "
-                "(a JSON list, or ids separated by spaces or commas); drop --ids to read text"
-            )
-    tokens = enc.encode(
-        text.removesuffix("\n") if args.file == "-" else text, allowed_special="all"
-    )
-    return tokens, len(tokens)
-
-
-def _role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Iterable[int]]:
-    """The role the prompt ended with, and the tokens (``auto`` reads a few ahead).
-
-    ``auto``: model output (after ``<|start|>assistant``) reaches its first
-    ``<|message|>`` before any ``<|start|>``; a rendered conversation has
-    ``<|start|>`` first.
-    """
-    if value != "auto":
-        return (None if value == "none" else Role(value)), tokens
-    it = iter(tokens)
-    head = list(itertools.islice(it, _HEADER_SCAN))
-    role: Role | None = Role.ASSISTANT
-    for token in head:
-        if token in (_START, _MESSAGE):
-            role = None if token == _START else Role.ASSISTANT
-            break
-    return role, itertools.chain(head, it)
-
-
-def _explain(exc: ParseError, args: argparse.Namespace, enc: HarmonyEncoding) -> str:
+def _explain(exc: ParseError, enc: HarmonyEncoding) -> str:
     """A strict parse failure as one line: what, which token, and what to try."""
     if exc.token is None:
         where = "at the end of the input"
@@ -181,7 +123,7 @@ def _explain(exc: ParseError, args: argparse.Namespace, enc: HarmonyEncoding) ->
     vocabulary = len(enc.tokenizer.token_bytes_table)
     if exc.token is not None and not 0 <= exc.token < vocabulary:
         hints.append(f"id {exc.token} is out of range (o200k_harmony ids are 0..{vocabulary - 1})")
-    if exc.token_index == 0 and exc.state == "ExpectStart":
+    if exc.token_index == 0 and exc.state == StreamState.EXPECT_START.value:
         hints.append("if the input is model output after <|start|>assistant, use --role assistant")
     hints.append("--lenient recovers and lists what it repaired")
     return f"{exc.reason} {where}; {'; '.join(hints)}"
@@ -189,11 +131,12 @@ def _explain(exc: ParseError, args: argparse.Namespace, enc: HarmonyEncoding) ->
 
 def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    role, tokens = _role(args.role, _read_tokens(args, enc)[0])
+    tokens, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids)
+    role, tokens = completion_role(args.role, tokens)
     try:
         result = parse_completion(enc, tokens, role, strict=not args.lenient)
     except ParseError as exc:
-        raise InputError(_explain(exc, args, enc)) from None
+        raise InputError(_explain(exc, enc)) from None
     payload = {
         "messages": [m.to_dict() for m in result.messages],
         "diagnostics": [
@@ -214,51 +157,27 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens, expected = _read_tokens(args, enc)
-    role, tokens = _role(args.role, tokens)
-    show = args.progress if args.progress is not None else sys.stderr.isatty()
-    if show:
-        tokens = _progress(tokens, expected, args)
+    tokens, expected = read_tokens(args.file, enc, text=args.text, ids=args.ids)
+    role, tokens = completion_role(args.role, tokens)
+    if args.progress if args.progress is not None else sys.stderr.isatty():
+        tokens = progress(tokens, expected, f"harmonia {args.command}")
     totals = Totals()
     events = walk(enc, tokens, role, totals)
     if not args.html:
         colour = args.color == "always" or (args.color == "auto" and out.isatty())
         write_terminal(events, totals, out, colour=colour, ids=args.show_ids)
         return 0
-    if expected is not None and expected * _PAGE_BYTES_PER_TOKEN > _HUGE_PAGE:
+    if expected is not None and expected * PAGE_BYTES_PER_TOKEN > HUGE_PAGE:
         _note(
             args,
             f"about {expected:,} tokens: the page will be about "
-            f"{expected * _PAGE_BYTES_PER_TOKEN / 1e6:,.0f} MB, more than browsers open "
+            f"{expected * PAGE_BYTES_PER_TOKEN / 1e6:,.0f} MB, more than browsers open "
             "comfortably; the terminal view (without --html) or a part of the input reads better",
         )
     with open(args.html, "w", encoding="utf-8") as f:
         write_html(events, totals, f, title=f"harmony tokens: {args.file}")
     out.write(f"wrote {args.html}\n")
     return 0
-
-
-#: What a token costs in the page (``<span title="#index id ID">text</span>``), about.
-_PAGE_BYTES_PER_TOKEN = 45
-#: Pages larger than this get a warning before they are written.
-_HUGE_PAGE = 50_000_000
-
-
-def _progress(
-    tokens: Iterable[int], expected: int | None, args: argparse.Namespace
-) -> Iterator[int]:
-    """``tokens``, reporting on stderr about once a second how far the walk got."""
-    tty = sys.stderr.isatty()
-    started = last = time.monotonic()
-    for count, token in enumerate(tokens, 1):
-        yield token
-        if count & 0xFFFF == 0 and (now := time.monotonic()) - last >= 1:
-            last = now
-            share = f" ({min(count / expected, 1):.0%})" if expected else ""
-            line = f"harmonia {args.command}: {count:,} tokens{share}, {now - started:.0f} s"
-            print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr)
-    if tty and last != started:
-        print(file=sys.stderr)
 
 
 def _token_input_arguments(parser: argparse.ArgumentParser) -> None:
@@ -424,6 +343,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         return int(args.func(args, out))
     except HarmonyError as exc:
         _note(args, str(exc).replace("\n", " "))
+        return 1
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as cat does, and keep
+        # Python from failing again when it flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as exc:  # writing an output file
         _note(args, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
