@@ -6,7 +6,12 @@ import argparse
 import contextlib
 import io
 import json
+import os
+import re
 import runpy
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +97,23 @@ def test_the_demo_prints_commands_that_run_as_shown() -> None:
         # the input comes on stdin: no file the demo created and deleted
         assert command.startswith("$ echo ") and command.endswith(tail)
     assert "/tmp" not in text
+
+
+def test_the_readme_command_lines_run() -> None:
+    """The README's ``echo ... | harmonia ...`` lines work as printed (exit 0)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [
+        line.split("  #")[0]
+        for block in re.findall(r"```sh\n(.*?)```", readme, re.S)
+        for line in block.splitlines()
+        if line.startswith("echo ") and "| harmonia " in line
+    ]
+    assert len(lines) >= 2
+    env = {**os.environ, "PYTHONPATH": str(Path(harmonia.__file__).parent.parent)}
+    for line in lines:
+        command = line.replace("| harmonia ", f"| {shlex.quote(sys.executable)} -m harmonia ")
+        result = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert result.returncode == 0, (line, result.stderr)
+        assert result.stdout.strip(), line
