@@ -28,8 +28,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy src
 
+# -rs: list every skipped test with its reason.
 unit: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -rs
 
 # The reference corpus lives beside the repository (../shared); a plain clone
 # without it still runs everything else. It runs once per BPE engine: the default

@@ -1,12 +1,13 @@
 """`make demo`: render the guide's weather-tool conversation and parse a completion.
 
-Runs offline: the vocabulary ships inside the quicktok package.
+Runs offline: the vocabulary ships inside the quicktok package. The command-line
+part prints commands that run as shown (their input comes on standard input).
 """
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+import io
+import sys
 
 from harmonia import (
     Author,
@@ -111,21 +112,27 @@ def main() -> None:
             deltas.append(parser.last_content_delta)
     print(" ", deltas)
 
-    print("\n== The command line (harmonia inspect / parse / schema) ==")
-    with tempfile.TemporaryDirectory() as tmp:
-        completion = Path(tmp) / "completion.ids"
-        completion.write_text(" ".join(map(str, GUIDE_COMPLETION)))
-        print(f"$ harmonia inspect {completion.name} --role assistant")
-        cli(["inspect", str(completion), "--role", "assistant", "--color", "never"])
-        guide_tool_call = Path(tmp) / "tool_call.txt"
-        guide_tool_call.write_text(
-            "<|channel|>analysis<|message|>Need to use function get_current_weather.<|end|>"
-            "<|start|>assistant<|channel|>commentary to=functions.get_current_weather "
-            '<|constrain|>json<|message|>{"location":"San Francisco"}<|call|>'
-        )
-        print(f"$ harmonia parse {guide_tool_call.name} --role assistant")
-        cli(["parse", str(guide_tool_call), "--role", "assistant"])
-        print("(harmonia inspect FILE --html out.html writes the same view as a web page)")
+    print("\n== The command line (run these from anywhere harmonia is installed) ==")
+    ids = " ".join(map(str, GUIDE_COMPLETION))
+    shell(f"echo {ids} | harmonia inspect -", ["inspect", "-", "--color", "never"], ids)
+    tool_call = (
+        "<|channel|>analysis<|message|>Need to use function get_current_weather.<|end|>"
+        "<|start|>assistant<|channel|>commentary to=functions.get_current_weather "
+        '<|constrain|>json<|message|>{"location":"San Francisco"}<|call|>'
+    )
+    shell(f"echo '{tool_call}' | harmonia parse -", ["parse", "-"], tool_call + "\n")
+    print("(harmonia inspect FILE --html out.html writes the same view as a web page)")
+
+
+def shell(line: str, argv: list[str], stdin: str) -> None:
+    """Show a command line, then run it in this process with ``stdin`` as its input."""
+    print(f"$ {line}")
+    saved = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        cli(argv)
+    finally:
+        sys.stdin = saved
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ class ToolDescription:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ToolDescription:
-        return cls(raw["name"], raw["description"], raw.get("parameters"))
+        name = required(raw, "name", "a tool")
+        return cls(name, required(raw, "description", f"tool {name!r}"), raw.get("parameters"))
 
 
 @dataclass(slots=True)
@@ -110,7 +111,17 @@ class ToolNamespaceConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ToolNamespaceConfig:
-        return cls(raw["name"], raw.get("description"), [_tool(t) for t in raw.get("tools", [])])
+        name = required(raw, "name", "a tool namespace")
+        return cls(name, raw.get("description"), [_tool(t) for t in raw.get("tools", [])])
+
+
+def required(raw: Mapping[str, Any], key: str, what: str) -> Any:
+    """``raw[key]`` of a JSON object, or an :class:`InputError` naming what is missing."""
+    if not isinstance(raw, Mapping):
+        raise InputError(f"{what} must be a JSON object, not {type(raw).__name__}")
+    if key not in raw:
+        raise InputError(f"{what} has no {key!r} field: add one")
+    return raw[key]
 
 
 def _tool(raw: ToolDescription | Mapping[str, Any]) -> ToolDescription:
@@ -374,7 +385,7 @@ def content_from_dict(raw: Content | Mapping[str, Any]) -> Content:
         return raw
     kind = raw.get("type") if isinstance(raw, Mapping) else None
     if kind == "text":
-        return TextContent(raw["text"])
+        return TextContent(required(raw, "text", "a text part"))
     if kind == SystemContent.TYPE:
         return SystemContent.from_dict(raw)
     if kind == DeveloperContent.TYPE:

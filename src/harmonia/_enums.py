@@ -18,7 +18,9 @@ class Role(str, Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Role:
-        raise InputError(f"Unknown role: {value!r}")
+        # The reference's words first (code matches on them), then the fix.
+        valid = ", ".join(r.value for r in cls)
+        raise InputError(f"Unknown role: {value!r} (use one of: {valid})")
 
 
 class ReasoningEffort(str, Enum):
@@ -27,6 +29,16 @@ class ReasoningEffort(str, Enum):
     LOW = "Low"
     MEDIUM = "Medium"
     HIGH = "High"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ReasoningEffort:
+        # Capitalised only, as openai_harmony's enum and pydantic model accept; the
+        # lowercase API spelling belongs to OpenAI requests (harmonia.openai_compat).
+        valid = ", ".join(repr(e.value) for e in cls)
+        hint = ""
+        if isinstance(value, str) and value.capitalize() in {e.value for e in cls}:
+            hint = f"; write {value.capitalize()!r} (harmony JSON spells it capitalised)"
+        raise InputError(f"Unknown reasoning effort: {value!r} (use one of: {valid}){hint}")
 
 
 class HarmonyEncodingName(str, Enum):

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ._content import Content, TextContent, content_from_dict
+from ._content import Content, TextContent, content_from_dict, required
 from ._enums import Role
 from ._errors import InputError
 from ._names import CotPolicyName, TypeScriptMode
@@ -125,24 +125,51 @@ class Message:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Message:
-        """Read the reference's message JSON (``content`` may be a plain string)."""
-        content = raw["content"]
-        parts: list[Content]
-        if isinstance(content, str):
-            parts = [TextContent(content)]
-        else:
-            parts = [content_from_dict(c) for c in content]
-        return cls(
-            Author(Role(raw["role"]), raw.get("name")),
-            parts,
-            raw.get("channel"),
-            raw.get("recipient"),
-            raw.get("content_type"),
-        )
+        """Read the reference's message JSON (``content`` may be a plain string).
+
+        Bad input raises :class:`InputError` saying which field is wrong:
+
+        >>> Message.from_dict({"role": "tool", "name": "functions.f"})
+        Traceback (most recent call last):
+        ...
+        harmonia._errors.InputError: message has no 'content' field: add one
+        """
+        return _message_from_dict(raw, "message")
 
     @classmethod
     def from_json(cls, text: str) -> Message:
         return cls.from_dict(json.loads(text))
+
+
+def _message_from_dict(raw: Mapping[str, Any], where: str) -> Message:
+    """``Message.from_dict``, with ``where`` (a JSON path) at the front of every error."""
+    value = required(raw, "role", where)
+    try:
+        role = Role(value)
+    except InputError as exc:
+        raise InputError(f"{where}.role: {exc}") from None
+    content = required(raw, "content", where)
+    parts: list[Content]
+    if isinstance(content, str):
+        parts = [TextContent(content)]
+    elif isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            try:
+                parts.append(content_from_dict(part))
+            except InputError as exc:
+                raise InputError(f"{where}.content[{j}]: {exc}") from None
+    else:
+        raise InputError(
+            f"{where}.content must be a string or a list of parts, not {type(content).__name__}"
+        )
+    return Message(
+        Author(role, raw.get("name")),
+        parts,
+        raw.get("channel"),
+        raw.get("recipient"),
+        raw.get("content_type"),
+    )
 
 
 @dataclass(slots=True)
@@ -182,8 +209,10 @@ class Conversation:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | Sequence[Any]) -> Conversation:
         """Read ``{"messages": [...]}`` (or a bare list of messages)."""
-        items = raw if isinstance(raw, Sequence) else raw["messages"]
-        return cls([Message.from_dict(m) for m in items])
+        items = raw if isinstance(raw, Sequence) else required(raw, "messages", "a conversation")
+        if isinstance(items, str) or not isinstance(items, Sequence):
+            raise InputError(f"messages must be a list, not {type(items).__name__}")
+        return cls([_message_from_dict(m, f"messages[{i}]") for i, m in enumerate(items)])
 
     @classmethod
     def from_json(cls, text: str) -> Conversation:

@@ -55,7 +55,7 @@ def test_render_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text("{not json")
     assert run(["render", str(bad)])[0] == 1
     assert "is not JSON" in capsys.readouterr().err
-    assert run(["render", str(tmp_path / "missing.json")])[0] == 2
+    assert run(["render", str(tmp_path / "missing.json")])[0] == 1
     assert run(["render"])[0] == 2  # usage error
 
 
@@ -128,9 +128,9 @@ def test_inspect_terminal(tmp_path: Path) -> None:
     status, out = run(["inspect", str(path), "--role", "assistant", "--color", "never"])
     assert status == 0
     lines = out.splitlines()
-    assert lines[0] == "14 tokens, 2 messages, 0 diagnostics"
-    assert lines[1] == "[0] assistant · channel analysis · 6 tokens from #0"
-    assert "⟦<|channel|>⟧analysis⟦<|message|>⟧Think.⟦<|end|>⟧" in lines[2]
+    assert lines[0] == "[0] assistant · channel analysis · 6 tokens from #0"
+    assert "⟦<|channel|>⟧analysis⟦<|message|>⟧Think.⟦<|end|>⟧" in lines[1]
+    assert lines[-1] == "14 tokens, 2 messages, 0 diagnostics"  # known at the end
     status, coloured = run(["inspect", str(path), "--role", "assistant", "--color", "always"])
     assert "\x1b[" in coloured
 
@@ -139,6 +139,7 @@ class _Collector(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.sections: list[dict[str, str | None]] = []
+        self.headers: list[dict[str, str | None]] = []
         self.token_titles: list[str] = []
         self.diags = 0
 
@@ -146,7 +147,9 @@ class _Collector(HTMLParser):
         a = dict(attrs)
         if tag == "section":
             self.sections.append(a)
-        if tag == "span" and "t" in (a.get("class") or "").split():
+        if tag == "header":
+            self.headers.append(a)
+        if tag == "span" and (a.get("title") or "").startswith("#"):
             self.token_titles.append(a.get("title") or "")
         if tag == "div" and a.get("class") == "diag":
             self.diags += 1
@@ -164,9 +167,11 @@ def test_inspect_html_page(tmp_path: Path) -> None:
     assert status == 0 and out == f"wrote {page}\n"
     collector = _Collector()
     collector.feed(page.read_text(encoding="utf-8"))
-    assert [s["class"] for s in collector.sections] == [
-        "block role-assistant channel-analysis",
-        "block role-assistant channel-final",
+    assert [s["class"] for s in collector.sections] == ["block", "block"]
+    # a block's role and channel are known at its end, so they sit on its header
+    assert [h["class"] for h in collector.headers] == [
+        "role-assistant channel-analysis",
+        "role-assistant channel-final",
     ]
     assert collector.token_titles[0] == "#0 id " + str(
         harmonia.load_harmony_encoding("HarmonyGptOss").encode("junk")[0]

@@ -1,5 +1,6 @@
 """The ``harmonia`` command (the top layer: it may import anything below it).
 
-The entry point is :func:`harmonia._cli.main.main`; ``io`` reads the command's
-inputs and ``inspect`` draws token streams for people.
+The entry point is :func:`harmonia._cli.main.main`; ``io`` reads files, JSON
+and conversations, ``tokens`` token inputs (streamed), and ``inspect`` draws
+token streams for people.
 """

@@ -1,40 +1,63 @@
 """A readable view of a token sequence: message blocks, token boundaries, diagnostics.
 
-:func:`inspect_tokens` runs the lenient parser over the tokens and groups them
-into blocks, one per message (plus a block for tokens left over at the end).
-:func:`render_terminal` colours the blocks for a terminal and
-:func:`render_html` writes a self-contained page.
+:func:`walk` runs the lenient parser over the tokens and yields each token,
+then a :class:`BlockDone` at the end of each message (and of any tokens left
+over). Everything streams: :func:`write_terminal` holds one message at a time
+and :func:`write_html` one token, so a token file of any size is drawn in
+memory bounded by the vocabulary and the longest message.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TextIO
 
-from .._enums import Role
+from .._enums import Role, StreamState
 from .._names import ANALYSIS, COMMENTARY, FINAL
 from .._parse import Diagnostic, EncodingLike, MessageDone, StreamableParser
-from .._tokenizer import is_special_token
+from .._tokenizer.special_tokens import FIRST_SPECIAL, START
+
+#: Once a parser has read this many tokens it is replaced, at the next message
+#: boundary, by a fresh one: a parser keeps every token and message it has seen.
+RESET_AFTER = 1 << 16
+#: The most tokens ``<|start|>ROLE`` takes (every role is one or two tokens).
+_PROMPT_END = 3
 
 
 @dataclass(slots=True)
-class Block:
-    """The tokens of one message (``message`` is ``None`` for leftovers)."""
+class TokenView:
+    """One token: its index in the input, id, text, and whether it is special or unknown."""
 
+    index: int
+    token: int
+    text: str
+    marked: bool
+
+
+@dataclass(slots=True)
+class BlockDone:
+    """The end of a block: one message, or (``role`` is ``None``) tokens left over."""
+
+    number: int
     start: int
-    tokens: list[int] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
+    count: int
     role: str | None = None
     name: str | None = None
     channel: str | None = None
     recipient: str | None = None
     content_type: str | None = None
-    text: str | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: ``<|start|>ROLE`` at the very end: a prompt rendered for completion.
+    prompt_end: bool = False
 
     @property
     def label(self) -> str:
+        if self.prompt_end:
+            return f"{self.role} · the prompt ends here: the model writes this message"
         if self.role is None:
             return "unparsed tokens"
         parts = [self.role if self.name is None else f"{self.role}:{self.name}"]
@@ -48,53 +71,97 @@ class Block:
 
 
 @dataclass(slots=True)
-class Inspection:
-    blocks: list[Block]
-    diagnostics: list[Diagnostic]
-    num_tokens: int
+class Totals:
+    """Counts so far; complete once the walk is exhausted."""
+
+    tokens: int = 0
+    messages: int = 0
+    diagnostics: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.tokens} tokens, {self.messages} messages, {self.diagnostics} diagnostics"
 
 
-def _token_text(enc: EncodingLike, token: int) -> str:
-    data = enc.tokenizer.token_bytes_table[token] if 0 <= token < 201_089 else None
-    if data is None:
-        return f"<invalid {token}>"
-    return data.decode("utf-8", "replace")
+def _texts(enc: EncodingLike) -> Callable[[int], str]:
+    table = enc.tokenizer.token_bytes_table
+
+    @lru_cache(maxsize=1 << 14)
+    def text(token: int) -> str:
+        data = table[token] if 0 <= token < len(table) else None
+        return f"<invalid {token}>" if data is None else data.decode("utf-8", "replace")
+
+    return text
 
 
-def inspect_tokens(enc: EncodingLike, tokens: Sequence[int], role: Role | None) -> Inspection:
-    """Parse ``tokens`` leniently and group them into one block per message."""
+def walk(
+    enc: EncodingLike, tokens: Iterable[int], role: Role | None, totals: Totals
+) -> Iterator[TokenView | BlockDone]:
+    """Parse ``tokens`` leniently; yield each token, and each block as it ends."""
+    text = _texts(enc)
+    # A fresh parser is the same machine as one between messages, unless a role
+    # other than assistant was given (it is also the role of recovered headers).
+    resettable = role in (None, Role.ASSISTANT)
     parser = StreamableParser(enc, role, strict=False)
-    blocks: list[Block] = []
-    diagnostics: list[Diagnostic] = []
-    current = Block(0)
+    base = 0  # index of the current parser's first token
+    block = BlockDone(0, 0, 0)
 
-    def close(done: MessageDone, next_start: int) -> Block:
-        m = done.message
-        current.role = m.author.role.value
-        current.name = m.author.name
-        current.channel, current.recipient = m.channel, m.recipient
-        current.content_type, current.text = m.content_type, m.text
-        blocks.append(current)
-        return Block(next_start)
-
-    for i, token in enumerate(tokens):
-        current.tokens.append(token)
-        current.texts.append(_token_text(enc, token))
-        for event in parser.feed(token):
+    def note(events: Sequence[object]) -> Iterator[BlockDone]:
+        nonlocal block
+        for event in events:
             if isinstance(event, Diagnostic):
-                current.diagnostics.append(event)
-                diagnostics.append(event)
+                if base:
+                    event = dataclasses.replace(event, token_index=event.token_index + base)
+                block.diagnostics.append(event)
+                totals.diagnostics += 1
             elif isinstance(event, MessageDone):
-                current = close(event, i + 1)
-    for event in parser.feed_eos():
-        if isinstance(event, Diagnostic):
-            current.diagnostics.append(event)
-            diagnostics.append(event)
-        elif isinstance(event, MessageDone):
-            current = close(event, len(tokens))
-    if current.tokens:
-        blocks.append(current)
-    return Inspection(blocks, diagnostics, len(tokens))
+                m = event.message
+                block.role, block.name = m.author.role.value, m.author.name
+                block.channel, block.recipient = m.channel, m.recipient
+                block.content_type = m.content_type
+                totals.messages += 1
+                yield block
+                block = BlockDone(block.number + 1, totals.tokens, 0)
+
+    feed = parser.feed
+    tail: list[int] = []  # a block's first tokens, while it has at most _PROMPT_END
+    for index, token in enumerate(tokens):
+        totals.tokens = index + 1
+        block.count += 1
+        if block.count == 1:
+            tail.clear()
+        if block.count <= _PROMPT_END:
+            tail.append(token)
+        # every id from FIRST_SPECIAL on is special (or past the vocabulary)
+        yield TokenView(index, token, text(token), not 0 <= token < FIRST_SPECIAL)
+        events = feed(token)
+        if events:  # most tokens report nothing
+            yield from note(events)
+        if (
+            resettable
+            and index + 1 - base >= RESET_AFTER
+            and parser.state is StreamState.EXPECT_START
+            and block.count == 0
+        ):
+            parser, base = StreamableParser(enc, None, strict=False), index + 1
+            feed = parser.feed
+    role_at_end = _completion_role(enc, tail) if block.count == len(tail) else None
+    if role_at_end is not None:
+        # A completion prompt ends with <|start|>ROLE: not a truncated message.
+        block.role, block.prompt_end = role_at_end, True
+        yield block
+        return
+    yield from note(parser.feed_eos())
+    if block.count:
+        yield block
+
+
+def _completion_role(enc: EncodingLike, tokens: Sequence[int]) -> str | None:
+    """The role of ``<|start|>ROLE`` (the end of a completion prompt), else ``None``."""
+    if len(tokens) < 2 or tokens[0] != START or any(not 0 <= t < FIRST_SPECIAL for t in tokens[1:]):
+        return None
+    table = enc.tokenizer.token_bytes_table
+    word = b"".join(table[t] for t in tokens[1:]).decode("utf-8", "replace")
+    return word if word in {r.value for r in Role} else None
 
 
 # -- terminal ----------------------------------------------------------------------
@@ -107,76 +174,111 @@ def _colour(code: str, text: str, enabled: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if enabled else text
 
 
-def render_terminal(inspection: Inspection, *, colour: bool = True, ids: bool = False) -> str:
-    """Blocks as text; special tokens are marked, roles and channels coloured."""
-    lines = [
-        f"{inspection.num_tokens} tokens, "
-        f"{sum(b.role is not None for b in inspection.blocks)} messages, "
-        f"{len(inspection.diagnostics)} diagnostics"
-    ]
-    for n, block in enumerate(inspection.blocks):
+def write_terminal(
+    events: Iterable[TokenView | BlockDone],
+    totals: Totals,
+    out: TextIO,
+    *,
+    colour: bool = True,
+    ids: bool = False,
+) -> None:
+    """Each block as text (special tokens marked, roles and channels coloured), then totals."""
+    pending: list[TokenView] = []
+    for event in events:
+        if isinstance(event, TokenView):
+            pending.append(event)
+            continue
+        block = event
         code = _CHANNEL_COLOURS.get(block.channel or "", _ROLE_COLOURS.get(block.role or "", "31"))
-        head = f"[{n}] {block.label} · {len(block.tokens)} tokens from #{block.start}"
-        lines.append(_colour("1;" + code, head, colour))
+        head = f"[{block.number}] {block.label} · {block.count} tokens from #{block.start}"
         pieces = []
-        for token, text in zip(block.tokens, block.texts, strict=True):
-            shown = f"{text}" if not ids else f"{text}({token})"
-            if is_special_token(token) or token >= 201_089:
+        for t in pending:
+            shown = t.text if not ids else f"{t.text}({t.token})"
+            if t.marked:
                 pieces.append(_colour("7;35", shown, colour) if colour else f"⟦{shown}⟧")
             else:
                 pieces.append(_colour(code, shown, colour) if not ids else shown + "|")
-        lines.append("  " + "".join(pieces).replace("\n", "\n  "))
-        lines += [_colour("31", f"  ! {d}", colour) for d in block.diagnostics]
-    return "\n".join(lines) + "\n"
+        pending.clear()
+        out.write(_colour("1;" + code, head, colour) + "\n")
+        out.write("  " + "".join(pieces).replace("\n", "\n  ") + "\n")
+        for d in block.diagnostics:
+            out.write(_colour("31", f"  ! {d}", colour) + "\n")
+    out.write(f"{totals}\n")
 
 
 # -- HTML ----------------------------------------------------------------------------
 
+# The page is written in one pass, so what is known only at a block's end (its
+# role, channel, header) and at the page's end (the totals) is written after what
+# it describes: CSS order moves it up, and the header draws the block's coloured
+# left edge (a ::before spanning the positioned section), so nothing is held back.
+#: What a token costs in the page (``<span title="#index id ID">text</span>``), about.
+PAGE_BYTES_PER_TOKEN = 45
+#: Pages estimated larger than this are announced before they are written.
+HUGE_PAGE = 50_000_000
+
 _CSS = """
-body{font:14px/1.5 system-ui,sans-serif;margin:2em;background:#fafafa;color:#222}
-h1{font-size:18px}.summary{color:#555;margin-bottom:1em}
-.block{border:1px solid #ccc;border-left:6px solid #999;border-radius:4px;margin:0 0 1em;
-background:#fff}.block header{padding:.4em .8em;background:#f0f0f0;font-weight:600}
+body{font:14px/1.5 system-ui,sans-serif;margin:2em;background:#fafafa;color:#222;
+display:flex;flex-direction:column}h1{font-size:18px;order:-2}
+.summary{color:#555;margin-bottom:1em;order:-1}
+.block{position:relative;border:1px solid #ccc;border-left-width:6px;border-radius:4px;
+margin:0 0 1em;background:#fff;display:flex;flex-direction:column}
+.block header{padding:.4em .8em;background:#f0f0f0;font-weight:600;order:-1}
+.block header::before{content:"";position:absolute;left:-6px;top:-1px;bottom:-1px;width:6px;
+border-radius:4px 0 0 4px;background:#999}
 .block header .count{float:right;font-weight:400;color:#666}
 .tokens{padding:.6em .8em;font:13px/1.6 ui-monospace,monospace;white-space:pre-wrap;
-word-break:break-word}.t{border-radius:2px}.t:nth-child(even){background:#eef3ff}
-.t:hover{outline:1px solid #333}.sp{background:#5b2c83 !important;color:#fff;padding:0 2px}
-.role-system{border-left-color:#8e44ad}.role-developer{border-left-color:#2c6fbb}
-.role-user{border-left-color:#27ae60}.role-assistant{border-left-color:#16a085}
-.role-tool{border-left-color:#d4a017}.role-none{border-left-color:#c0392b}
-.channel-analysis header{background:#e8f6f3}.channel-final header{background:#d1f2eb}
+word-break:break-word}.tokens span{border-radius:2px}
+.tokens span:nth-child(even){background:#eef3ff}
+.tokens span:hover{outline:1px solid #333}
+.tokens .sp{background:#5b2c83 !important;color:#fff;padding:0 2px}
+.role-system::before{background:#8e44ad !important}
+.role-developer::before{background:#2c6fbb !important}
+.role-user::before{background:#27ae60 !important}
+.role-assistant::before{background:#16a085 !important}
+.role-tool::before{background:#d4a017 !important}
+.role-none::before{background:#c0392b !important}
+header.channel-analysis{background:#e8f6f3}header.channel-final{background:#d1f2eb}
 .diag{margin:.3em .8em .6em;padding:.3em .6em;background:#fdecea;color:#922;
 border-radius:3px;font-size:13px}
 """
 
 
-def _html_block(n: int, block: Block) -> str:
-    role_class = f"role-{block.role or 'none'}"
-    channel_class = f" channel-{html.escape(block.channel)}" if block.channel else ""
-    spans = []
-    for offset, (token, text) in enumerate(zip(block.tokens, block.texts, strict=True)):
-        special = is_special_token(token) or token >= 201_089
-        cls = "t sp" if special else "t"
-        title = f"#{block.start + offset} id {token}"
-        spans.append(f'<span class="{cls}" title="{title}">{html.escape(text)}</span>')
-    diags = "".join(f'<div class="diag">{html.escape(str(d))}</div>' for d in block.diagnostics)
-    return (
-        f'<section class="block {role_class}{channel_class}" data-index="{n}">'
-        f"<header>[{n}] {html.escape(block.label)}"
-        f'<span class="count">{len(block.tokens)} tokens</span></header>'
-        f'<div class="tokens">{"".join(spans)}</div>{diags}</section>'
-    )
-
-
-def render_html(inspection: Inspection, title: str = "harmony tokens") -> str:
-    """A self-contained HTML page (no scripts, no external resources)."""
-    blocks = "\n".join(_html_block(n, b) for n, b in enumerate(inspection.blocks))
-    messages = sum(b.role is not None for b in inspection.blocks)
-    return (
+def write_html(
+    events: Iterable[TokenView | BlockDone],
+    totals: Totals,
+    out: TextIO,
+    title: str = "harmony tokens",
+) -> None:
+    """A self-contained HTML page (no scripts, no external resources), written as it goes."""
+    write = out.write
+    write(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        f'<div class="summary">{inspection.num_tokens} tokens · {messages} messages · '
-        f"{len(inspection.diagnostics)} diagnostics · hover a token for its index and id</div>"
-        f"\n{blocks}\n</body></html>\n"
+        f"<h1>{html.escape(title)}</h1>\n"
+    )
+    escape = lru_cache(maxsize=1 << 14)(html.escape)
+    in_block = False
+    for event in events:
+        if not in_block:
+            write('<section class="block"><div class="tokens">')
+            in_block = True
+        if isinstance(event, TokenView):
+            cls = ' class="sp"' if event.marked else ""
+            write(f'<span{cls} title="#{event.index} id {event.token}">{escape(event.text)}</span>')
+            continue
+        b = event
+        classes = f"role-{b.role or 'none'}" + (
+            f" channel-{html.escape(b.channel)}" if b.channel else ""
+        )
+        diags = "".join(f'<div class="diag">{html.escape(str(d))}</div>' for d in b.diagnostics)
+        write(
+            f'</div>{diags}<header class="{classes}">[{b.number}] {html.escape(b.label)}'
+            f'<span class="count">{b.count} tokens</span></header></section>\n'
+        )
+        in_block = False
+    write(
+        f'<div class="summary">{totals.tokens} tokens · {totals.messages} messages · '
+        f"{totals.diagnostics} diagnostics · hover a token for its index and id</div>"
+        "\n</body></html>\n"
     )

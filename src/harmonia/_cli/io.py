@@ -1,25 +1,55 @@
-"""Input helpers for the command line: reading JSON, token lists and conversations."""
+"""Input helpers for the command line: reading files, JSON and conversations.
+
+Every problem with an input becomes an :class:`InputError` whose text names the
+file (or standard input), what is wrong and how to fix it, so the command can
+print it as one line.
+"""
 
 from __future__ import annotations
 
+import codecs
 import json
-import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 from .._errors import InputError
 from .._message import Conversation
 
-_HARMONY_PART_TYPES = frozenset({"text", "system_content", "developer_content"})
+InputFormat = Literal["auto", "harmony", "chat"]
+INPUT_FORMATS: Final[tuple[InputFormat, ...]] = ("auto", "harmony", "chat")
+FORMAT_NAMES: Final = {"harmony": "harmony JSON", "chat": "a Chat Completions request"}
+
+# Fields only harmony's own JSON (Conversation.to_json) has, and only a Chat request has.
+_HARMONY_KEYS: Final = ("channel", "recipient", "content_type")
+_HARMONY_PARTS: Final = frozenset({"system_content", "developer_content"})
+_CHAT_KEYS: Final = (
+    "tool_calls",
+    "tool_call_id",
+    "function_call",
+    "refusal",
+    "reasoning_content",
+    "reasoning",
+    "thinking",
+)
+_SHARED_PARTS: Final = frozenset({"text"})
+
+
+def describe(path: str) -> str:
+    return "standard input" if path == "-" else path
 
 
 def read_input(path: str) -> str:
     """The text of ``path``, or of standard input for ``-``."""
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as exc:
+        raise InputError(not_utf8(path, exc)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
 
 
 def read_json(path: str) -> Any:
@@ -27,47 +57,87 @@ def read_json(path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        where = "standard input" if path == "-" else path
-        raise InputError(f"{where} is not JSON: {exc}") from None
+        raise InputError(
+            f"{describe(path)} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
 
 
-def is_harmony_json(data: Any) -> bool:
-    """Whether ``data`` is harmony's own conversation JSON (``Conversation.to_json``)."""
-    if isinstance(data, Mapping):
-        if set(data) != {"messages"}:
-            return False
-        data = data["messages"]
-    if not isinstance(data, list):
-        return False
-    for message in data:
-        if not isinstance(message, Mapping) or "tool_calls" in message or "tool_call_id" in message:
-            return False
+def detect_format(data: Any) -> tuple[Literal["harmony", "chat"], str]:
+    """Which JSON ``data`` is, and why: harmony's own JSON or a Chat Completions request.
+
+    A conversation that has neither format's own fields (only roles and string
+    or text-part contents) is read as a Chat request: that is the shape people
+    write by hand, and ``Conversation.to_json`` always writes ``"name"``.
+    """
+    if isinstance(data, list):
+        return "harmony", "a bare list of messages"
+    if not isinstance(data, Mapping):
+        raise InputError(
+            f"expected a JSON object with 'messages', not a JSON {type(data).__name__}"
+        )
+    chat = [f"field {key!r}" for key in data if key != "messages"][:1]
+    harmony: list[str] = []
+    messages = data.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(message, Mapping):
+            continue
+        where = f"messages[{i}]"
+        harmony += [f"{where}.{k}" for k in _HARMONY_KEYS if message.get(k) is not None]
+        if "name" in message and message["name"] is None:
+            harmony.append(f"{where}.name: null")
+        chat += [f"{where}.{k}" for k in _CHAT_KEYS if k in message]
+        if message.get("role") == "function":
+            chat.append(f"{where}.role 'function'")
         content = message.get("content")
-        if isinstance(content, list) and not all(
-            isinstance(p, Mapping) and p.get("type") in _HARMONY_PART_TYPES for p in content
-        ):
-            return False
-    return True
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind in _HARMONY_PARTS:
+                harmony.append(f"{where}.content[{j}] of type {kind!r}")
+            elif kind not in _SHARED_PARTS:
+                chat.append(f"{where}.content[{j}] of type {kind!r}")
+    if harmony and chat:
+        raise InputError(
+            f"the JSON mixes harmony fields ({harmony[0]}) and Chat request fields ({chat[0]}); "
+            "give one format, or choose with --input-format"
+        )
+    if harmony:
+        return "harmony", harmony[0]
+    if chat:
+        return "chat", chat[0]
+    return "chat", "no harmony-only fields"
 
 
-def load_conversation(data: Any) -> Conversation:
+def load_conversation(data: Any, kind: Literal["harmony", "chat"]) -> Conversation:
     """A conversation from harmony JSON or an OpenAI Chat Completions request."""
-    if is_harmony_json(data):
+    if kind == "harmony":
         return Conversation.from_dict(data)
     from ..openai_compat import chat_request_to_conversation
 
     return chat_request_to_conversation(data)
 
 
-_INT_LIST = re.compile(r"^[\s\[\],0-9-]*$")
+def not_utf8(path: str, exc: UnicodeDecodeError) -> str:
+    """One line for a file that is not UTF-8: the first bad byte and its offset."""
+    where = f"byte {exc.object[exc.start]:#04x}"
+    offset = None if path == "-" else _first_bad_byte(path)
+    if offset is not None:
+        where += f" at offset {offset}"
+    return f"{describe(path)} is not UTF-8 text ({where}); give a UTF-8 text or JSON file"
 
 
-def parse_token_list(text: str) -> list[int] | None:
-    """Token ids written as a JSON list or separated by spaces/commas, else ``None``."""
-    stripped = text.strip()
-    if not stripped or not _INT_LIST.match(stripped):
-        return None
+def _first_bad_byte(path: str) -> int | None:
+    """The file offset of the first byte that is not UTF-8 (the error's is per buffer)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
     try:
-        return [int(t) for t in re.split(r"[\s,\[\]]+", stripped) if t]
-    except ValueError:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 16):
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as exc:
+                    return offset - pending + exc.start
+                offset += len(chunk)
+    except OSError:
         return None
+    return None

@@ -1,42 +1,63 @@
 """The ``harmonia`` command: render, parse, schema and inspect, JSON in and out.
 
 Every command is testable through :func:`main`, which takes ``argv`` and
-returns the exit status: 0 on success, 1 when harmonia refuses the input (a
-:class:`HarmonyError`, printed to stderr), 2 for a usage or file error.
+returns the exit status: 0 on success, 1 when harmonia refuses an input (one
+line on stderr saying what is wrong, where, and how to fix it), 2 for a usage
+error (argparse's message).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
-from .._enums import HarmonyEncodingName, Role
-from .._errors import HarmonyError, InputError
+from .._enums import HarmonyEncodingName, Role, StreamState
+from .._errors import HarmonyError, InputError, ParseError
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
-from .inspect import inspect_tokens, render_html, render_terminal
-from .io import load_conversation, parse_token_list, read_input, read_json
+from ..openai_compat._common import DEFAULT_COT_POLICY
+from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
+from .io import FORMAT_NAMES, INPUT_FORMATS, describe, detect_format, load_conversation, read_json
+from .tokens import completion_role, progress, read_tokens
 
 
 def _encoding() -> HarmonyEncoding:
     return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
+def _note(args: argparse.Namespace, text: str) -> None:
+    print(f"harmonia {args.command}: {text}", file=sys.stderr)
+
+
 # -- render ----------------------------------------------------------------------
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
-    conv = load_conversation(read_json(args.file))
+    data = read_json(args.file)
+    kind = args.input_format
+    if kind == "auto":
+        kind, why = detect_format(data)
+        _note(
+            args,
+            f"read {describe(args.file)} as {FORMAT_NAMES[kind]} ({why}); "
+            "--input-format harmony|chat chooses",
+        )
+    conv = load_conversation(data, kind)
     enc = _encoding()
-    config = RenderConversationConfig(cot_policy=args.cot_policy, typescript=args.typescript)
+    # No default of the CLI's own: a Chat request renders as render_chat_request
+    # does, harmony JSON as HarmonyEncoding's render methods do.
+    policy = args.cot_policy or (DEFAULT_COT_POLICY if kind == "chat" else None)
+    config = RenderConversationConfig(cot_policy=policy, typescript=args.typescript)
     if args.mode == "completion":
         tokens = enc.render_conversation_for_completion(conv, Role(args.next_role), config)
     elif args.mode == "training":
@@ -81,7 +102,9 @@ def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
     elif isinstance(data, dict):
         text = convert(data)
     else:
-        raise InputError("expected a JSON Schema object, a tool, or a list of tools")
+        raise InputError(
+            f"{describe(args.file)}: expected a JSON Schema object, a tool, or a list of tools"
+        )
     out.write(text + "\n")
     return 0
 
@@ -89,27 +112,31 @@ def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
 # -- parse and inspect -------------------------------------------------------------
 
 
-def _read_tokens(args: argparse.Namespace, enc: HarmonyEncoding) -> list[int]:
-    """Token ids from a JSON list / whitespace-separated ids, or text with special tokens."""
-    text = read_input(args.file)
-    tokens = None if args.text else parse_token_list(text)
-    if tokens is None:
-        if args.ids:
-            raise InputError("input is not a list of token ids")
-        tokens = enc.encode(
-            text.removesuffix("\n") if args.file == "-" else text, allowed_special="all"
-        )
-    return tokens
-
-
-def _role(value: str) -> Role | None:
-    return None if value == "none" else Role(value)
+def _explain(exc: ParseError, enc: HarmonyEncoding) -> str:
+    """A strict parse failure as one line: what, which token, and what to try."""
+    if exc.token is None:
+        where = "at the end of the input"
+    else:
+        text = f" {exc.token_text!r}" if exc.token_text else ""
+        where = f"at token index {exc.token_index} (id {exc.token}{text})"
+    hints = []
+    vocabulary = len(enc.tokenizer.token_bytes_table)
+    if exc.token is not None and not 0 <= exc.token < vocabulary:
+        hints.append(f"id {exc.token} is out of range (o200k_harmony ids are 0..{vocabulary - 1})")
+    if exc.token_index == 0 and exc.state == StreamState.EXPECT_START.value:
+        hints.append("if the input is model output after <|start|>assistant, use --role assistant")
+    hints.append("--lenient recovers and lists what it repaired")
+    return f"{exc.reason} {where}; {'; '.join(hints)}"
 
 
 def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens = _read_tokens(args, enc)
-    result = parse_completion(enc, tokens, _role(args.role), strict=not args.lenient)
+    tokens, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids)
+    role, tokens = completion_role(args.role, tokens)
+    try:
+        result = parse_completion(enc, tokens, role, strict=not args.lenient)
+    except ParseError as exc:
+        raise InputError(_explain(exc, enc)) from None
     payload = {
         "messages": [m.to_dict() for m in result.messages],
         "diagnostics": [
@@ -130,73 +157,176 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens = _read_tokens(args, enc)
-    inspection = inspect_tokens(enc, tokens, _role(args.role))
-    if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render_html(inspection, title=f"harmony tokens: {args.file}"))
-        out.write(f"wrote {args.html}\n")
+    tokens, expected = read_tokens(args.file, enc, text=args.text, ids=args.ids)
+    role, tokens = completion_role(args.role, tokens)
+    if args.progress if args.progress is not None else sys.stderr.isatty():
+        tokens = progress(tokens, expected, f"harmonia {args.command}")
+    totals = Totals()
+    events = walk(enc, tokens, role, totals)
+    if not args.html:
+        colour = args.color == "always" or (args.color == "auto" and out.isatty())
+        write_terminal(events, totals, out, colour=colour, ids=args.show_ids)
         return 0
-    colour = args.color == "always" or (args.color == "auto" and out.isatty())
-    out.write(render_terminal(inspection, colour=colour, ids=args.show_ids))
+    if expected is not None and expected * PAGE_BYTES_PER_TOKEN > HUGE_PAGE:
+        _note(
+            args,
+            f"about {expected:,} tokens: the page will be about "
+            f"{expected * PAGE_BYTES_PER_TOKEN / 1e6:,.0f} MB, more than browsers open "
+            "comfortably; the terminal view (without --html) or a part of the input reads better",
+        )
+    with open(args.html, "w", encoding="utf-8") as f:
+        write_html(events, totals, f, title=f"harmony tokens: {args.file}")
+    out.write(f"wrote {args.html}\n")
     return 0
 
 
 def _token_input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "file", help="token ids (JSON list or separated by spaces), or text; - for stdin"
+        "file", help="token ids (a JSON list, or separated by spaces), or text; - for stdin"
     )
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--ids", action="store_true", help="the input must be token ids")
     kind.add_argument("--text", action="store_true", help="the input is text with special tokens")
     parser.add_argument(
         "--role",
-        default="none",
-        choices=["none", *(r.value for r in Role)],
-        help="the role the prompt ended with (<|start|>ROLE); none: input starts with <|start|>",
+        default="auto",
+        choices=["auto", "none", *(r.value for r in Role)],
+        help="the role the prompt ended with (<|start|>ROLE); none: the input has its own "
+        "<|start|>; auto: none if a <|start|> comes before the first <|message|>, else "
+        "assistant (model output)",
     )
 
 
 # -- argument parsing ------------------------------------------------------------
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's layout and shows each option's default (but not None/False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            action.option_strings
+            and "%(default)" not in text
+            and action.default not in (None, False, argparse.SUPPRESS)
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+_EPILOG = """\
+examples:
+  harmonia render request.json --format text   a Chat request or harmony JSON -> prompt
+  harmonia parse completion.txt                 model output -> messages (JSON)
+  harmonia inspect completion.ids --html a.html a page showing every token
+  harmonia schema tools.json                    tools -> the TypeScript the model sees
+
+exit status: 0 success; 1 an input was refused (one line on stderr says what,
+where and how to fix it); 2 a usage error.
+"""
+
+
+def _version() -> str:
+    import harmonia
+
+    return f"harmonia {harmonia.__version__}"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="harmonia", description="Render and parse the harmony format of gpt-oss."
+        prog="harmonia",
+        description="Render and parse the harmony format of gpt-oss.",
+        epilog=_EPILOG,
+        formatter_class=_HelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    render = sub.add_parser(
-        "render", help="conversation (harmony JSON or a Chat Completions request) -> tokens"
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help, description=help, epilog=_EPILOG, formatter_class=_HelpFormatter
+        )
+
+    render = command(
+        "render", "a conversation (a Chat Completions request or harmony JSON) -> prompt tokens"
     )
     render.add_argument("file", help="JSON file, or - for standard input")
-    render.add_argument("--format", choices=("ids", "text", "json"), default="json")
     render.add_argument(
-        "--mode", choices=("completion", "conversation", "training"), default="completion"
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default="auto",
+        help="harmony: Conversation.to_json's shape; chat: an OpenAI Chat Completions "
+        "request; auto: decided by format-only fields (a note on stderr says which)",
     )
     render.add_argument(
-        "--next-role", default=Role.ASSISTANT.value, choices=[r.value for r in Role]
+        "--format",
+        choices=("ids", "text", "json"),
+        default="json",
+        help="output: token ids, prompt text, or both in a JSON object",
     )
-    render.add_argument("--cot-policy", choices=COT_POLICY_NAMES, default=None)
-    render.add_argument("--typescript", choices=TYPESCRIPT_MODES, default=DEFAULT_TYPESCRIPT_MODE)
+    render.add_argument(
+        "--mode",
+        choices=("completion", "conversation", "training"),
+        default="completion",
+        help="completion: ends with <|start|>NEXT-ROLE; conversation: the messages only; "
+        "training: the last message ends with <|return|>",
+    )
+    render.add_argument(
+        "--next-role",
+        default=Role.ASSISTANT.value,
+        choices=[r.value for r in Role],
+        help="the role of the message to complete (--mode completion)",
+    )
+    render.add_argument(
+        "--cot-policy",
+        choices=COT_POLICY_NAMES,
+        default=None,
+        help=f"which earlier reasoning the model sees (default: {DEFAULT_COT_POLICY} for a "
+        "Chat request, as openai_compat.render_chat_request; the reference's rule for "
+        "harmony JSON, as HarmonyEncoding's render methods)",
+    )
+    render.add_argument(
+        "--typescript",
+        choices=TYPESCRIPT_MODES,
+        default=DEFAULT_TYPESCRIPT_MODE,
+        help="how tool schemas become TypeScript: reference (byte-exact) or corrected",
+    )
     render.set_defaults(func=_cmd_render)
 
-    schema = sub.add_parser("schema", help="JSON Schema or tools -> the TypeScript the model sees")
+    schema = command("schema", "a JSON Schema or tools -> the TypeScript the model sees")
     schema.add_argument("file", help="JSON file, or - for standard input")
-    schema.add_argument("--namespace", default=FUNCTIONS)
-    schema.add_argument("--typescript", choices=TYPESCRIPT_MODES, default=DEFAULT_TYPESCRIPT_MODE)
+    schema.add_argument("--namespace", default=FUNCTIONS, help="the namespace of the tools")
+    schema.add_argument(
+        "--typescript",
+        choices=TYPESCRIPT_MODES,
+        default=DEFAULT_TYPESCRIPT_MODE,
+        help="reference (byte-exact) or corrected",
+    )
     schema.set_defaults(func=_cmd_schema)
 
-    parse = sub.add_parser("parse", help="completion tokens or text -> messages and diagnostics")
+    parse = command("parse", "completion tokens or text -> messages and diagnostics (JSON)")
     _token_input_arguments(parse)
-    parse.add_argument("--lenient", action="store_true", help="recover instead of failing")
+    parse.add_argument(
+        "--lenient", action="store_true", help="recover from format errors and list them"
+    )
     parse.set_defaults(func=_cmd_parse)
 
-    inspect = sub.add_parser("inspect", help="a readable, coloured view of a token sequence")
+    inspect = command("inspect", "a readable, coloured view of a token sequence")
     _token_input_arguments(inspect)
     inspect.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
-    inspect.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    inspect.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the terminal view (auto: when stdout is a terminal)",
+    )
     inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
+    inspect.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="report progress on stderr (default: when stderr is a terminal)",
+    )
     inspect.set_defaults(func=_cmd_inspect)
     return parser
 
@@ -207,13 +337,19 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits on --help and on usage errors
+    except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
     try:
         return int(args.func(args, out))
     except HarmonyError as exc:
-        print(f"harmonia {args.command}: {exc}", file=sys.stderr)
+        _note(args, str(exc).replace("\n", " "))
         return 1
-    except OSError as exc:
-        print(f"harmonia {args.command}: {exc}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as cat does, and keep
+        # Python from failing again when it flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # writing an output file
+        _note(args, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+        return 1

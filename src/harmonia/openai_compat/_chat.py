@@ -19,6 +19,7 @@ from .._encoding import HarmonyEncoding
 from .._message import Conversation
 from .._names import COMMENTARY, FINAL, CotPolicyName
 from ._common import (
+    DEFAULT_COT_POLICY,
     JsonDict,
     PromptOptions,
     arguments_text,
@@ -106,7 +107,7 @@ def render_chat_request(
     request: Mapping[str, Any],
     options: PromptOptions | None = None,
     *,
-    cot_policy: CotPolicyName = "guide",
+    cot_policy: CotPolicyName = DEFAULT_COT_POLICY,
 ) -> list[int]:
     """The prompt tokens for a request, ending with ``<|start|>assistant``.
 

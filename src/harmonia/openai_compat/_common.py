@@ -37,6 +37,8 @@ from ._errors import RequestError, UnsupportedContentError
 JsonDict = dict[str, Any]
 
 BUILTIN_TOOLS: Final = BUILTIN_NAMESPACES
+#: The CoT policy of rendered OpenAI requests (render_*_request and the CLI use it).
+DEFAULT_COT_POLICY: Final[CotPolicyName] = "guide"
 
 _EFFORTS: Final[dict[str, ReasoningEffort]] = {
     "none": ReasoningEffort.LOW,

@@ -21,6 +21,7 @@ from .._encoding import HarmonyEncoding
 from .._message import Conversation
 from .._names import BROWSER, COMMENTARY, FINAL, PYTHON, CotPolicyName
 from ._common import (
+    DEFAULT_COT_POLICY,
     PromptOptions,
     arguments_text,
     as_list,
@@ -103,7 +104,7 @@ def render_responses_request(
     request: Mapping[str, Any],
     options: PromptOptions | None = None,
     *,
-    cot_policy: CotPolicyName = "guide",
+    cot_policy: CotPolicyName = DEFAULT_COT_POLICY,
 ) -> list[int]:
     """The prompt tokens for a Responses request, ending with ``<|start|>assistant``.
 

@@ -1,0 +1,177 @@
+"""Token inputs for ``parse`` and ``inspect``: id files read as they are used, text,
+the role a completion starts in, and progress reports for long inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import Final, TextIO
+
+from .._encoding import HarmonyEncoding
+from .._enums import Role
+from .._errors import InputError
+from .._tokenizer.special_tokens import MESSAGE, START
+from .io import describe, not_utf8, read_input
+
+#: How far ``--role auto`` looks for the first <|start|> or <|message|>.
+_HEADER_SCAN: Final = 4096
+
+_INT_LIST = re.compile(r"^[\s\[\],0-9-]*$")
+
+
+_CHUNK: Final = 1 << 16  # characters read at a time from a token file
+_SEPARATORS: Final = re.compile(r"[\s,\[\]]+")
+
+
+class TokenFile:
+    """The ids of a token-id file, read a chunk at a time (``open`` decides if it is one).
+
+    ``size`` is the file's size in bytes (``None`` for a pipe) and ``consumed``
+    how many characters have been read so far, for progress reports.
+    """
+
+    def __init__(self, path: str, f: TextIO, first: str, size: int | None) -> None:
+        self.path, self._f, self._first = path, f, first
+        self.size, self.consumed = size, 0
+
+    @classmethod
+    def open(cls, path: str) -> tuple[TokenFile | None, str]:
+        """A reader if the file starts with token ids, else ``None`` and the whole text."""
+        try:
+            f = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+            first = f.read(_CHUNK)
+        except UnicodeDecodeError as exc:
+            raise InputError(not_utf8(path, exc)) from None
+        except OSError as exc:
+            raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
+        if _looks_like_ids(first):
+            return cls(path, f, first, _size(f)), ""
+        try:
+            with f if f is not sys.stdin else contextlib.nullcontext():
+                return None, first + f.read()
+        except UnicodeDecodeError as exc:
+            raise InputError(not_utf8(path, exc)) from None
+
+    def estimate(self) -> int | None:
+        """About how many ids the file holds (from the first chunk's density)."""
+        ids = len(_SEPARATORS.split(self._first.strip()))
+        return None if self.size is None else self.size * ids // max(len(self._first), 1)
+
+    def __iter__(self) -> Iterator[int]:
+        chunk, tail = self._first, ""
+        with self._f if self._f is not sys.stdin else contextlib.nullcontext():
+            while chunk:
+                if not _INT_LIST.match(chunk):
+                    raise InputError(
+                        f"{describe(self.path)} is not a list of token ids after character "
+                        f"{self.consumed}; give --text to read it as text"
+                    )
+                pieces = _SEPARATORS.split(tail + chunk)
+                tail = pieces.pop()  # the chunk may end inside a number
+                yield from (self._int(p) for p in pieces if p)
+                self.consumed += len(chunk)
+                try:
+                    chunk = self._f.read(_CHUNK)
+                except UnicodeDecodeError as exc:
+                    raise InputError(not_utf8(self.path, exc)) from None
+        if tail:
+            yield self._int(tail)
+
+    def _int(self, piece: str) -> int:
+        try:
+            return int(piece)
+        except ValueError:
+            raise InputError(f"{describe(self.path)}: {piece!r} is not a token id") from None
+
+
+def _size(f: TextIO) -> int | None:
+    """The size of a regular file, ``None`` for a pipe or an in-memory stream."""
+    try:
+        return os.fstat(f.fileno()).st_size if f.seekable() else None
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+
+
+def _looks_like_ids(first: str) -> bool:
+    """Whether a file's first chunk is ids (a cut number at its end is checked later)."""
+    if not first.strip() or not _INT_LIST.match(first):
+        return False
+    pieces = [p for p in _SEPARATORS.split(first) if p]
+    if len(first) == _CHUNK:  # the chunk may end inside a number
+        pieces.pop()
+    try:
+        for piece in pieces:
+            int(piece)
+    except ValueError:  # "2024-06-01" is text
+        return False
+    return True
+
+
+def read_tokens(
+    path: str, enc: HarmonyEncoding, *, text: bool = False, ids: bool = False
+) -> tuple[Iterable[int], int | None]:
+    """Token ids (a JSON list or ids separated by spaces), or text with special tokens.
+
+    Also about how many there are (``None`` when unknown). Id files are read as
+    they are consumed, so a large file never sits in memory whole. ``text``: the
+    input is text even if it looks like ids; ``ids``: it must be ids.
+    """
+    if text:
+        content = read_input(path)
+    else:
+        source, content = TokenFile.open(path)
+        if source is not None:
+            return source, source.estimate()
+        if ids:
+            raise InputError(
+                f"{describe(path)} is not a list of token ids "
+                "(a JSON list, or ids separated by spaces or commas); drop --ids to read text"
+            )
+    tokens = enc.encode(
+        content.removesuffix("\n") if path == "-" else content, allowed_special="all"
+    )
+    return tokens, len(tokens)
+
+
+def completion_role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Iterable[int]]:
+    """The role the prompt ended with, and the tokens (``auto`` reads a few ahead).
+
+    ``auto``: model output (after ``<|start|>assistant``) reaches its first
+    ``<|message|>`` before any ``<|start|>``; a rendered conversation has
+    ``<|start|>`` first.
+    """
+    if value != "auto":
+        return (None if value == "none" else Role(value)), tokens
+    it = iter(tokens)
+    head = list(itertools.islice(it, _HEADER_SCAN))
+    role: Role | None = Role.ASSISTANT
+    for token in head:
+        if token in (START, MESSAGE):
+            role = None if token == START else Role.ASSISTANT
+            break
+    return role, itertools.chain(head, it)
+
+
+def progress(tokens: Iterable[int], expected: int | None, label: str) -> Iterator[int]:
+    """``tokens``, reporting on stderr about once a second how many have gone by.
+
+    On a terminal the report is one line rewritten in place; elsewhere (a log)
+    each report is a line of its own.
+    """
+    tty = sys.stderr.isatty()
+    started = last = time.monotonic()
+    for count, token in enumerate(tokens, 1):
+        yield token
+        if count & 0xFFFF == 0 and (now := time.monotonic()) - last >= 1:
+            last = now
+            share = f" ({min(count / expected, 1):.0%})" if expected else ""
+            line = f"{label}: {count:,} tokens{share}, {now - started:.0f} s"
+            print(f"\r{line}" if tty else line, end="" if tty else "\n", file=sys.stderr)
+    if tty and last != started:
+        print(file=sys.stderr)

@@ -1,0 +1,119 @@
+"""Command-line conventions: --version, help for every option, the demo, prompt ends."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import runpy
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import harmonia
+from harmonia._cli.main import _build_parser, main
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"harmonia {harmonia.__version__}\n"
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = _build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_every_option_has_help_and_shows_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    commands = _commands()
+    assert set(commands) == {"render", "schema", "parse", "inspect"}
+    for name, parser in commands.items():
+        assert main([name, "--help"]) == 0
+        text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+        for action in parser._actions:
+            assert action.help, f"{name} {action.dest} has no help"
+            if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
+                assert f"(default: {action.default})" in text, (name, action.dest)
+        assert "exit status: 0 success; 1 an input was refused" in text
+        assert "examples: harmonia render request.json --format text" in text
+
+
+def test_top_level_help_lists_commands_examples_and_exit_status(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for command in ("render", "schema", "parse", "inspect", "--version", "exit status:"):
+        assert command in text
+    assert main(["render"]) == 2  # a usage error
+    assert "the following arguments are required: file" in capsys.readouterr().err
+
+
+def test_a_completion_prompt_end_is_not_a_truncated_message(
+    enc: harmonia.HarmonyEncoding, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conv = harmonia.Conversation.from_messages(
+        [harmonia.Message.from_role_and_content(harmonia.Role.USER, "Hi")]
+    )
+    prompt = enc.render_conversation_for_completion(conv, harmonia.Role.ASSISTANT)
+    path = tmp_path / "prompt.ids"
+    path.write_text(json.dumps(prompt))
+    out = io.StringIO()
+    assert main(["inspect", str(path), "--color", "never"], stdout=out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[0] user · 5 tokens from #0",
+        "  ⟦<|start|>⟧user⟦<|message|>⟧Hi⟦<|end|>⟧",
+        "[1] assistant · the prompt ends here: the model writes this message · 2 tokens from #5",
+        "  ⟦<|start|>⟧assistant",
+        "7 tokens, 1 messages, 0 diagnostics",
+    ]
+    # a header cut anywhere else is still reported
+    path.write_text(json.dumps(prompt + enc.encode("<|channel|>", allowed_special="all")))
+    out = io.StringIO()
+    assert main(["inspect", str(path), "--color", "never"], stdout=out) == 0
+    assert out.getvalue().splitlines()[-1] == "8 tokens, 1 messages, 1 diagnostics"
+
+
+def test_the_demo_prints_commands_that_run_as_shown() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(str(ROOT / "examples" / "demo.py"), run_name="__main__")
+    text = out.getvalue()
+    commands = [line for line in text.splitlines() if line.startswith("$ ")]
+    assert len(commands) == 2
+    for command, tail in zip(
+        commands, (" | harmonia inspect -", " | harmonia parse -"), strict=True
+    ):
+        # the input comes on stdin: no file the demo created and deleted
+        assert command.startswith("$ echo ") and command.endswith(tail)
+    assert "/tmp" not in text
+
+
+def test_the_readme_command_lines_run() -> None:
+    """The README's ``echo ... | harmonia ...`` lines work as printed (exit 0)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [
+        line.split("  #")[0]
+        for block in re.findall(r"```sh\n(.*?)```", readme, re.S)
+        for line in block.splitlines()
+        if line.startswith("echo ") and "| harmonia " in line
+    ]
+    assert len(lines) >= 2
+    env = {**os.environ, "PYTHONPATH": str(Path(harmonia.__file__).parent.parent)}
+    for line in lines:
+        command = line.replace("| harmonia ", f"| {shlex.quote(sys.executable)} -m harmonia ")
+        result = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert result.returncode == 0, (line, result.stderr)
+        assert result.stdout.strip(), line
