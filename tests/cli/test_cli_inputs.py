@@ -178,9 +178,9 @@ BAD_HARMONY = [
         "messages[0].content[0]: a tool has no 'name' field: add one",
     ),
     (
-        [{"role": "system", "content": [{"type": "system_content", "reasoning_effort": "high"}]}],
-        "messages[0].content[0]: Unknown reasoning effort: 'high' (use one of: 'Low', "
-        "'Medium', 'High'); write 'High' (harmony JSON spells it capitalised)",
+        [{"role": "system", "content": [{"type": "system_content", "reasoning_effort": "hgih"}]}],
+        "messages[0].content[0]: reasoning_effort must be a ReasoningEffort or one of 'low', "
+        "'medium', 'high', not 'hgih'",
     ),
 ]
 
@@ -192,6 +192,19 @@ def test_bad_harmony_json_is_one_line(
     path = write(tmp_path, "bad.json", data)
     status, out, err = run(["render", path, "--input-format", "harmony"], capsys)
     assert (status, out, err) == (1, "", f"harmonia render: {message}\n")
+
+
+def test_reasoning_effort_in_any_case_renders_like_the_reference_spelling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def rendered(effort: str) -> str:
+        content = [{"type": "system_content", "reasoning_effort": effort}]
+        path = write(tmp_path, f"{effort}.json", [{"role": "system", "content": content}])
+        status, out, _ = run(["render", path, "--input-format", "harmony"], capsys)
+        assert status == 0
+        return out
+
+    assert rendered("high") == rendered("HIGH") == rendered("High")
 
 
 def test_bad_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
