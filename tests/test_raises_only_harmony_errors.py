@@ -31,9 +31,6 @@ ALLOWED = {
     ("_parse/content.py", "AssertionError"): "unreachable (pragma: no cover); a broken invariant",
     ("tools/python/_launcher.py", "SystemExit"): "runs inside the sandbox as a standalone "
     "script before the kernel starts: exiting with a message is how it fails",
-    # The turn layer's rewrite of this module (issue 11) converts it to InputError;
-    # until then it is the one known caller-facing exception left.
-    ("openai_compat/_output.py", "ValueError"): "feed() after finish(); pending its move",
 }
 
 

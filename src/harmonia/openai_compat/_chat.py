@@ -18,6 +18,7 @@ from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
 from .._message import Conversation
 from .._names import COMMENTARY, FINAL, CotPolicyName
+from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import (
     JsonDict,
     PromptOptions,
@@ -39,7 +40,6 @@ from ._common import (
 from ._errors import RequestError, UnsupportedContentError
 from ._history import Transcript
 from ._ids import IdGenerator, as_generator
-from ._output import OutputAssembler, OutputDiagnostic, OutputItem
 
 _TEXT_PARTS: Final = {"text": "text"}
 _ASSISTANT_PARTS: Final = {"text": "text", "refusal": "refusal"}

@@ -14,15 +14,15 @@ import time
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from ._chat import SEPARATOR, chat_message_from_items, chat_usage, finish_reason
-from ._common import JsonDict
-from ._ids import IdGenerator, as_generator
-from ._output import (
+from .._turn import (
     ItemAdded,
     ItemDelta,
     OutputEvent,
     OutputItem,
 )
+from ._chat import SEPARATOR, chat_message_from_items, chat_usage, finish_reason
+from ._common import JsonDict
+from ._ids import IdGenerator, as_generator
 from ._stream import AssembledStream
 
 

@@ -26,9 +26,9 @@ from typing import Any, Final, Literal
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
 from .._names import BROWSER, PYTHON
+from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import JsonDict
 from ._ids import IdGenerator, as_generator
-from ._output import OutputAssembler, OutputDiagnostic, OutputItem
 
 BuiltinCalls = Literal["function_call", "native"]
 

@@ -27,14 +27,14 @@ from typing import Any
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from ._common import JsonDict
-from ._ids import IdGenerator
-from ._output import (
+from .._turn import (
     ItemAdded,
     ItemDelta,
     OutputEvent,
     OutputItem,
 )
+from ._common import JsonDict
+from ._ids import IdGenerator
 from ._responses_output import BuiltinCalls, ResponseBuilder, reasoning_part, text_part
 from ._stream import AssembledStream
 

@@ -11,8 +11,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 from .._encoding import HarmonyEncoding
+from .._turn import OutputAssembler, OutputDiagnostic, OutputEvent
 from ._common import JsonDict
-from ._output import OutputAssembler, OutputDiagnostic, OutputEvent
 
 
 class AssembledStream(ABC):
