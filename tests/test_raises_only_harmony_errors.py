@@ -33,9 +33,6 @@ ALLOWED = {
     "script before the kernel starts: exiting with a message is how it fails",
     ("engines/_generation.py", "StopAsyncIteration"): "the async iterator protocol ends "
     "iteration with it",
-    # The turn layer's rewrite of this module (issue 11) converts it to InputError;
-    # until then it is the one known caller-facing exception left.
-    ("openai_compat/_output.py", "ValueError"): "feed() after finish(); pending its move",
 }
 
 

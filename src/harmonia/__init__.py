@@ -55,6 +55,17 @@ from ._parse import (
 )
 from ._render import COT_POLICIES
 from ._tokenizer import Tokenizer, verify_vocabulary, write_tiktoken_file
+from ._turn import (
+    ItemAdded,
+    ItemDelta,
+    ItemDone,
+    OutputAssembler,
+    OutputDiagnostic,
+    OutputEvent,
+    OutputItem,
+    TurnEnd,
+    TurnSummary,
+)
 
 __all__ = [
     "COT_POLICIES",
@@ -74,11 +85,18 @@ __all__ = [
     "HarmonyError",
     "InputError",
     "InputTypeError",
+    "ItemAdded",
+    "ItemDelta",
+    "ItemDone",
     "Message",
     "MessageDone",
     "MessageHeader",
     "MessageStarted",
     "ModelOutputError",
+    "OutputAssembler",
+    "OutputDiagnostic",
+    "OutputEvent",
+    "OutputItem",
     "ParseError",
     "ParseResult",
     "ParserEvent",
@@ -98,6 +116,8 @@ __all__ = [
     "ToolDescription",
     "ToolError",
     "ToolNamespaceConfig",
+    "TurnEnd",
+    "TurnSummary",
     "VocabularyError",
     "__version__",
     "load_harmony_encoding",

@@ -70,3 +70,8 @@ class DiagnosticKind(str, enum.Enum):
     CONTENT_TYPE_AS_RECIPIENT = "content-type-as-recipient"
     UNKNOWN_CHANNEL = "unknown-channel"
     DELTA_MISMATCH = "delta-mismatch"
+
+    def __str__(self) -> str:
+        # The value, as when the kinds were plain strings (``str()`` of a str-mixin
+        # enum is ``DiagnosticKind.TRUNCATED`` otherwise, and f-strings follow it in 3.12).
+        return self.value

@@ -714,10 +714,11 @@ def test_finish_reason_length_when_cut_off(enc: HarmonyEncoding) -> None:
     data = completion_of(enc, "<|channel|>final<|message|>The answer is", finished=False)
     assert data["choices"][0]["finish_reason"] == "length"
     assert data["choices"][0]["message"]["content"] == "The answer is"
-    # The stop token may be left out: finished output without it is still "stop".
-    assert completion_of(enc, "<|channel|>final<|message|>Done")["choices"][0]["finish_reason"] == (
-        "stop"
-    )
+    # Without a stop token the output reads as cut off, unless the caller says the
+    # engine stopped normally (some leave the stop token out).
+    done = "<|channel|>final<|message|>Done"
+    assert completion_of(enc, done)["choices"][0]["finish_reason"] == "length"
+    assert completion_of(enc, done, finished=True)["choices"][0]["finish_reason"] == "stop"
 
 
 def test_usage_and_reasoning_field(enc: HarmonyEncoding) -> None:

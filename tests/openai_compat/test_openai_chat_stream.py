@@ -17,14 +17,16 @@ from openai_helpers import (
     valid_completion,
 )
 
-from harmonia import HarmonyEncoding, load_harmony_encoding
+from harmonia import HarmonyEncoding, InputError, load_harmony_encoding
 from harmonia.openai_compat import ChatCompletionStream, chat_completion_from_tokens
 
 ENC = load_harmony_encoding("HarmonyGptOss")
+#: What a caller may say about why generation stopped (None: read it from the tokens).
+FINISHED = st.sampled_from([None, True, False])
 
 
 def stream_of(
-    enc: HarmonyEncoding, tokens: list[int], finished: bool = True, **kwargs: Any
+    enc: HarmonyEncoding, tokens: list[int], finished: bool | None = None, **kwargs: Any
 ) -> tuple[list[dict[str, Any]], ChatCompletionStream]:
     stream = ChatCompletionStream(enc, model="gpt-oss-20b", ids="seed", created=7, **kwargs)
     chunks = [c for t in tokens for c in stream.feed(t)]
@@ -35,7 +37,7 @@ def stream_of(
 
 
 def check_matches_non_streaming(
-    enc: HarmonyEncoding, tokens: list[int], finished: bool = True
+    enc: HarmonyEncoding, tokens: list[int], finished: bool | None = None
 ) -> list[dict[str, Any]]:
     chunks, stream = stream_of(enc, tokens, finished)
     whole = chat_completion_from_tokens(
@@ -123,7 +125,7 @@ def test_nothing_after_finish(enc: HarmonyEncoding) -> None:
     chunks, stream = stream_of(enc, [])
     assert [d for d in deltas(chunks)] == [{"role": "assistant", "content": ""}, {}]
     assert stream.finish() == []
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="after finish"):
         stream.feed(1)
 
 
@@ -144,12 +146,15 @@ def test_no_markup_reaches_content(enc: HarmonyEncoding) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=COMPLETION_MESSAGES, last_stop=st.booleans(), finished=st.booleans())
+@given(messages=COMPLETION_MESSAGES, last_stop=st.booleans(), finished=FINISHED)
 def test_streaming_reassembles_to_the_non_streaming_result(
-    messages: list[tuple[str, str, list[int]]], last_stop: bool, finished: bool
+    messages: list[tuple[str, str, list[int]]], last_stop: bool, finished: bool | None
 ) -> None:
     tokens = completion_tokens(messages, last_stop)
     chunks = check_matches_non_streaming(ENC, tokens, finished)
+    # Cut off: said so by the caller, or (when it says nothing) no stop token at the end.
+    cut = finished is False or (finished is None and not (last_stop and messages))
+    assert (reassemble_chat(chunks)["finish_reason"] == "length") == cut
     message = reassemble_chat(chunks)["message"]
     texts = [t for k, t, _ in messages if k in ("commentary", "final") and t]
     assert message["content"] == ("\n\n".join(texts) if texts else None)
@@ -158,8 +163,10 @@ def test_streaming_reassembles_to_the_non_streaming_result(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(TOKEN_SOUP_VOCAB), max_size=40), st.booleans())
-def test_any_token_soup_streams_without_error_or_markup(tokens: list[int], finished: bool) -> None:
+@given(st.lists(st.sampled_from(TOKEN_SOUP_VOCAB), max_size=40), FINISHED)
+def test_any_token_soup_streams_without_error_or_markup(
+    tokens: list[int], finished: bool | None
+) -> None:
     chunks = check_matches_non_streaming(ENC, tokens, finished)
     for delta in deltas(chunks):
         assert "<|" not in (delta.get("content") or "")

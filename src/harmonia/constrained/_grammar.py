@@ -50,16 +50,17 @@ from .._errors import InputError
 from .._message import Conversation
 from .._names import ANALYSIS, CODE, COMMENTARY, CONSTRAIN, CONSTRAIN_JSON, FINAL
 from .._tokenizer import special_tokens as st
+from .._turn import BUILTIN_CALL_CHANNELS, FUNCTION_CALL_CHANNELS
 from ._keys import KeyGuard
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
 
 
-# Function tools are called on commentary (the system message says so); built-in
-# tools normally on analysis, occasionally on commentary (the harmony guide).
-_FUNCTION_CHANNELS: Final = (COMMENTARY,)
-_BUILTIN_CHANNELS: Final = (ANALYSIS, COMMENTARY)
+# Where calls are made: the turn layer's rules (functions on commentary, built-ins
+# on analysis or commentary), so the grammar allows what the assembler reads as calls.
+_FUNCTION_CHANNELS: Final = FUNCTION_CALL_CHANNELS
+_BUILTIN_CHANNELS: Final = BUILTIN_CALL_CHANNELS
 _FUNCTION_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CONSTRAIN_JSON,)
 _BUILTIN_JSON_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CODE, CONSTRAIN_JSON, None)
 _BUILTIN_TEXT_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CODE, None)

@@ -4,6 +4,15 @@ Plain JSON-ready dicts in and out; the ``openai`` package is not needed at run
 time. See ``docs/openai-compat.md`` for a server example and every mapping rule.
 """
 
+from .._turn import (
+    ItemAdded,
+    ItemDelta,
+    ItemDone,
+    OutputAssembler,
+    OutputDiagnostic,
+    OutputEvent,
+    OutputItem,
+)
 from ._chat import (
     chat_completion_from_tokens,
     chat_request_to_conversation,
@@ -13,15 +22,6 @@ from ._chat_stream import ChatCompletionStream
 from ._common import PromptOptions
 from ._errors import RequestError, ToolCallMatchError, UnsupportedContentError
 from ._ids import IdGenerator, seed_from_tokens
-from ._output import (
-    ItemAdded,
-    ItemDelta,
-    ItemDone,
-    OutputAssembler,
-    OutputDiagnostic,
-    OutputEvent,
-    OutputItem,
-)
 from ._responses import render_responses_request, responses_request_to_conversation
 from ._responses_output import BuiltinCalls, response_from_tokens
 from ._responses_stream import ResponseStream

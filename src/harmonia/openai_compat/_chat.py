@@ -18,6 +18,7 @@ from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
 from .._message import Conversation
 from .._names import COMMENTARY, FINAL, CotPolicyName
+from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import (
     DEFAULT_COT_POLICY,
     JsonDict,
@@ -38,9 +39,10 @@ from ._common import (
     unique_tools,
 )
 from ._errors import RequestError, UnsupportedContentError
+from ._finish import checked_finish_reason
+from ._finish import finish_reason as reason_for
 from ._history import Transcript
 from ._ids import IdGenerator, as_generator
-from ._output import OutputAssembler, OutputDiagnostic, OutputItem
 
 _TEXT_PARTS: Final = {"text": "text"}
 _ASSISTANT_PARTS: Final = {"text": "text", "refusal": "refusal"}
@@ -283,13 +285,6 @@ def chat_message_from_items(
     return message
 
 
-def finish_reason(items: Sequence[OutputItem], finished: bool) -> str:
-    """``length`` when cut off, else ``tool_calls`` when there are calls, else ``stop``."""
-    if not finished:
-        return "length"
-    return "tool_calls" if any(i.kind == "call" for i in items) else "stop"
-
-
 def chat_usage(prompt_tokens: int, items: Sequence[OutputItem], completion_tokens: int) -> JsonDict:
     reasoning_tokens = sum(i.tokens for i in items if i.kind == "reasoning")
     return {
@@ -305,7 +300,8 @@ def chat_completion_from_tokens(
     tokens: Sequence[int],
     *,
     model: str,
-    finished: bool = True,
+    finished: bool | None = None,
+    finish_reason: str | None = None,
     ids: IdGenerator | str | int | None = None,
     created: int | None = None,
     prompt_tokens: int | None = None,
@@ -314,9 +310,13 @@ def chat_completion_from_tokens(
 ) -> JsonDict:
     """A ``chat.completion`` object for the tokens the model sampled.
 
-    ``tokens`` follow the prompt's ``<|start|>assistant`` (the stop token may be
-    included or not). ``finished=False`` says generation was cut off (a token
-    limit): ``finish_reason`` becomes ``length``. ``ids`` is an
+    ``tokens`` follow the prompt's ``<|start|>assistant``. Without a stop token
+    at the end (``<|return|>``, ``<|call|>``, or ``<|end|>``) the output was cut
+    off: ``finish_reason`` is ``length`` and ``diagnostics`` get a ``truncated``
+    one. ``finished`` overrides what the tokens say: ``True`` when the engine
+    stopped normally but left the stop token out, ``False`` when it hit a token
+    limit. ``finish_reason`` sets the field outright (e.g. ``content_filter``,
+    when the engine stopped for a reason the tokens cannot show). ``ids`` is an
     :class:`IdGenerator` or a seed (deterministic ids) or ``None`` (random).
     ``prompt_tokens`` adds ``usage``. ``reasoning_field`` names the reasoning
     key (``reasoning_content`` by default; some clients read ``reasoning``).
@@ -330,6 +330,7 @@ def chat_completion_from_tokens(
     >>> c["choices"][0]["message"], c["choices"][0]["finish_reason"]
     ({'role': 'assistant', 'content': '4', 'reasoning_content': 'Easy.'}, 'stop')
     """
+    override = checked_finish_reason(finish_reason)
     assembler = OutputAssembler(encoding)
     for token in tokens:
         assembler.feed(token)
@@ -349,7 +350,7 @@ def chat_completion_from_tokens(
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": finish_reason(assembler.items, finished),
+                "finish_reason": reason_for(assembler.summary, override),
                 "logprobs": None,
             }
         ],

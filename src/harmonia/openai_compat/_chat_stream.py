@@ -14,15 +14,17 @@ import time
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from ._chat import SEPARATOR, chat_message_from_items, chat_usage, finish_reason
-from ._common import JsonDict
-from ._ids import IdGenerator, as_generator
-from ._output import (
+from .._turn import (
     ItemAdded,
     ItemDelta,
     OutputEvent,
     OutputItem,
+    TurnSummary,
 )
+from ._chat import SEPARATOR, chat_message_from_items, chat_usage
+from ._common import JsonDict
+from ._finish import checked_finish_reason, finish_reason
+from ._ids import IdGenerator, as_generator
 from ._stream import AssembledStream
 
 
@@ -68,12 +70,25 @@ class ChatCompletionStream(AssembledStream):
         self._started = False
         self._written: set[str] = set()  # fields that already hold text
         self._fresh: set[int] = set()  # items that have not written yet
-        self._finished = True
+        self._override: str | None = None
+        self._reason = "stop"
 
-    def _closing(self, finished: bool) -> list[JsonDict]:
-        self._finished = finished
+    def finish(
+        self, *, finished: bool | None = None, finish_reason: str | None = None
+    ) -> list[JsonDict]:
+        """End of generation: the last chunks (the one with ``finish_reason``, then usage).
+
+        ``finished`` and ``finish_reason`` are those of
+        :func:`chat_completion_from_tokens`: by default an output without a stop
+        token at the end was cut off (``length``).
+        """
+        self._override = checked_finish_reason(finish_reason)
+        return super().finish(finished=finished)
+
+    def _closing(self, summary: TurnSummary) -> list[JsonDict]:
+        self._reason = finish_reason(summary, self._override)
         items = self._assembler.items
-        chunks = [self._chunk({}, finish_reason(items, finished))]
+        chunks = [self._chunk({}, self._reason)]
         usage = chat_usage(self._prompt_tokens or 0, items, self._assembler.token_count)
         if self._include_usage:
             chunk = self._chunk({}, None)
@@ -104,7 +119,7 @@ class ChatCompletionStream(AssembledStream):
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": finish_reason(items, self._finished),
+                    "finish_reason": self._reason,
                     "logprobs": None,
                 }
             ],

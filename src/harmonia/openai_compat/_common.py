@@ -21,17 +21,8 @@ from .._content import (
 from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
 from .._message import Conversation, Message, RenderConversationConfig
-from .._names import (
-    ANALYSIS,
-    BROWSER,
-    BUILTIN_NAMESPACES,
-    CODE,
-    COMMENTARY,
-    CONSTRAIN_JSON,
-    FUNCTIONS,
-    PYTHON,
-    CotPolicyName,
-)
+from .._names import BROWSER, BUILTIN_NAMESPACES, FUNCTIONS, CotPolicyName
+from .._turn import is_builtin_name
 from ._errors import RequestError, UnsupportedContentError
 
 JsonDict = dict[str, Any]
@@ -257,11 +248,6 @@ def response_format(fmt: Mapping[str, Any], path: str, *, nested: bool) -> Respo
 # -- tool recipients ----------------------------------------------------------------
 
 
-def is_builtin_name(name: str) -> bool:
-    """True for names of gpt-oss's built-in tools: ``python``, ``browser.<action>``."""
-    return name == PYTHON or name.startswith(BROWSER + ".")
-
-
 def recipient_for(name: str, declared: frozenset[str]) -> str:
     """The harmony recipient of an API tool call named ``name``.
 
@@ -271,19 +257,6 @@ def recipient_for(name: str, declared: frozenset[str]) -> str:
     if name not in declared and is_builtin_name(name):
         return name
     return f"{FUNCTIONS}.{name}"
-
-
-def api_name(recipient: str) -> str:
-    """The API name of a harmony recipient (``functions.f`` -> ``f``; built-ins kept)."""
-    prefix = FUNCTIONS + "."
-    return recipient[len(prefix) :] if recipient.startswith(prefix) else recipient
-
-
-def call_header(recipient: str) -> tuple[str, str]:
-    """(channel, content type) a call to ``recipient`` is rendered with."""
-    if recipient.startswith(FUNCTIONS + "."):
-        return COMMENTARY, CONSTRAIN_JSON
-    return ANALYSIS, CODE
 
 
 # -- system and developer messages ----------------------------------------------------

@@ -17,7 +17,7 @@ from .._content import TextContent
 from .._enums import Role
 from .._message import Author, Message
 from .._names import ANALYSIS, ASSISTANT
-from ._common import call_header
+from .._turn import call_header
 from ._errors import ToolCallMatchError
 
 

@@ -26,9 +26,10 @@ from typing import Any, Final, Literal
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
 from .._names import BROWSER, PYTHON
+from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import JsonDict
+from ._finish import checked_incomplete_reason, response_status
 from ._ids import IdGenerator, as_generator
-from ._output import OutputAssembler, OutputDiagnostic, OutputItem
 
 BuiltinCalls = Literal["function_call", "native"]
 
@@ -176,6 +177,7 @@ class ResponseBuilder:
         status: str,
         items: Sequence[OutputItem] = (),
         output_tokens: int = 0,
+        incomplete_reason: str | None = None,
     ) -> JsonDict:
         out: JsonDict = {
             "id": self.id,
@@ -183,7 +185,7 @@ class ResponseBuilder:
             "created_at": self.created_at,
             "status": status,
             "error": None,
-            "incomplete_details": {"reason": "max_output_tokens"}
+            "incomplete_details": {"reason": incomplete_reason or "max_output_tokens"}
             if status == "incomplete"
             else None,
             "model": self.model,
@@ -242,7 +244,8 @@ def response_from_tokens(
     *,
     model: str,
     request: Mapping[str, Any] | None = None,
-    finished: bool = True,
+    finished: bool | None = None,
+    incomplete_reason: str | None = None,
     ids: IdGenerator | str | int | None = None,
     created_at: int | None = None,
     prompt_tokens: int | None = None,
@@ -252,8 +255,14 @@ def response_from_tokens(
     """A ``response`` object for the tokens the model sampled.
 
     ``request`` (the Responses request) supplies the fields a response repeats
-    (``tools``, ``tool_choice``, ``instructions``...). ``finished=False`` marks
-    the response ``incomplete`` (``max_output_tokens``). ``ids``: an
+    (``tools``, ``tool_choice``, ``instructions``...). Without a stop token at
+    the end (``<|return|>``, ``<|call|>``, or ``<|end|>``) the output was cut
+    off: the response is ``incomplete`` (``max_output_tokens``), the cut item
+    too, and ``diagnostics`` get a ``truncated`` one. ``finished`` overrides
+    what the tokens say: ``True`` when the engine stopped normally but left the
+    stop token out, ``False`` when it hit a token limit. ``incomplete_reason``
+    (``content_filter``, ``max_output_tokens``) makes the response incomplete
+    for a reason the tokens cannot show. ``ids``: an
     :class:`IdGenerator`, a seed, or ``None`` (random). ``builtin_calls``:
     see the module docstring. ``diagnostics``, if given, receives what the
     model got wrong (never raised).
@@ -266,6 +275,7 @@ def response_from_tokens(
     >>> [(i["type"], i["name"], i["arguments"]) for i in r["output"]]
     [('function_call', 'f', '{}')]
     """
+    override = checked_incomplete_reason(incomplete_reason)
     builder = ResponseBuilder(
         model=model,
         request=request,
@@ -281,9 +291,11 @@ def response_from_tokens(
     if diagnostics is not None:
         diagnostics += assembler.diagnostics
     output = [builder.item_json(item) for item in assembler.items]
+    status, reason = response_status(assembler.summary, override)
     return builder.response(
         output,
-        status="completed" if finished else "incomplete",
+        status=status,
         items=assembler.items,
         output_tokens=assembler.token_count,
+        incomplete_reason=reason,
     )

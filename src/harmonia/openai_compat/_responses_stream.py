@@ -27,14 +27,16 @@ from typing import Any
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from ._common import JsonDict
-from ._ids import IdGenerator
-from ._output import (
+from .._turn import (
     ItemAdded,
     ItemDelta,
     OutputEvent,
     OutputItem,
+    TurnSummary,
 )
+from ._common import JsonDict
+from ._finish import checked_incomplete_reason, response_status
+from ._ids import IdGenerator
 from ._responses_output import BuiltinCalls, ResponseBuilder, reasoning_part, text_part
 from ._stream import AssembledStream
 
@@ -87,6 +89,7 @@ class ResponseStream(AssembledStream):
         self._seq = 0
         self._started = False
         self._output: list[JsonDict] = []
+        self._override: str | None = None
 
     @property
     def response(self) -> JsonDict:
@@ -109,13 +112,27 @@ class ResponseStream(AssembledStream):
     def _opening(self) -> list[JsonDict]:
         return self.start()
 
-    def _closing(self, finished: bool) -> list[JsonDict]:
-        status = "completed" if finished else "incomplete"
+    def finish(
+        self, *, finished: bool | None = None, incomplete_reason: str | None = None
+    ) -> list[JsonDict]:
+        """End of generation: the last events, ending with ``response.completed`` or
+        ``response.incomplete``.
+
+        ``finished`` and ``incomplete_reason`` are those of
+        :func:`response_from_tokens`: by default an output without a stop token
+        at the end was cut off (``incomplete``, ``max_output_tokens``).
+        """
+        self._override = checked_incomplete_reason(incomplete_reason)
+        return super().finish(finished=finished)
+
+    def _closing(self, summary: TurnSummary) -> list[JsonDict]:
+        status, reason = response_status(summary, self._override)
         self._result = self._builder.response(
             list(self._output),
             status=status,
             items=self._assembler.items,
             output_tokens=self._assembler.token_count,
+            incomplete_reason=reason,
         )
         return [self._event(f"response.{status}", response=self._result)]
 

@@ -11,8 +11,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 from .._encoding import HarmonyEncoding
+from .._turn import OutputAssembler, OutputDiagnostic, OutputEvent, TurnSummary
 from ._common import JsonDict
-from ._output import OutputAssembler, OutputDiagnostic, OutputEvent
 
 
 class AssembledStream(ABC):
@@ -40,14 +40,19 @@ class AssembledStream(ABC):
             out += self.feed(token)
         return out
 
-    def finish(self, *, finished: bool = True) -> list[JsonDict]:
-        """End of generation; ``finished=False`` if it was cut off by a length limit."""
+    def finish(self, *, finished: bool | None = None) -> list[JsonDict]:
+        """End of generation: the last objects to send.
+
+        ``finished``: ``None`` reads from the tokens whether the output was cut
+        off (no stop token at the end), ``True`` says the engine stopped
+        normally (it left the stop token out), ``False`` that it hit a limit.
+        """
         if self._result is not None:
             return []
         out = self._opening()
         for event in self._assembler.finish(finished=finished):
             out += self._translate(event)
-        return out + self._closing(finished)
+        return out + self._closing(self._assembler.summary)
 
     @abstractmethod
     def _opening(self) -> list[JsonDict]:
@@ -58,5 +63,5 @@ class AssembledStream(ABC):
         """The objects one assembler event becomes."""
 
     @abstractmethod
-    def _closing(self, finished: bool) -> list[JsonDict]:
+    def _closing(self, summary: TurnSummary) -> list[JsonDict]:
         """The last objects; must set ``self._result``."""
