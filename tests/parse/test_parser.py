@@ -590,9 +590,11 @@ def test_recover_invalid_utf8(enc: h.HarmonyEncoding) -> None:
     assert msgs == [{"role": "assistant", "text": " \ufffdHi"}]
     assert kinds(diags) == ["invalid-utf8"]
     assert diags[0].tokens == (toks(enc, "Hi")[0],)
+    # "assistant" and a broken character: no tool's name, so the role is repaired
     msgs, diags = lenient(enc, [START, 173781, 28823, MESSAGE, *toks(enc, "x")], None)
-    assert msgs == [{"role": "tool", "name": "assistant\ufffd", "text": "x"}]
-    assert kinds(diags) == ["invalid-utf8"]
+    assert msgs == [{"role": "assistant", "text": "x"}]
+    assert kinds(diags) == ["invalid-utf8", "header-repaired"]
+    assert diags[1].dropped == "\ufffd"
 
 
 def test_recover_invalid_token_ids(enc: h.HarmonyEncoding) -> None:

@@ -344,7 +344,7 @@ class LenientRecovery:
             out.append(Diagnostic(kind, end_index, f"{what}; nothing to keep"))
             return
         text = self._header_text(out, tokens, first)
-        msg_role, name, channel, body = header_as_text(text, role, self._default_role)
+        msg_role, name, channel, body, lost = header_as_text(text, role, self._default_role)
         if not body and not keep_empty:
             out.append(
                 Diagnostic(
@@ -360,8 +360,10 @@ class LenientRecovery:
             Diagnostic(
                 kind,
                 first,
-                f"header without <|message|> ended by {ended_by}: its words are the text",
+                f"header without <|message|> ended by {ended_by}: its words are the text"
+                + ("; dropped damaged channel markers" if lost else ""),
                 kept=body,
+                dropped=" ".join(lost) or None,
                 tokens=tuple(tokens),
             )
         )
