@@ -105,6 +105,7 @@ from .. import _special_tokens as st
 from .._enums import Role, StreamState
 from .._errors import ParseError
 from .._message import Message
+from .._names import DiagnosticKind
 from .content import ContentDecoder
 from .events import (
     ContentDelta,
@@ -134,6 +135,7 @@ class Input(enum.Enum):
     CHANNEL = "<|channel|>"
     OTHER = "other token"
     EOS = "end of stream"
+    EOS_COMPLETE = "end of a complete stream"  # process_eos(complete=True)
 
 
 _INPUT_TOKENS: Final[dict[Input, tuple[int, ...]]] = {
@@ -177,6 +179,18 @@ def reject_eos_in_header(p: StreamableParser, token: None) -> None:
     raise ParseError(
         "Unexpected EOS while waiting for message header to complete",
         state=_HD.value,
+        token=None,
+        token_text=None,
+        token_index=len(p._tokens),
+    )
+
+
+def reject_eos_in_content(p: StreamableParser, token: None) -> None:
+    raise ParseError(
+        "Unexpected EOS while waiting for a stop token: the completion ended inside a "
+        "message, without <|end|>, <|return|> or <|call|> (it may have been cut off; "
+        "pass complete=False to accept the partial message)",
+        state=_CT.value,
         token=None,
         token_text=None,
         token_index=len(p._tokens),
@@ -247,6 +261,22 @@ def flush_junk(p: StreamableParser, token: None) -> None:
     p._flush_junk()
 
 
+def finish_truncated_message(p: StreamableParser, token: None) -> None:
+    header = p._header
+    assert header is not None
+    where = f" to {header.recipient}" if header.recipient else ""
+    where += f" in channel {header.channel}" if header.channel else ""
+    p._out.diagnose(
+        Diagnostic(
+            DiagnosticKind.TRUNCATED,
+            len(p._tokens),
+            f"the stream ended inside a {header.role.value} message{where}, before its stop "
+            "token (<|end|>, <|return|> or <|call|>): the message may be incomplete",
+        )
+    )
+    finish_message(p, token)
+
+
 def end_header_leniently(p: StreamableParser, token: int) -> None:
     role = p._next_role
     p._next_role = None
@@ -280,7 +310,8 @@ class Transition(NamedTuple):
     on_error: StreamState | None = None
 
 
-#: The reference's machine. Cells left out fall back to the state's OTHER cell.
+#: The reference's machine. Cells left out fall back to the state's OTHER cell
+#: (EOS_COMPLETE: to its EOS cell).
 STRICT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_ES, Input.START): Transition(begin_header, _HD),
     (_ES, Input.OTHER): Transition(reject_token, _ES),
@@ -291,6 +322,7 @@ STRICT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_CT, Input.STOP): Transition(finish_message, _ES),
     (_CT, Input.OTHER): Transition(ContentDecoder.add, _CT),  # <|start|>, <|message|>...: text
     (_CT, Input.EOS): Transition(finish_message, _ES),
+    (_CT, Input.EOS_COMPLETE): Transition(reject_eos_in_content, _CT),
 }
 
 #: ``strict=False`` overrides (no action raises).
@@ -302,15 +334,17 @@ LENIENT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_HD, Input.MESSAGE): Transition(end_header_leniently, _CT),
     (_HD, Input.STOP): Transition(header_without_message, _ES),
     (_HD, Input.EOS): Transition(header_without_message, _ES),
+    (_CT, Input.EOS): Transition(finish_truncated_message, _ES),
+    (_CT, Input.EOS_COMPLETE): Transition(finish_truncated_message, _ES),
 }
 
 # Compiled: per state, (cells of the special tokens that have one, the OTHER
-# cell, the EOS cell); a cell is (action, next state index, error state index,
-# whether the action is the decoder's). An action of the decoder is called on
-# the parser's decoder: a content token is one call from process() to
-# ContentDecoder.add, the hot path.
+# cell, the EOS cell, the EOS_COMPLETE cell); a cell is (action, next state
+# index, error state index, whether the action is the decoder's). An action of
+# the decoder is called on the parser's decoder: a content token is one call
+# from process() to ContentDecoder.add, the hot path.
 _Cell = tuple[Action, int, int, bool]
-_Row = tuple[dict[int, _Cell], _Cell, _Cell]
+_Row = tuple[dict[int, _Cell], _Cell, _Cell, _Cell]
 _DECODER_ACTIONS: Final = frozenset({ContentDecoder.add})
 
 
@@ -319,7 +353,8 @@ def _compile(table: dict[tuple[StreamState, Input], Transition]) -> tuple[_Row, 
     for state in _STATES:
 
         def cell(inp: Input, state: StreamState = state) -> _Cell:
-            action, nxt, on_error = table.get((state, inp)) or table[(state, Input.OTHER)]
+            fallback = Input.EOS if inp is Input.EOS_COMPLETE else Input.OTHER
+            action, nxt, on_error = table.get((state, inp)) or table[(state, fallback)]
             return (
                 action,
                 _STATES.index(nxt),
@@ -334,7 +369,7 @@ def _compile(table: dict[tuple[StreamState, Input], Transition]) -> tuple[_Row, 
             for token in ids
         }
         assert min(specials, default=st.FIRST_SPECIAL) >= st.FIRST_SPECIAL
-        rows.append((specials, cell(Input.OTHER), cell(Input.EOS)))
+        rows.append((specials, cell(Input.OTHER), cell(Input.EOS), cell(Input.EOS_COMPLETE)))
     return tuple(rows)
 
 
@@ -409,7 +444,7 @@ class StreamableParser:
     def process(self, token: int) -> StreamableParser:
         """Feed one token. Strict mode raises :class:`ParseError` where the reference raises."""
         self._tokens.append(token)
-        specials, other, _ = self._rows[self._s]
+        specials, other, _, _ = self._rows[self._s]
         # Only special tokens have cells of their own; most tokens skip the lookup.
         action, nxt, on_error, of_decoder = (
             other if token < _FIRST_SPECIAL else specials.get(token, other)
@@ -422,9 +457,17 @@ class StreamableParser:
         self._s = nxt
         return self
 
-    def process_eos(self) -> StreamableParser:
-        """Signal the end of the stream: a message in progress is completed."""
-        action, nxt, on_error, of_decoder = self._rows[self._s][2]
+    def process_eos(self, *, complete: bool = False) -> StreamableParser:
+        """Signal the end of the stream: a message in progress is completed.
+
+        A message without its stop token (the guide's "do not pass in the stop
+        token", or a completion cut off by a token limit) is returned as it is.
+        Lenient mode adds a ``truncated`` :class:`Diagnostic` for it; with
+        ``complete=True`` strict mode raises :class:`ParseError` instead
+        (state ``Content``), leaving the parser as it was.
+        """
+        row = self._rows[self._s]
+        action, nxt, on_error, of_decoder = row[3] if complete else row[2]
         try:
             action(self._content if of_decoder else self, None)
         except ParseError:
@@ -443,12 +486,12 @@ class StreamableParser:
             self._out.events = None
         return events
 
-    def feed_eos(self) -> list[ParserEvent]:
+    def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
         """Like :meth:`process_eos`, returning what happened as events."""
         events: list[ParserEvent] = []
         self._out.events = events
         try:
-            self.process_eos()
+            self.process_eos(complete=complete)
         finally:
             self._out.events = None
         return events
