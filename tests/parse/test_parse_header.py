@@ -365,8 +365,13 @@ LENIENT = [
     # junk authors: a role glued to a channel, or no tool name
     ("assistantfinal", None, (A, None, "final", None, None), []),
     ("useranalysis", None, (Role.USER, None, "analysis", None, None), []),
-    ("assistantfinal<|channel|>analysis", None, (A, None, "analysis", None, None), ["final"]),
-    ("assistantü", None, (A, None, None, None, None), ["ü"]),
+    (
+        "assistantfinal<|channel|>analysis",
+        None,
+        (A, None, "analysis", None, None),
+        ["assistantfinal"],
+    ),
+    ("assistantü", None, (A, None, None, None, None), ["assistantü"]),
     ("toolassistant", None, (A, None, None, None, None), ["toolassistant"]),
     ("browser.search=assistant", None, (A, None, None, None, None), ["browser.search=assistant"]),
     (" to=foo", None, (A, None, None, "foo", None), []),

@@ -594,7 +594,7 @@ def test_recover_invalid_utf8(enc: h.HarmonyEncoding) -> None:
     msgs, diags = lenient(enc, [START, 173781, 28823, MESSAGE, *toks(enc, "x")], None)
     assert msgs == [{"role": "assistant", "text": "x"}]
     assert kinds(diags) == ["invalid-utf8", "header-repaired", "truncated"]
-    assert diags[1].dropped == "\ufffd"
+    assert diags[1].dropped == "assistant\ufffd"
 
 
 def test_recover_invalid_token_ids(enc: h.HarmonyEncoding) -> None:

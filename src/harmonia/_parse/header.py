@@ -575,7 +575,7 @@ def _recover_role(
                 notes.append(f"role and channel run together in {first!r}")
                 return glued, None, rest
             notes.append(f"unknown author {first!r}; read as {glued.value!r}")
-            dropped.append(rest)
+            dropped.append(first)
             return glued, None, channel
     notes.append(
         f"unknown author {first!r} (neither a role nor a tool name); assumed {default_role.value!r}"
