@@ -99,7 +99,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .. import _special_tokens as st
 from .._enums import Role, StreamState
@@ -338,39 +339,54 @@ LENIENT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_CT, Input.EOS_COMPLETE): Transition(finish_truncated_message, _ES),
 }
 
-# Compiled: per state, (cells of the special tokens that have one, the OTHER
-# cell, the EOS cell, the EOS_COMPLETE cell); a cell is (action, next state
-# index, error state index, whether the action is the decoder's). An action of
-# the decoder is called on the parser's decoder: a content token is one call
-# from process() to ContentDecoder.add, the hot path.
-_Cell = tuple[Action, int, int, bool]
-_Row = tuple[dict[int, _Cell], _Cell, _Cell, _Cell]
+# Compiled: a _Row per state, pointing at its cells; a cell is (action, next
+# row, row after an error, whether the action is the decoder's). The parser
+# holds its current row. An action of the decoder is called on the parser's
+# decoder: a content token is one call from process() to ContentDecoder.add,
+# the hot path.
+_Cell = tuple[Action, "_Row", "_Row", bool]
 _DECODER_ACTIONS: Final = frozenset({ContentDecoder.add})
 
 
+class _Row:
+    """One state's cells: special tokens that have a cell, OTHER, EOS, EOS_COMPLETE."""
+
+    __slots__ = ("eos", "eos_complete", "other", "specials", "state")
+
+    def __init__(self, state: int) -> None:
+        self.state = state  # index into _STATES
+        self.specials: dict[int, _Cell] = {}
+        self.other: _Cell
+        self.eos: _Cell
+        self.eos_complete: _Cell
+
+
 def _compile(table: dict[tuple[StreamState, Input], Transition]) -> tuple[_Row, ...]:
-    rows = []
-    for state in _STATES:
+    rows = tuple(_Row(i) for i in range(len(_STATES)))
+    for row, state in zip(rows, _STATES, strict=True):
 
         def cell(inp: Input, state: StreamState = state) -> _Cell:
             fallback = Input.EOS if inp is Input.EOS_COMPLETE else Input.OTHER
             action, nxt, on_error = table.get((state, inp)) or table[(state, fallback)]
             return (
                 action,
-                _STATES.index(nxt),
-                _STATES.index(on_error or state),
+                rows[_STATES.index(nxt)],
+                rows[_STATES.index(on_error or state)],
                 action in _DECODER_ACTIONS,
             )
 
-        specials = {
+        row.specials = {
             token: cell(inp)
             for inp, ids in _INPUT_TOKENS.items()
             if (state, inp) in table
             for token in ids
         }
-        assert min(specials, default=st.FIRST_SPECIAL) >= st.FIRST_SPECIAL
-        rows.append((specials, cell(Input.OTHER), cell(Input.EOS), cell(Input.EOS_COMPLETE)))
-    return tuple(rows)
+        # process() looks up only ids from FIRST_SPECIAL on.
+        assert min(row.specials, default=st.FIRST_SPECIAL) >= st.FIRST_SPECIAL
+        row.other = cell(Input.OTHER)
+        row.eos = cell(Input.EOS)
+        row.eos_complete = cell(Input.EOS_COMPLETE)
+    return rows
 
 
 _STRICT_ROWS: Final = _compile(STRICT)
@@ -410,8 +426,7 @@ class StreamableParser:
         "_next_role",
         "_out",
         "_recovery",
-        "_rows",
-        "_s",
+        "_row",
         "_strict",
         "_table",
         "_tokenizer",
@@ -424,7 +439,6 @@ class StreamableParser:
         self._tokenizer = encoding.tokenizer
         self._table: list[bytes] = self._tokenizer.token_bytes_table  # token id -> bytes
         self._strict = bool(strict)
-        self._s = _HEADER if role is not None else _EXPECT_START  # index into _STATES
         self._out = Output()  # tokens seen, diagnostics, events of the current feed()
         self._tokens = self._out.tokens  # every token processed (the same list)
         self._next_role = role  # the role given for the next header, if any
@@ -437,24 +451,28 @@ class StreamableParser:
         self._content = ContentDecoder(self._table, strict=self._strict, out=self._out)
         self._messages: list[tuple[MessageHeader, str]] = []  # finished messages
         self._recovery = None if self._strict else LenientRecovery(self._table, self._default_role)
-        self._rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
+        rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
+        self._row = rows[_HEADER if role is not None else _EXPECT_START]  # the current state's
 
     # -- feeding -------------------------------------------------------------------
 
     def process(self, token: int) -> StreamableParser:
         """Feed one token. Strict mode raises :class:`ParseError` where the reference raises."""
         self._tokens.append(token)
-        specials, other, _, _ = self._rows[self._s]
+        row = self._row
         # Only special tokens have cells of their own; most tokens skip the lookup.
         action, nxt, on_error, of_decoder = (
-            other if token < _FIRST_SPECIAL else specials.get(token, other)
+            row.other if token < _FIRST_SPECIAL else row.specials.get(token, row.other)
         )
-        try:
-            action(self._content if of_decoder else self, token)
-        except ParseError:
-            self._s = on_error
-            raise
-        self._s = nxt
+        if of_decoder:  # a content token, the hot path (the decoder raises nothing)
+            action(self._content, token)
+        else:
+            try:
+                action(self, token)
+            except ParseError:
+                self._row = on_error
+                raise
+        self._row = nxt
         return self
 
     def process_eos(self, *, complete: bool = False) -> StreamableParser:
@@ -466,14 +484,14 @@ class StreamableParser:
         ``complete=True`` strict mode raises :class:`ParseError` instead
         (state ``Content``), leaving the parser as it was.
         """
-        row = self._rows[self._s]
-        action, nxt, on_error, of_decoder = row[3] if complete else row[2]
+        row = self._row
+        action, nxt, on_error, of_decoder = row.eos_complete if complete else row.eos
         try:
             action(self._content if of_decoder else self, None)
         except ParseError:
-            self._s = on_error
+            self._row = on_error
             raise
-        self._s = nxt
+        self._row = nxt
         return self
 
     def feed(self, token: int) -> list[ParserEvent]:
@@ -500,7 +518,7 @@ class StreamableParser:
 
     @property
     def state(self) -> StreamState:
-        return _STATES[self._s]
+        return _STATES[self._row.state]
 
     @property
     def strict(self) -> bool:
@@ -509,33 +527,41 @@ class StreamableParser:
     @property
     def current_role(self) -> Role | None:
         """The message's role in content; otherwise the role given for the first message."""
-        if self._s == _CONTENT and self._header is not None:
+        if self._row.state == _CONTENT and self._header is not None:
             return self._header.role
         return self._next_role
 
     @property
     def current_channel(self) -> str | None:
-        return self._header.channel if self._s == _CONTENT and self._header else None
+        return self._header.channel if self._row.state == _CONTENT and self._header else None
 
     @property
     def current_recipient(self) -> str | None:
-        return self._header.recipient if self._s == _CONTENT and self._header else None
+        return self._header.recipient if self._row.state == _CONTENT and self._header else None
 
     @property
     def current_content_type(self) -> str | None:
-        return self._header.content_type if self._s == _CONTENT and self._header else None
+        return self._header.content_type if self._row.state == _CONTENT and self._header else None
 
     @property
     def current_content(self) -> str:
         """The text of the message being streamed so far (``''`` outside content)."""
-        if self._s != _CONTENT:
+        if self._row.state != _CONTENT:
             return ""
         return self._content.text()
 
-    @property
-    def last_content_delta(self) -> str | None:
-        """The text the last token added (``None`` if it added none, e.g. half a character)."""
-        return self._content.delta
+    if TYPE_CHECKING:
+
+        @property
+        def last_content_delta(self) -> str | None:
+            """The text the last token added (``None`` if none, e.g. half a character)."""
+
+    else:
+        # Read after every token by streaming servers: a C getter, no Python frame.
+        last_content_delta = property(
+            attrgetter("_content.delta"),
+            doc="The text the last token added (``None`` if none, e.g. half a character).",
+        )
 
     @property
     def messages(self) -> list[Message]:
@@ -555,9 +581,9 @@ class StreamableParser:
     @property
     def state_data(self) -> dict[str, object]:
         """The reference's ``state_data`` dict."""
-        if self._s == _EXPECT_START:
+        if self._row.state == _EXPECT_START:
             return {"state": "ExpectStart"}
-        if self._s == _HEADER:
+        if self._row.state == _HEADER:
             return {"state": "Header", "header_tokens": list(self._header_tokens)}
         assert self._header is not None
         encode = self._tokenizer.encode_ordinary
