@@ -26,7 +26,8 @@ States (``StreamState``)::
   the reference.
 
 Inputs: ``<|start|>``, ``<|message|>``, a stop token, ``<|channel|>``, any
-other token, and end-of-stream (EOS). The strict table (:data:`STRICT`) is the
+other token, and end-of-stream (EOS; EOS_COMPLETE when the caller says the
+completion must end between messages). The strict table (:data:`STRICT`) is the
 reference's machine (reference-behaviour.md section 6.2). The lenient table
 (``strict=False``) overrides a few cells (:data:`LENIENT`) so that no input
 raises. An action runs first, and the cell's next state is entered when it
@@ -38,8 +39,8 @@ EXPECT_START). Only :meth:`StreamableParser.process` and
 The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
 
 * a :class:`~.content.ContentDecoder` (the CONTENT state's bytes, pending UTF-8
-  and text pieces), which knows nothing of the parser and reports its repairs
-  as values the parser turns into diagnostics;
+  and text pieces), which knows nothing of the parser: it writes its deltas and
+  diagnostics to the :class:`~.events.Output` the parser shares with it;
 * a :class:`~.recovery.LenientRecovery`, only when ``strict=False``: lenient
   mode's own state and its decisions, returned as values (diagnostics and
   recovered messages) that the lenient actions report;
@@ -67,7 +68,8 @@ Lenient mode never raises and never silently loses text: each recovery appends a
 tokens) to :attr:`StreamableParser.diagnostics`. Where the reference's own
 ``strict=False`` mode returns a sensible answer, lenient mode returns the same.
 The recoveries, one per :class:`~harmonia.RecoveryKind`, are tabled in
-:mod:`.recovery`.
+:mod:`.recovery`. A message the end of the stream cuts off (no stop token) is
+returned, with a ``truncated`` diagnostic.
 
 Strict mode and the reference
 -----------------------------
@@ -78,11 +80,15 @@ raises, and otherwise gives the reference's messages and per-token properties,
 except:
 
 * headers the reference cannot read back from its own renderer, or misreads
-  (:mod:`.header`, fixes F1-F5: ``<|constrain|> json``, a structured final
+  (:mod:`.header`, fixes F1-F4: ``<|constrain|> json``, a structured final
   answer ``<|channel|>final <|constrain|>json``, ``role:name`` authors, tool
-  messages without recipient, an empty channel);
+  messages without recipient);
+* junk headers the reference accepts are refused (:mod:`.header`): an author
+  that is neither a role nor a tool name, special-token text in a field;
 * token ids below 0 or from 2**32 (an ``OverflowError`` in the reference's
-  binding) behave like other unknown ids.
+  binding) behave like other unknown ids;
+* ``process_eos(complete=True)`` refuses a completion that ends inside a
+  message (the reference has no such option).
 
 Strict mode records diagnostics only for the repairs the reference makes
 silently: invalid-utf8 and invalid-token (an unknown id in content turns the
@@ -124,7 +130,7 @@ from .recovery import LenientRecovery, Outcome
 # -- states and inputs ---------------------------------------------------------------
 
 _ES, _HD, _CT = StreamState.EXPECT_START, StreamState.HEADER, StreamState.CONTENT
-_STATES: Final = (_ES, _HD, _CT)  # the parser keeps the index of its state
+_STATES: Final = (_ES, _HD, _CT)  # a compiled row knows its state by index
 
 
 class Input(enum.Enum):
