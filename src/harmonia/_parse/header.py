@@ -343,7 +343,7 @@ def _misread(header: MessageHeader) -> bool:
 
 
 def _read(text: str, role: Role | None, *, fixes: bool) -> MessageHeader:
-    """The reference's algorithm (reference-behaviour.md 6.3); ``fixes`` adds F1-F5."""
+    """The reference's algorithm (reference-behaviour.md 6.3); ``fixes`` adds F1-F4."""
     channel, rest = _take_channel_strict(text)
     rest = _space_constrain(_rust_trim(rest))
     spans = [m.span() for m in _WORD.finditer(rest)]
