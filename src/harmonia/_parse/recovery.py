@@ -143,7 +143,7 @@ class LenientRecovery:
             DiagnosticKind.MISSING_START,
             index,
             f"<|channel|> without <|start|>: began a {self._default_role.value} message",
-            kept="<|channel|>",
+            kept=st.SPECIAL_TOKEN_TEXT[token],
             tokens=(token,),
         )
 
