@@ -10,6 +10,7 @@ misspelt mode and the CLI derives its ``choices`` from the same tuple.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Final, Literal, get_args
 
 # Channels the format defines (the system message's ``# Valid channels`` line).
@@ -23,6 +24,22 @@ FUNCTIONS: Final = "functions"
 BROWSER: Final = "browser"
 PYTHON: Final = "python"
 BUILTIN_NAMESPACES: Final = (BROWSER, PYTHON)
+
+# A tool's name as a message author: ``namespace.name`` (ASCII letters, digits,
+# ``_`` and ``-`` in each part), or a built-in namespace alone. The renderer
+# refuses other tool author names and the strict parser reads no other word
+# as one, so what is rendered always reads back, and junk never becomes a tool.
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+")
+
+
+def is_tool_name(word: str) -> bool:
+    """Whether ``word`` can name a tool as a message's author.
+
+    >>> [is_tool_name(w) for w in ("functions.get_weather", "python", "assistantfinal")]
+    [True, True, False]
+    """
+    return word in BUILTIN_NAMESPACES or _TOOL_NAME.fullmatch(word) is not None
+
 
 # A tool's reply is addressed back to the assistant.
 ASSISTANT: Final = "assistant"

@@ -1,4 +1,4 @@
-"""Header reading: the reference's algorithm, the fixes F1-F5, and the lenient reader."""
+"""Header reading: the reference's algorithm, fixes F1-F4, refused junk, the lenient reader."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from harmonia._parse.header import (
     MessageHeader,
     header_as_text,
     is_nonsense,
+    is_tool_name,
     parse_header,
     recover_header,
     rust_debug,
@@ -35,7 +36,6 @@ REFERENCE_READINGS = [
     ("user", None, (Role.USER, None, None, None, None)),
     ("system", None, (Role.SYSTEM, None, None, None, None)),
     ("tool", None, (Role.TOOL, "tool", None, None, None)),
-    (" to=foo", None, (Role.TOOL, "to=foo", None, None, None)),
     (
         "functions.f to=assistant<|channel|>commentary",
         None,
@@ -98,8 +98,6 @@ REFERENCE_READINGS = [
         A,
         (A, None, "commentary", "functions.get-weather.v2", "<|constrain|>json"),
     ),
-    # Nonsense the reference produces, kept in strict mode (no fix makes sense of it).
-    ("<|start|>assistant<|channel|>final", A, (A, None, "final", "<|start|>assistant", None)),
     # \x0b and U+00A0 are not word separators (the reference splits on ASCII whitespace)
     ("assistant to=x\x0bjson", None, (A, None, None, "x\x0bjson", None)),
 ]
@@ -226,9 +224,9 @@ FIXES = [
         (Role.TOOL, "functions.f", "commentary", None, None),
     ),
     ("browser.search", None, (Role.TOOL, "browser.search", None, None, None)),
-    ("tool:x", None, (Role.TOOL, "tool:x", None, None, None)),
-    # F4 takes any word without special-token text
-    ("assistant\xa0to=x ", None, (Role.TOOL, "assistant\xa0to=x", None, None, None)),
+    ("python", None, (Role.TOOL, "python", None, None, None)),
+    ("container.exec to=assistant", None, (Role.TOOL, "container.exec", None, "assistant", None)),
+    ("functions.get-weather_2", None, (Role.TOOL, "functions.get-weather_2", None, None, None)),
 ]
 
 
@@ -237,12 +235,61 @@ def test_fixes(text: str, role: Role | None, want: tuple[object, ...]) -> None:
     assert fields(parse_header(text, role)) == want
 
 
-def test_empty_channel() -> None:
-    assert parse_header("<|channel|>", A).channel == ""
-    h = parse_header("assistant to=f<|channel|> <|constrain|>json", None)
-    assert fields(h) == (A, None, "", "f", "<|constrain|>json")
-    with pytest.raises(HeaderError):
-        parse_header("<|channel|> final", A)  # a typo, not a rendering
+# -- junk the reference accepts and strict mode refuses -------------------------------------
+
+_NO_CHANNEL = "channel marker present but no channel value found in header"
+_NOT_A_TOOL = "(not a role, nor a tool name such as functions.get_weather or python)"
+_SPECIAL = "special token in the message header's"
+
+STRICT_REFUSALS = [
+    # An empty channel: the reference refuses it too (harmonia read it as "").
+    ("<|channel|>", A, _NO_CHANNEL),
+    ("assistant to=f<|channel|> <|constrain|>json", None, _NO_CHANNEL),
+    ("<|channel|> final", A, _NO_CHANNEL),
+    # An author that is no tool name (the reference makes it a tool's name).
+    ("assistantfinal", None, "Unknown role: assistantfinal"),
+    ("toolassistant", None, "Unknown role: toolassistant"),
+    ("assistantü", None, "Unknown role: assistantü"),
+    ("browser.search=assistant", None, "Unknown role: browser.search=assistant"),
+    ("tool:x", None, "Unknown role: tool:x"),
+    ("assistant\xa0to=x ", None, "Unknown role: assistant\xa0to=x"),
+    (" to=foo", None, f"Unknown role: to=foo {_NOT_A_TOOL}"),
+    ("assistantfinal x", None, f"Unknown role: assistantfinal {_NOT_A_TOOL}"),
+    ("browser.search=assistant<|channel|>x y", None, "Unknown role: browser.search=assistant"),
+    ("functions..f x", None, f"Unknown role: functions..f {_NOT_A_TOOL}"),
+    # Special-token text in a field (the reference returns it).
+    ("<|start|>assistant<|channel|>final", A, f"{_SPECIAL} recipient: '<|start|>assistant'"),
+    ("<|start|>user", A, f"{_SPECIAL} recipient: '<|start|>user'"),
+]
+
+
+@pytest.mark.parametrize(("text", "role", "reason"), STRICT_REFUSALS)
+def test_strict_refusals(text: str, role: Role | None, reason: str) -> None:
+    with pytest.raises(HeaderError) as info:
+        parse_header(text, role)
+    assert info.value.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("word", "ok"),
+    [
+        ("functions.get_weather", True),
+        ("browser.search", True),
+        ("python", True),
+        ("browser", True),
+        ("a.b.c", True),
+        ("functions.f-1", True),
+        ("functions", False),
+        ("assistantfinal", False),
+        ("functions.", False),
+        (".f", False),
+        ("functions.f=x", False),
+        ("functions.天気", False),
+        ("functions.f:x", False),
+    ],
+)
+def test_tool_names(word: str, ok: bool) -> None:
+    assert is_tool_name(word) is ok
 
 
 def test_nonsense_detection() -> None:
@@ -313,6 +360,23 @@ LENIENT = [
     # no role at all
     ("", None, (A, None, None, None, None), []),
     ("<|channel|>final", None, (A, None, "final", None, None), []),
+    # an empty channel
+    ("<|channel|>", A, (A, None, "", None, None), []),
+    # junk authors: a role glued to a channel, or no tool name
+    ("assistantfinal", None, (A, None, "final", None, None), []),
+    ("useranalysis", None, (Role.USER, None, "analysis", None, None), []),
+    (
+        "assistantfinal<|channel|>analysis",
+        None,
+        (A, None, "analysis", None, None),
+        ["assistantfinal"],
+    ),
+    ("assistantü", None, (A, None, None, None, None), ["assistantü"]),
+    ("toolassistant", None, (A, None, None, None, None), ["toolassistant"]),
+    ("browser.search=assistant", None, (A, None, None, None, None), ["browser.search=assistant"]),
+    (" to=foo", None, (A, None, None, "foo", None), []),
+    # the prompt's <|start|> repeated (the parser splits at <|start|>; alone:)
+    ("<|start|>user", A, (A, None, None, "user", None), ["<|start|>"]),
 ]
 
 
@@ -336,16 +400,27 @@ def test_recover_header_agrees_with_strict_reading_when_that_succeeds() -> None:
 # -- content mode -------------------------------------------------------------------------------
 
 AS_TEXT = [
-    ("<|channel|>commentary Hello", A, (A, None, "commentary", "Hello")),
-    ("I  must\n\trefuse  now", A, (A, None, None, "I must refuse now")),
-    ("<|channel|>commentary to=functions.f {}", A, (A, None, "commentary", "to=functions.f {}")),
-    ("<|channel|>final", A, (A, None, "final", "")),
-    ("assistant<|channel|>final hi", A, (A, None, "final", "hi")),
+    ("<|channel|>commentary Hello", A, (A, None, "commentary", "Hello", ())),
+    ("I  must\n\trefuse  now", A, (A, None, None, "I must refuse now", ())),
+    (
+        "<|channel|>commentary to=functions.f {}",
+        A,
+        (A, None, "commentary", "to=functions.f {}", ()),
+    ),
+    ("<|channel|>final", A, (A, None, "final", "", ())),
+    ("assistant<|channel|>final hi", A, (A, None, "final", "hi", ())),
     # harmonia extensions: role=None, and an empty channel value
-    ("assistant<|channel|>commentary Hello", None, (A, None, "commentary", "Hello")),
-    ("user:Bob hi", None, (Role.USER, "Bob", None, "hi")),
-    ("I refuse", None, (A, None, None, "I refuse")),
-    ("<|channel|> x", A, (A, None, "x", "")),
+    ("assistant<|channel|>commentary Hello", None, (A, None, "commentary", "Hello", ())),
+    ("user:Bob hi", None, (Role.USER, "Bob", None, "hi", ())),
+    ("I refuse", None, (A, None, None, "I refuse", ())),
+    ("<|channel|> x", A, (A, None, "x", "", ())),
+    ("<|channel|>", A, (A, None, "", "", ())),
+    # damaged channel markers: the last channel wins, the others are dropped, not lost
+    (
+        "<|channel|> secret<|channel|>final hi",
+        A,
+        (A, None, "final", "hi", ("<|channel|> secret",)),
+    ),
 ]
 
 

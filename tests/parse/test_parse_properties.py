@@ -33,8 +33,10 @@ SETTINGS = settings(
 # no '<' (a channel ends there, and special-token text would be read as markers).
 # Content types without a recipient round-trip only in their <|constrain|> form (a
 # lone bare word after the channel is a recipient, as in the reference), a tool's
-# name must not be a role word or ``role:...``, recipient "all" is not rendered,
-# and parsed messages have exactly one text part.
+# name must be a tool name (``namespace.name``, or ``python``), a channel must not
+# be empty (strict mode refuses ``<|channel|>`` without a value, as the
+# reference does), recipient "all" is not rendered, and parsed messages have
+# exactly one text part.
 
 _WS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B)
@@ -48,19 +50,18 @@ plain_words = st.sampled_from(
     ["functions.get_weather", "functions.get-weather", "browser.search", "python", "a.b.c", "x"]
 )
 field_word = st.one_of(plain_words, word)
-_ROLE_WORDS = {r.value for r in Role}
-
-
-def tool_name_ok(name: str) -> bool:
-    head, colon, _ = name.partition(":")
-    return name not in _ROLE_WORDS and not (colon and head in _ROLE_WORDS)
+_name_part = st.text(st.sampled_from("abcxyzABCXYZ0189_-"), min_size=1, max_size=8)
+tool_names = st.one_of(
+    st.sampled_from(["functions.get_weather", "browser.search", "python", "container.exec"]),
+    st.builds(".".join, st.lists(_name_part, min_size=2, max_size=3)),
+)
 
 
 @st.composite
 def messages(draw: st.DrawFn) -> Message:
     role = draw(st.sampled_from(list(Role)))
     if role is Role.TOOL:
-        name: str | None = draw(field_word.filter(tool_name_ok))
+        name: str | None = draw(tool_names)
     else:
         name = draw(st.one_of(st.none(), st.text(_word_chars, min_size=1, max_size=8)))
     text = draw(st.text(st.characters(codec="utf-8"), max_size=40))

@@ -480,7 +480,7 @@ def test_recover_junk_then_next_message(enc: h.HarmonyEncoding) -> None:
         "<|channel|>analysis<|message|>a<|end|>\n\n<|start|>assistant<|channel|>final<|message|>b",
     )
     assert [m["text"] for m in msgs] == ["a", "b"]
-    assert kinds(diags) == ["junk-between-messages"]
+    assert kinds(diags) == ["junk-between-messages", "truncated"]  # "b" has no stop token
 
 
 def test_recover_repeated_start(enc: h.HarmonyEncoding) -> None:
@@ -510,7 +510,7 @@ def test_recover_stray_channel_before_analysis(enc: h.HarmonyEncoding) -> None:
 def test_recover_missing_start(enc: h.HarmonyEncoding) -> None:
     msgs, diags = lenient(enc, "<|channel|>analysis<|message|>a<|end|><|channel|>final<|message|>b")
     assert [(m.get("channel"), m["text"]) for m in msgs] == [("analysis", "a"), ("final", "b")]
-    assert kinds(diags) == ["missing-start"]
+    assert kinds(diags) == ["missing-start", "truncated"]
 
 
 def test_recover_extra_words(enc: h.HarmonyEncoding) -> None:
@@ -529,7 +529,7 @@ def test_recover_unknown_role(enc: h.HarmonyEncoding) -> None:
         enc, "<|start|><|message|>x<|end|><|start|><|reserved_200013|>user<|message|>y", None
     )
     assert msgs == [{"role": "assistant", "text": "x"}, {"role": "user", "text": "y"}]
-    assert kinds(diags) == ["header-repaired", "header-repaired"]
+    assert kinds(diags) == ["header-repaired", "header-repaired", "truncated"]
 
 
 def test_recover_missing_message_token(enc: h.HarmonyEncoding) -> None:
@@ -541,7 +541,7 @@ def test_recover_missing_message_token(enc: h.HarmonyEncoding) -> None:
         {"role": "assistant", "text": "I must refuse"},
         {"role": "assistant", "channel": "final", "text": "No."},
     ]
-    assert kinds(diags) == ["missing-message"]
+    assert kinds(diags) == ["missing-message", "truncated"]
     assert diags[0].kept == "I must refuse"
     # ... and drops any other header a stop token ends; lenient mode returns the
     # same messages, and the diagnostic keeps the dropped text.
@@ -566,7 +566,7 @@ def test_recover_header_cut_by_start(enc: h.HarmonyEncoding) -> None:
         {"role": "assistant", "channel": "analysis", "text": "thinking"},
         {"role": "assistant", "channel": "final", "text": "4"},
     ]
-    assert kinds(diags) == ["missing-message"]
+    assert kinds(diags) == ["missing-message", "truncated"]
 
 
 def test_first_message_recovery_matches_reference(enc: h.HarmonyEncoding) -> None:
@@ -591,9 +591,11 @@ def test_recover_invalid_utf8(enc: h.HarmonyEncoding) -> None:
     assert msgs == [{"role": "assistant", "text": " \ufffdHi"}]
     assert kinds(diags) == ["invalid-utf8"]
     assert diags[0].tokens == (toks(enc, "Hi")[0],)
+    # "assistant" and a broken character: no tool's name, so the role is repaired
     msgs, diags = lenient(enc, [START, 173781, 28823, MESSAGE, *toks(enc, "x")], None)
-    assert msgs == [{"role": "tool", "name": "assistant\ufffd", "text": "x"}]
-    assert kinds(diags) == ["invalid-utf8"]
+    assert msgs == [{"role": "assistant", "text": "x"}]
+    assert kinds(diags) == ["invalid-utf8", "header-repaired", "truncated"]
+    assert diags[1].dropped == "assistant\ufffd"
 
 
 def test_recover_invalid_token_ids(enc: h.HarmonyEncoding) -> None:
@@ -644,3 +646,145 @@ def test_lenient_drops_a_later_header_without_message_but_keeps_its_text(
     assert diag.kind is h.RecoveryKind.MISSING_MESSAGE
     assert diag.dropped is not None and "The answer is 4" in diag.dropped
     assert diag.tokens and enc.decode_utf8(list(diag.tokens)).endswith("The answer is 4")
+
+
+# -- strict mode refuses junk; lenient mode repairs it (hardening, item 3) --------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "role", "reason"),
+    [
+        # An empty channel: the reference refuses it too.
+        (
+            "<|channel|><|message|>Hi<|return|>",
+            Role.ASSISTANT,
+            "channel marker present but no channel value found in header",
+        ),
+        # Authors that are neither a role nor a tool name.
+        ("<|start|>assistantfinal<|message|>x<|end|>", None, "Unknown role: assistantfinal"),
+        ("<|start|>toolassistant<|message|>x<|end|>", None, "Unknown role: toolassistant"),
+        ("<|start|>assistantü<|message|>x<|end|>", None, "Unknown role: assistantü"),
+        (
+            "<|start|>browser.search=assistant<|channel|>commentary<|message|>x<|end|>",
+            None,
+            "Unknown role: browser.search=assistant",
+        ),
+        (
+            "<|start|>assistantfinal to=functions.f<|message|>x<|end|>",
+            None,
+            "Unknown role: assistantfinal (not a role, nor a tool name",
+        ),
+        # The prompt's <|start|> repeated by a role-given completion.
+        (
+            "<|start|>user<|message|>hi<|end|>",
+            Role.ASSISTANT,
+            "special token in the message header's recipient: '<|start|>user'",
+        ),
+    ],
+)
+def test_strict_mode_refuses_junk_headers(
+    enc: h.HarmonyEncoding, text: str, role: Role | None, reason: str
+) -> None:
+    with pytest.raises(ParseError) as info:
+        parse_text(enc, text, role)
+    assert str(info.value).startswith(reason)
+    assert info.value.state == "Header" and info.value.token == MESSAGE
+    lenient_messages = parse_text(enc, text, role, strict=False)  # never raises
+    assert all(m.author.role is not Role.TOOL for m in lenient_messages)
+
+
+def test_junk_headers_read_leniently(enc: h.HarmonyEncoding) -> None:
+    msgs, diags = lenient(enc, "<|start|>assistantfinal<|message|>x<|end|>", None)
+    assert msgs == [{"role": "assistant", "channel": "final", "text": "x"}]
+    assert kinds(diags) == ["header-repaired"]
+    msgs, diags = lenient(enc, "<|start|>browser.search=assistant<|message|>x<|end|>", None)
+    assert msgs == [{"role": "assistant", "text": "x"}]
+    assert diags[0].dropped == "browser.search=assistant"
+    msgs, diags = lenient(enc, "<|channel|><|message|>Hi<|return|>")
+    assert msgs == [{"role": "assistant", "channel": "", "text": "Hi"}]
+    assert kinds(diags) == ["header-repaired"]
+
+
+def test_repeated_start_has_one_reading(enc: h.HarmonyEncoding) -> None:
+    # Strict mode refuses it (above); lenient mode reads the user message.
+    msgs, diags = lenient(enc, "<|start|>user<|message|>hi<|end|>", Role.ASSISTANT)
+    assert msgs == [{"role": "user", "text": "hi"}]
+    assert kinds(diags) == ["repeated-start"]
+
+
+def test_tool_names_still_read_strictly(enc: h.HarmonyEncoding) -> None:
+    text = (
+        "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{}<|end|>"
+        "<|start|>python<|message|>out<|end|><|start|>browser.search<|message|>r<|end|>"
+        "<|start|>tool<|message|>t<|end|>"
+    )
+    assert [m.author.name for m in parse_text(enc, text)] == [
+        "functions.get_weather",
+        "python",
+        "browser.search",
+        "tool",
+    ]
+
+
+# -- lenient mode loses no header word (item 5) -------------------------------------------------
+
+
+def test_lenient_keeps_the_words_of_damaged_channel_markers(enc: h.HarmonyEncoding) -> None:
+    result = enc.parse_completion(
+        "<|channel|> secret<|channel|>final hi", Role.ASSISTANT, strict=False
+    )
+    assert [(m.channel, m.text) for m in result.messages] == [("final", "hi")]
+    (diag,) = result.diagnostics
+    assert diag.kind is RecoveryKind.TRUNCATED
+    assert diag.dropped is not None and "secret" in diag.dropped
+
+
+# -- a completion cut off inside a message (item 6) ---------------------------------------------
+
+CUT_CALL = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "To'
+
+
+def test_truncated_message_is_diagnosed_in_lenient_mode(enc: h.HarmonyEncoding) -> None:
+    result = parse_completion(enc, CUT_CALL, Role.ASSISTANT, strict=False)
+    [call] = result.messages
+    assert call.recipient == "functions.get_weather" and call.text == '{"city": "To'
+    [diag] = result.diagnostics
+    assert diag.kind is RecoveryKind.TRUNCATED
+    assert diag.token_index == len(toks(enc, CUT_CALL))
+    assert "functions.get_weather" in diag.description
+    # With its stop token, the same call is complete: no diagnostic.
+    assert parse_completion(enc, CUT_CALL + '"}<|call|>', Role.ASSISTANT, strict=False)[1] == ()
+
+
+def test_truncation_only_at_the_end_of_the_stream(enc: h.HarmonyEncoding) -> None:
+    # Partial input is not an error until the caller says the stream ended.
+    p = StreamableParser(enc, Role.ASSISTANT, strict=False)
+    events = [e for t in toks(enc, CUT_CALL) for e in p.feed(t)]
+    assert not any(isinstance(e, Diagnostic) for e in events) and p.diagnostics == ()
+    assert p.state is StreamState.CONTENT and p.current_content == '{"city": "To'
+    truncated, done = p.feed_eos()
+    assert isinstance(truncated, Diagnostic) and truncated.kind is RecoveryKind.TRUNCATED
+    assert isinstance(done, MessageDone) and done.stop_token is None
+
+
+def test_strict_mode_refuses_a_truncated_completion_when_asked(enc: h.HarmonyEncoding) -> None:
+    # By default the guide's usage stands: a completion without its stop token.
+    assert parse_text(enc, CUT_CALL, Role.ASSISTANT)[0].text == '{"city": "To'
+    assert parse_completion(enc, CUT_CALL, Role.ASSISTANT).diagnostics == ()
+    with pytest.raises(ParseError) as info:
+        parse_completion(enc, CUT_CALL, Role.ASSISTANT, complete=True)
+    e = info.value
+    assert (e.state, e.token, e.token_index) == ("Content", None, len(toks(enc, CUT_CALL)))
+    assert "without <|end|>, <|return|> or <|call|>" in str(e)
+    # The parser is left as it was: the partial message can still be taken.
+    p = StreamableParser(enc, Role.ASSISTANT)
+    for t in toks(enc, CUT_CALL):
+        p.process(t)
+    with pytest.raises(ParseError):
+        p.process_eos(complete=True)
+    assert p.state is StreamState.CONTENT and p.messages == []
+    assert p.process_eos().messages[0].text == '{"city": "To'
+    # complete=True accepts a completion that ends between messages.
+    done = parse_completion(enc, CUT_CALL + "<|call|>", Role.ASSISTANT, complete=True)
+    assert len(done.messages) == 1
+    assert parse_completion(enc, CUT_CALL, Role.ASSISTANT, strict=False, complete=True)[0]

@@ -104,7 +104,7 @@ def test_header_edge_cases(enc: HarmonyEncoding, build: object, text: str) -> No
         (lambda m: m.with_content_type(""), "content_type"),
         (lambda m: m.with_content_type("json"), "content_type"),
         (lambda m: m.with_content_type("<|constrain|>"), "content_type"),
-        (lambda m: m.with_channel(""), "channel"),
+        (lambda m: m.with_channel("a b"), "channel"),
         (lambda m: m.with_channel("X  "), "channel"),
     ],
 )
@@ -148,11 +148,11 @@ def test_special_token_text_in_user_content_is_plain_text(enc: HarmonyEncoding, 
 
 
 def test_end_tokens(enc: HarmonyEncoding) -> None:
-    assert enc.render(assistant("x").with_recipient("f"))[-1] == 200012
+    assert enc.render(assistant("x").with_recipient("functions.f"))[-1] == 200012
     assert enc.render(assistant("x"))[-1] == 200007
-    tool = Message.from_author_and_content(Author.new(Role.TOOL, "f"), "x").with_recipient(
-        "assistant"
-    )
+    tool = Message.from_author_and_content(
+        Author.new(Role.TOOL, "functions.f"), "x"
+    ).with_recipient("assistant")
     assert enc.render(tool)[-1] == 200007
     assert enc.render(msg(Role.USER).with_recipient("bob"))[-1] == 200007
 

@@ -24,10 +24,14 @@ def parse_completion(
     role: Role | None = None,
     *,
     strict: bool = True,
+    complete: bool = False,
 ) -> ParseResult:
     """Parse a whole completion (token ids, or text with special tokens spelled out).
 
-    A loop over :class:`StreamableParser`, then end of stream.
+    A loop over :class:`StreamableParser`, then end of stream. A last message
+    without its stop token is returned as it is; lenient mode reports it with a
+    ``truncated`` diagnostic, and ``complete=True`` makes strict mode raise
+    :class:`~harmonia.ParseError` for it (see :meth:`StreamableParser.process_eos`).
     """
     if isinstance(completion, str):
         completion = encoding.tokenizer.encode(completion, allowed_special="all")
@@ -35,19 +39,29 @@ def parse_completion(
     process = parser.process
     for token in completion:
         process(token)
-    parser.process_eos()
+    parser.process_eos(complete=complete)
     return ParseResult(parser.messages, parser.diagnostics)
 
 
 def parse_tokens(
-    encoding: EncodingLike, tokens: Iterable[int], role: Role | None = None, *, strict: bool = True
+    encoding: EncodingLike,
+    tokens: Iterable[int],
+    role: Role | None = None,
+    *,
+    strict: bool = True,
+    complete: bool = False,
 ) -> list[Message]:
     """``parse_messages_from_completion_tokens``: the messages of a completion."""
-    return parse_completion(encoding, tokens, role, strict=strict).messages
+    return parse_completion(encoding, tokens, role, strict=strict, complete=complete).messages
 
 
 def parse_text(
-    encoding: EncodingLike, text: str, role: Role | None = None, *, strict: bool = True
+    encoding: EncodingLike,
+    text: str,
+    role: Role | None = None,
+    *,
+    strict: bool = True,
+    complete: bool = False,
 ) -> list[Message]:
     """Parse a completion given as text, special tokens spelled out (``<|start|>``...).
 
@@ -61,4 +75,4 @@ def parse_text(
     ...                                     Role.ASSISTANT)]
     ['analysis', 'final']
     """
-    return parse_completion(encoding, text, role, strict=strict).messages
+    return parse_completion(encoding, text, role, strict=strict, complete=complete).messages

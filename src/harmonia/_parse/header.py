@@ -40,9 +40,25 @@ is kept, and when they do not help the reference's error is raised:
                                                       the renderer writes a tool result
                                                       without recipient (the reference:
                                                       ``Unknown role``)
- F5   ``<|channel|>`` at the end, or before           channel ``""`` (the rendering of
-      ``<|constrain|>``                               an empty channel)
 ====  ==============================================  ==================================
+
+What the strict reading refuses that the reference accepts (junk, which
+``strict=False`` repairs with a diagnostic):
+
+* an author that is neither a role nor a *tool name*. A tool name is what
+  harmonia's tools are called: ``namespace.name`` with ASCII letters, digits,
+  ``_`` and ``-`` in each dot-separated part (``functions.get_weather``,
+  ``browser.search``, ``container.exec``), or a built-in namespace on its own
+  (``python``, ``browser``). The reference makes any first word that is not a
+  role a tool's name (``assistantfinal``, ``browser.search=assistant``,
+  `` to=foo``); strict mode raises ``Unknown role`` for them.
+* a reading with special-token text in a field (``<|start|>user`` as a
+  recipient, when the completion repeats the prompt's ``<|start|>``): the
+  reference returns it; strict mode raises, and lenient mode reads the header
+  after the repeated ``<|start|>`` (``user``).
+* an empty channel (``<|channel|><|message|>``), refused like the reference
+  (harmonia used to read it as channel ``""``): a model that writes no channel
+  has made an error a server should see.
 
 What is *not* changed: a lone word without ``to=`` is a recipient
 (``<|channel|>commentary functions.f``), so ``<|channel|>final json`` still
@@ -60,7 +76,7 @@ from typing import Final
 
 from .._enums import Role
 from .._message import Author
-from .._names import CONSTRAIN
+from .._names import CHANNELS, CONSTRAIN, is_tool_name
 from .._tokenizer import special_tokens as st
 
 CHANNEL_MARK: Final = st.SPECIAL_TOKEN_TEXT[st.CHANNEL]
@@ -138,8 +154,8 @@ def _space_constrain(text: str) -> str:
     return text
 
 
-def _take_channel_strict(text: str, fixes: bool) -> tuple[str | None, str]:
-    """Cut the first ``<|channel|>value`` out of ``text`` (reference step 1, plus F5)."""
+def _take_channel_strict(text: str) -> tuple[str | None, str]:
+    """Cut the first ``<|channel|>value`` out of ``text`` (reference step 1)."""
     start = text.find(CHANNEL_MARK)
     if start < 0:
         return None, text
@@ -147,17 +163,9 @@ def _take_channel_strict(text: str, fixes: bool) -> tuple[str | None, str]:
     match = _CHANNEL_VALUE.match(text, value_start)
     assert match is not None  # the pattern matches the empty string
     value_end = match.end()
-    if value_end == value_start and not (fixes and _empty_channel_rendering(text, value_start)):
+    if value_end == value_start:
         raise HeaderError("channel marker present but no channel value found in header")
     return text[value_start:value_end], text[:start] + text[value_end:]
-
-
-def _empty_channel_rendering(text: str, pos: int) -> bool:
-    # F5: the renderer writes channel "" as a bare marker, followed by nothing
-    # or by a <|constrain|> content type (``<|channel|> <|constrain|>json``).
-    # ``<|channel|> final`` (a model typo) stays an error, as in the reference.
-    rest = text[pos:]
-    return not _rust_trim(rest) or _rust_trim(rest).startswith(CONSTRAIN_MARK)
 
 
 def _named_role(word: str) -> tuple[Role, str] | None:
@@ -242,13 +250,14 @@ def _debug_char(ch: str) -> str:
 
 
 def parse_header(text: str, role: Role | None) -> MessageHeader:
-    """Read a header the way the reference does, with fixes F1-F5.
+    """Read a header the way the reference does, with fixes F1-F4, refusing junk.
 
     ``role`` is the role already known from the prompt (the completion of a
     prompt ending in ``<|start|>assistant``), or ``None`` when the header
     starts with its role. The fixes are tried only when the reference's reading
     fails or misreads; when they do not help either, the reference's error is
-    raised (:class:`HeaderError`, with the reference's text).
+    raised (:class:`HeaderError`, with the reference's text), and a reading with
+    special-token text in a field is refused.
 
     >>> parse_header("<|channel|>commentary to=functions.f <|constrain|>json", Role.ASSISTANT)
     MessageHeader(role=<Role.ASSISTANT: 'assistant'>, name=None, channel='commentary', \
@@ -270,10 +279,24 @@ recipient='functions.f', content_type='<|constrain|>json')
         try:
             fixed = _read(text, role, fixes=True)
         except HeaderError:
-            return header
-        if not is_nonsense(fixed):
+            fixed = None
+        if fixed is not None and not is_nonsense(fixed):
             return fixed
+    if is_nonsense(header):
+        raise HeaderError(_nonsense_reason(header))
     return header
+
+
+def _nonsense_reason(header: MessageHeader) -> str:
+    for field in ("name", "channel", "recipient", "content_type"):
+        value = getattr(header, field)
+        if value is not None and "<|" in value:
+            return (
+                f"special token in the message header's {field}: {value!r} (a header holds "
+                "no special token but <|channel|> and <|constrain|>; use strict=False to "
+                "repair it)"
+            )
+    raise AssertionError("not nonsense")  # pragma: no cover
 
 
 _HEADER_CACHE: dict[tuple[tuple[int, ...], Role | None], MessageHeader | str] = {}
@@ -320,8 +343,8 @@ def _misread(header: MessageHeader) -> bool:
 
 
 def _read(text: str, role: Role | None, *, fixes: bool) -> MessageHeader:
-    """The reference's algorithm (reference-behaviour.md 6.3); ``fixes`` adds F1-F5."""
-    channel, rest = _take_channel_strict(text, fixes)
+    """The reference's algorithm (reference-behaviour.md 6.3); ``fixes`` adds F1-F4."""
+    channel, rest = _take_channel_strict(text)
     rest = _space_constrain(_rust_trim(rest))
     spans = [m.span() for m in _WORD.finditer(rest)]
     name: str | None = None
@@ -336,6 +359,7 @@ def _read(text: str, role: Role | None, *, fixes: bool) -> MessageHeader:
         del spans[0]
     words = _merge_constrain(rest, spans) if fixes else [rest[a:b] for a, b in spans]
     recipient, content_type = _recipient_and_type(words, fixes)
+    _check_author(role, name)
     return MessageHeader(role, name, channel, recipient, content_type)
 
 
@@ -353,8 +377,18 @@ def _role_of(word: str, n_words: int, fixes: bool) -> tuple[Role, str | None, bo
         # An unknown first word names a tool (``functions.f to=assistant``).
         # The reference requires more words after it; a lone one (F4) is what
         # the renderer writes for a tool result without recipient or channel.
+        # (The caller refuses one that is no tool's name: _check_author.)
         return Role.TOOL, word, True
     raise HeaderError(f"Unknown role: {word}")
+
+
+def _check_author(role: Role, name: str | None) -> None:
+    """Refuse a tool author whose name is no tool name (the reference takes any word)."""
+    if role is Role.TOOL and name is not None and name != "tool" and not is_tool_name(name):
+        raise HeaderError(
+            f"Unknown role: {name} (not a role, nor a tool name such as "
+            "functions.get_weather or python)"
+        )
 
 
 def _recipient_and_type(words: list[str], fixes: bool) -> tuple[str | None, str | None]:
@@ -429,7 +463,7 @@ def recover_header(
     spans = [m.span() for m in _WORD.finditer(text)]
     name: str | None = None
     if role is None:
-        role, name = _recover_role(text, spans, default_role, notes)
+        role, name, channel = _recover_role(text, spans, default_role, channel, dropped, notes)
     if spans and text[spans[0][0] : spans[0][1]] == role.value:
         del spans[0]
     words = _merge_constrain(text, spans)
@@ -493,21 +527,52 @@ def _take_channel_lenient(
 
 
 def _recover_role(
-    text: str, spans: list[tuple[int, int]], default_role: Role, notes: list[str]
-) -> tuple[Role, str | None]:
+    text: str,
+    spans: list[tuple[int, int]],
+    default_role: Role,
+    channel: str | None,
+    dropped: list[str],
+    notes: list[str],
+) -> tuple[Role, str | None, str | None]:
+    """Role, author name and channel of a header whose first word should be its author."""
     if not spans:
         notes.append(f"header has no role; assumed {default_role.value!r}")
-        return default_role, None
+        return default_role, None, channel
     first = text[spans[0][0] : spans[0][1]]
     try:
         role, name, consumed = _role_of(first, len(spans), True)
+        _check_author(role, name)
     except HeaderError:
-        # The word stays: it may still be a recipient or a content type.
-        notes.append(f"unknown role {first!r}; assumed {default_role.value!r}")
-        return default_role, None
-    if consumed:
-        del spans[0]
-    return role, name
+        pass
+    else:
+        if consumed:
+            del spans[0]
+        return role, name, channel
+    if first.startswith(("to=", CONSTRAIN_MARK)):
+        # The word stays: it is a recipient or a content type.
+        notes.append(f"header has no role; assumed {default_role.value!r}")
+        return default_role, None, channel
+    del spans[0]
+    for glued in _GLUED_ROLES:
+        if first.startswith(glued.value):
+            # ``assistantfinal``: the role and the channel run together (what
+            # is left when the special tokens between them are lost).
+            rest = first[len(glued.value) :]
+            if rest in CHANNELS and not channel:
+                notes.append(f"role and channel run together in {first!r}")
+                return glued, None, rest
+            notes.append(f"unknown author {first!r}; read as {glued.value!r}")
+            dropped.append(first)
+            return glued, None, channel
+    notes.append(
+        f"unknown author {first!r} (neither a role nor a tool name); assumed {default_role.value!r}"
+    )
+    dropped.append(first)
+    return default_role, None, channel
+
+
+# Roles a junk first word may start with (a tool is written as its name).
+_GLUED_ROLES: Final = tuple(_NAMED_ROLES.values())
 
 
 def _recover_fields(
@@ -548,23 +613,27 @@ def _recover_fields(
 
 def header_as_text(
     text: str, role: Role | None, default_role: Role
-) -> tuple[Role, str | None, str | None, str]:
-    """A header that never reached ``<|message|>``, read as (role, name, channel, text).
+) -> tuple[Role, str | None, str | None, str, tuple[str, ...]]:
+    """A header that never reached ``<|message|>``: (role, name, channel, text, dropped).
 
     This is the reference's ``strict=False`` recovery (a refusal the model wrote
     without a header: ``I must refuse<|end|>``): the first ``<|channel|>`` gives
     the channel, a leading role word is dropped, and the remaining words joined
     by single spaces are the text; ``to=`` and content types are *not* extracted.
     With ``role=None`` (a harmonia extension) a leading role word sets the role,
-    otherwise ``default_role`` is used and the word stays in the text.
+    otherwise ``default_role`` is used and the word stays in the text. When the
+    channel markers are damaged (``<|channel|> x<|channel|>final``), the last
+    channel wins and ``dropped`` lists the other markers with their words, so
+    that no text is lost.
 
     >>> header_as_text("<|channel|>commentary to=functions.f {}", Role.ASSISTANT, Role.ASSISTANT)
-    (<Role.ASSISTANT: 'assistant'>, None, 'commentary', 'to=functions.f {}')
+    (<Role.ASSISTANT: 'assistant'>, None, 'commentary', 'to=functions.f {}', ())
     """
+    dropped: list[str] = []
     try:
-        channel, rest = _take_channel_strict(text, True)
+        channel, rest = _take_channel_strict(text)
     except HeaderError:
-        channel, rest = _take_channel_lenient(text, [], [])
+        channel, rest = _take_channel_lenient(text, dropped, [])
     rest = _space_constrain(_rust_trim(rest))
     words = _WORD.findall(rest)
     name: str | None = None
@@ -580,4 +649,4 @@ def header_as_text(
                 del words[0]
     if words and words[0] == role.value:
         del words[0]
-    return role, name, channel, " ".join(words)
+    return role, name, channel, " ".join(words), tuple(dropped)

@@ -26,7 +26,8 @@ States (``StreamState``)::
   the reference.
 
 Inputs: ``<|start|>``, ``<|message|>``, a stop token, ``<|channel|>``, any
-other token, and end-of-stream (EOS). The strict table (:data:`STRICT`) is the
+other token, and end-of-stream (EOS; EOS_COMPLETE when the caller says the
+completion must end between messages). The strict table (:data:`STRICT`) is the
 reference's machine (reference-behaviour.md section 6.2). The lenient table
 (``strict=False``) overrides a few cells (:data:`LENIENT`) so that no input
 raises. An action runs first, and the cell's next state is entered when it
@@ -38,8 +39,8 @@ EXPECT_START). Only :meth:`StreamableParser.process` and
 The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
 
 * a :class:`~.content.ContentDecoder` (the CONTENT state's bytes, pending UTF-8
-  and text pieces), which knows nothing of the parser and reports its repairs
-  as values the parser turns into diagnostics;
+  and text pieces), which knows nothing of the parser: it writes its deltas and
+  diagnostics to the :class:`~.events.Output` the parser shares with it;
 * a :class:`~.recovery.LenientRecovery`, only when ``strict=False``: lenient
   mode's own state and its decisions, returned as values (diagnostics and
   recovered messages) that the lenient actions report;
@@ -67,7 +68,8 @@ Lenient mode never raises and never silently loses text: each recovery appends a
 tokens) to :attr:`StreamableParser.diagnostics`. Where the reference's own
 ``strict=False`` mode returns a sensible answer, lenient mode returns the same.
 The recoveries, one per :class:`~harmonia.RecoveryKind`, are tabled in
-:mod:`.recovery`.
+:mod:`.recovery`. A message the end of the stream cuts off (no stop token) is
+returned, with a ``truncated`` diagnostic.
 
 Strict mode and the reference
 -----------------------------
@@ -78,11 +80,15 @@ raises, and otherwise gives the reference's messages and per-token properties,
 except:
 
 * headers the reference cannot read back from its own renderer, or misreads
-  (:mod:`.header`, fixes F1-F5: ``<|constrain|> json``, a structured final
+  (:mod:`.header`, fixes F1-F4: ``<|constrain|> json``, a structured final
   answer ``<|channel|>final <|constrain|>json``, ``role:name`` authors, tool
-  messages without recipient, an empty channel);
+  messages without recipient);
+* junk headers the reference accepts are refused (:mod:`.header`): an author
+  that is neither a role nor a tool name, special-token text in a field;
 * token ids below 0 or from 2**32 (an ``OverflowError`` in the reference's
-  binding) behave like other unknown ids.
+  binding) behave like other unknown ids;
+* ``process_eos(complete=True)`` refuses a completion that ends inside a
+  message (the reference has no such option).
 
 Strict mode records diagnostics only for the repairs the reference makes
 silently: invalid-utf8 and invalid-token (an unknown id in content turns the
@@ -99,11 +105,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .._enums import Role, StreamState
 from .._errors import ParseError
 from .._message import Message
+from .._names import DiagnosticKind
 from .._tokenizer import special_tokens as st
 from .content import ContentDecoder
 from .events import (
@@ -122,7 +130,7 @@ from .recovery import LenientRecovery, Outcome
 # -- states and inputs ---------------------------------------------------------------
 
 _ES, _HD, _CT = StreamState.EXPECT_START, StreamState.HEADER, StreamState.CONTENT
-_STATES: Final = (_ES, _HD, _CT)  # the parser keeps the index of its state
+_STATES: Final = (_ES, _HD, _CT)  # a compiled row knows its state by index
 
 
 class Input(enum.Enum):
@@ -134,6 +142,7 @@ class Input(enum.Enum):
     CHANNEL = "<|channel|>"
     OTHER = "other token"
     EOS = "end of stream"
+    EOS_COMPLETE = "end of a complete stream"  # process_eos(complete=True)
 
 
 _INPUT_TOKENS: Final[dict[Input, tuple[int, ...]]] = {
@@ -177,6 +186,18 @@ def reject_eos_in_header(p: StreamableParser, token: None) -> None:
     raise ParseError(
         "Unexpected EOS while waiting for message header to complete",
         state=_HD.value,
+        token=None,
+        token_text=None,
+        token_index=len(p._tokens),
+    )
+
+
+def reject_eos_in_content(p: StreamableParser, token: None) -> None:
+    raise ParseError(
+        "Unexpected EOS while waiting for a stop token: the completion ended inside a "
+        "message, without <|end|>, <|return|> or <|call|> (it may have been cut off; "
+        "pass complete=False to accept the partial message)",
+        state=_CT.value,
         token=None,
         token_text=None,
         token_index=len(p._tokens),
@@ -247,6 +268,22 @@ def flush_junk(p: StreamableParser, token: None) -> None:
     p._flush_junk()
 
 
+def finish_truncated_message(p: StreamableParser, token: None) -> None:
+    header = p._header
+    assert header is not None
+    where = f" to {header.recipient}" if header.recipient else ""
+    where += f" in channel {header.channel}" if header.channel else ""
+    p._out.diagnose(
+        Diagnostic(
+            DiagnosticKind.TRUNCATED,
+            len(p._tokens),
+            f"the stream ended inside a {header.role.value} message{where}, before its stop "
+            "token (<|end|>, <|return|> or <|call|>): the message may be incomplete",
+        )
+    )
+    finish_message(p, token)
+
+
 def end_header_leniently(p: StreamableParser, token: int) -> None:
     role = p._next_role
     p._next_role = None
@@ -280,7 +317,8 @@ class Transition(NamedTuple):
     on_error: StreamState | None = None
 
 
-#: The reference's machine. Cells left out fall back to the state's OTHER cell.
+#: The reference's machine. Cells left out fall back to the state's OTHER cell
+#: (EOS_COMPLETE: to its EOS cell).
 STRICT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_ES, Input.START): Transition(begin_header, _HD),
     (_ES, Input.OTHER): Transition(reject_token, _ES),
@@ -291,6 +329,7 @@ STRICT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_CT, Input.STOP): Transition(finish_message, _ES),
     (_CT, Input.OTHER): Transition(ContentDecoder.add, _CT),  # <|start|>, <|message|>...: text
     (_CT, Input.EOS): Transition(finish_message, _ES),
+    (_CT, Input.EOS_COMPLETE): Transition(reject_eos_in_content, _CT),
 }
 
 #: ``strict=False`` overrides (no action raises).
@@ -302,40 +341,58 @@ LENIENT: Final[dict[tuple[StreamState, Input], Transition]] = {
     (_HD, Input.MESSAGE): Transition(end_header_leniently, _CT),
     (_HD, Input.STOP): Transition(header_without_message, _ES),
     (_HD, Input.EOS): Transition(header_without_message, _ES),
+    (_CT, Input.EOS): Transition(finish_truncated_message, _ES),
+    (_CT, Input.EOS_COMPLETE): Transition(finish_truncated_message, _ES),
 }
 
-# Compiled: per state, (cells of the special tokens that have one, the OTHER
-# cell, the EOS cell); a cell is (action, next state index, error state index,
-# whether the action is the decoder's). An action of the decoder is called on
-# the parser's decoder: a content token is one call from process() to
-# ContentDecoder.add, the hot path.
-_Cell = tuple[Action, int, int, bool]
-_Row = tuple[dict[int, _Cell], _Cell, _Cell]
+# Compiled: a _Row per state, pointing at its cells; a cell is (action, next
+# row, row after an error, whether the action is the decoder's). The parser
+# holds its current row. An action of the decoder is called on the parser's
+# decoder: a content token is one call from process() to ContentDecoder.add,
+# the hot path.
+_Cell = tuple[Action, "_Row", "_Row", bool]
 _DECODER_ACTIONS: Final = frozenset({ContentDecoder.add})
 
 
+class _Row:
+    """One state's cells: special tokens that have a cell, OTHER, EOS, EOS_COMPLETE."""
+
+    __slots__ = ("eos", "eos_complete", "other", "specials", "state")
+
+    def __init__(self, state: int) -> None:
+        self.state = state  # index into _STATES
+        self.specials: dict[int, _Cell] = {}
+        self.other: _Cell
+        self.eos: _Cell
+        self.eos_complete: _Cell
+
+
 def _compile(table: dict[tuple[StreamState, Input], Transition]) -> tuple[_Row, ...]:
-    rows = []
-    for state in _STATES:
+    rows = tuple(_Row(i) for i in range(len(_STATES)))
+    for row, state in zip(rows, _STATES, strict=True):
 
         def cell(inp: Input, state: StreamState = state) -> _Cell:
-            action, nxt, on_error = table.get((state, inp)) or table[(state, Input.OTHER)]
+            fallback = Input.EOS if inp is Input.EOS_COMPLETE else Input.OTHER
+            action, nxt, on_error = table.get((state, inp)) or table[(state, fallback)]
             return (
                 action,
-                _STATES.index(nxt),
-                _STATES.index(on_error or state),
+                rows[_STATES.index(nxt)],
+                rows[_STATES.index(on_error or state)],
                 action in _DECODER_ACTIONS,
             )
 
-        specials = {
+        row.specials = {
             token: cell(inp)
             for inp, ids in _INPUT_TOKENS.items()
             if (state, inp) in table
             for token in ids
         }
-        assert min(specials, default=st.FIRST_SPECIAL) >= st.FIRST_SPECIAL
-        rows.append((specials, cell(Input.OTHER), cell(Input.EOS)))
-    return tuple(rows)
+        # process() looks up only ids from FIRST_SPECIAL on.
+        assert min(row.specials, default=st.FIRST_SPECIAL) >= st.FIRST_SPECIAL
+        row.other = cell(Input.OTHER)
+        row.eos = cell(Input.EOS)
+        row.eos_complete = cell(Input.EOS_COMPLETE)
+    return rows
 
 
 _STRICT_ROWS: Final = _compile(STRICT)
@@ -375,8 +432,7 @@ class StreamableParser:
         "_next_role",
         "_out",
         "_recovery",
-        "_rows",
-        "_s",
+        "_row",
         "_strict",
         "_table",
         "_tokenizer",
@@ -389,7 +445,6 @@ class StreamableParser:
         self._tokenizer = encoding.tokenizer
         self._table: list[bytes] = self._tokenizer.token_bytes_table  # token id -> bytes
         self._strict = bool(strict)
-        self._s = _HEADER if role is not None else _EXPECT_START  # index into _STATES
         self._out = Output()  # tokens seen, diagnostics, events of the current feed()
         self._tokens = self._out.tokens  # every token processed (the same list)
         self._next_role = role  # the role given for the next header, if any
@@ -402,35 +457,47 @@ class StreamableParser:
         self._content = ContentDecoder(self._table, strict=self._strict, out=self._out)
         self._messages: list[tuple[MessageHeader, str]] = []  # finished messages
         self._recovery = None if self._strict else LenientRecovery(self._table, self._default_role)
-        self._rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
+        rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
+        self._row = rows[_HEADER if role is not None else _EXPECT_START]  # the current state's
 
     # -- feeding -------------------------------------------------------------------
 
     def process(self, token: int) -> StreamableParser:
         """Feed one token. Strict mode raises :class:`ParseError` where the reference raises."""
         self._tokens.append(token)
-        specials, other, _ = self._rows[self._s]
+        row = self._row
         # Only special tokens have cells of their own; most tokens skip the lookup.
         action, nxt, on_error, of_decoder = (
-            other if token < _FIRST_SPECIAL else specials.get(token, other)
+            row.other if token < _FIRST_SPECIAL else row.specials.get(token, row.other)
         )
-        try:
-            action(self._content if of_decoder else self, token)
-        except ParseError:
-            self._s = on_error
-            raise
-        self._s = nxt
+        if of_decoder:  # a content token, the hot path (the decoder raises nothing)
+            action(self._content, token)
+        else:
+            try:
+                action(self, token)
+            except ParseError:
+                self._row = on_error
+                raise
+        self._row = nxt
         return self
 
-    def process_eos(self) -> StreamableParser:
-        """Signal the end of the stream: a message in progress is completed."""
-        action, nxt, on_error, of_decoder = self._rows[self._s][2]
+    def process_eos(self, *, complete: bool = False) -> StreamableParser:
+        """Signal the end of the stream: a message in progress is completed.
+
+        A message without its stop token (the guide's "do not pass in the stop
+        token", or a completion cut off by a token limit) is returned as it is.
+        Lenient mode adds a ``truncated`` :class:`Diagnostic` for it; with
+        ``complete=True`` strict mode raises :class:`ParseError` instead
+        (state ``Content``), leaving the parser as it was.
+        """
+        row = self._row
+        action, nxt, on_error, of_decoder = row.eos_complete if complete else row.eos
         try:
             action(self._content if of_decoder else self, None)
         except ParseError:
-            self._s = on_error
+            self._row = on_error
             raise
-        self._s = nxt
+        self._row = nxt
         return self
 
     def feed(self, token: int) -> list[ParserEvent]:
@@ -443,12 +510,12 @@ class StreamableParser:
             self._out.events = None
         return events
 
-    def feed_eos(self) -> list[ParserEvent]:
+    def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
         """Like :meth:`process_eos`, returning what happened as events."""
         events: list[ParserEvent] = []
         self._out.events = events
         try:
-            self.process_eos()
+            self.process_eos(complete=complete)
         finally:
             self._out.events = None
         return events
@@ -457,7 +524,7 @@ class StreamableParser:
 
     @property
     def state(self) -> StreamState:
-        return _STATES[self._s]
+        return _STATES[self._row.state]
 
     @property
     def strict(self) -> bool:
@@ -466,33 +533,41 @@ class StreamableParser:
     @property
     def current_role(self) -> Role | None:
         """The message's role in content; otherwise the role given for the first message."""
-        if self._s == _CONTENT and self._header is not None:
+        if self._row.state == _CONTENT and self._header is not None:
             return self._header.role
         return self._next_role
 
     @property
     def current_channel(self) -> str | None:
-        return self._header.channel if self._s == _CONTENT and self._header else None
+        return self._header.channel if self._row.state == _CONTENT and self._header else None
 
     @property
     def current_recipient(self) -> str | None:
-        return self._header.recipient if self._s == _CONTENT and self._header else None
+        return self._header.recipient if self._row.state == _CONTENT and self._header else None
 
     @property
     def current_content_type(self) -> str | None:
-        return self._header.content_type if self._s == _CONTENT and self._header else None
+        return self._header.content_type if self._row.state == _CONTENT and self._header else None
 
     @property
     def current_content(self) -> str:
         """The text of the message being streamed so far (``''`` outside content)."""
-        if self._s != _CONTENT:
+        if self._row.state != _CONTENT:
             return ""
         return self._content.text()
 
-    @property
-    def last_content_delta(self) -> str | None:
-        """The text the last token added (``None`` if it added none, e.g. half a character)."""
-        return self._content.delta
+    if TYPE_CHECKING:
+
+        @property
+        def last_content_delta(self) -> str | None:
+            """The text the last token added (``None`` if none, e.g. half a character)."""
+
+    else:
+        # Read after every token by streaming servers: a C getter, no Python frame.
+        last_content_delta = property(
+            attrgetter("_content.delta"),
+            doc="The text the last token added (``None`` if none, e.g. half a character).",
+        )
 
     @property
     def messages(self) -> list[Message]:
@@ -512,9 +587,9 @@ class StreamableParser:
     @property
     def state_data(self) -> dict[str, object]:
         """The reference's ``state_data`` dict."""
-        if self._s == _EXPECT_START:
+        if self._row.state == _EXPECT_START:
             return {"state": "ExpectStart"}
-        if self._s == _HEADER:
+        if self._row.state == _HEADER:
             return {"state": "Header", "header_tokens": list(self._header_tokens)}
         assert self._header is not None
         encode = self._tokenizer.encode_ordinary

@@ -31,14 +31,18 @@ missing-message          a header without ``<|message|>``. The first header of a
                          dropped, as the reference drops it, with its text in the
                          diagnostic. A header cut short by ``<|start|>`` becomes a
                          message when it has words (the reference fails there).
-truncated                the stream ended inside a header: read as missing-message.
-                         (A stream ending inside content is not a recovery: the
-                         partial message is returned in both modes.)
-header-repaired          a header the strict reader refuses or misreads: extra
-                         words, duplicated ``to=``, an unknown role, stray special
-                         tokens, gpt-oss-20b's stray ``<|channel|>commentary``
-                         before ``<|channel|>analysis`` (the last channel wins).
-                         The dropped words are listed.
+truncated                the stream ended inside a header (read as missing-message)
+                         or inside content, before the stop token: the partial
+                         message is returned (in strict mode too, without a
+                         diagnostic, unless ``complete=True`` makes it an error).
+header-repaired          a header the strict reader refuses: extra words,
+                         duplicated ``to=``, an unknown role or an author that is
+                         no tool name (``assistantfinal`` is read as role and
+                         channel run together; other junk gets the default role),
+                         stray special tokens, an empty channel, gpt-oss-20b's
+                         stray ``<|channel|>commentary`` before
+                         ``<|channel|>analysis`` (the last channel wins). The
+                         dropped words are listed.
 invalid-utf8             bytes that are not UTF-8, in content or header: U+FFFD
                          in the text, raw tokens in the diagnostic.
 invalid-token            a token id outside the vocabulary (>= 201089 or < 0):
@@ -139,7 +143,7 @@ class LenientRecovery:
             DiagnosticKind.MISSING_START,
             index,
             f"<|channel|> without <|start|>: began a {self._default_role.value} message",
-            kept="<|channel|>",
+            kept=st.SPECIAL_TOKEN_TEXT[token],
             tokens=(token,),
         )
 
@@ -344,7 +348,7 @@ class LenientRecovery:
             out.append(Diagnostic(kind, end_index, f"{what}; nothing to keep"))
             return
         text = self._header_text(out, tokens, first)
-        msg_role, name, channel, body = header_as_text(text, role, self._default_role)
+        msg_role, name, channel, body, lost = header_as_text(text, role, self._default_role)
         if not body and not keep_empty:
             out.append(
                 Diagnostic(
@@ -360,8 +364,10 @@ class LenientRecovery:
             Diagnostic(
                 kind,
                 first,
-                f"header without <|message|> ended by {ended_by}: its words are the text",
+                f"header without <|message|> ended by {ended_by}: its words are the text"
+                + ("; dropped damaged channel markers" if lost else ""),
                 kept=body,
+                dropped=" ".join(lost) or None,
                 tokens=tuple(tokens),
             )
         )

@@ -18,7 +18,7 @@ from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
 from .._errors import RenderError
 from .._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
-from .._names import CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode
+from .._names import CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode, is_tool_name
 from .._tokenizer import Tokenizer
 from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
@@ -164,7 +164,7 @@ class Renderer:
             out.append(st.CHANNEL)
             ids = self._channels.get(channel)
             if ids is None:
-                _check_word(channel, index, "channel", "channel")
+                _check_channel(channel, index)
                 ids = self._field(self._channels, channel, channel, index, "channel")
             out += ids
         content_type = message.content_type
@@ -379,17 +379,28 @@ def _check_header(message: Message, index: int | None) -> None:
     if message.recipient is not None:
         _check_word(message.recipient, index, "recipient", "recipient")
     if message.channel is not None:
-        _check_word(message.channel, index, "channel", "channel")
+        _check_channel(message.channel, index)
     if message.content_type is not None:
         _check_content_type(message.content_type, index)
 
 
 def _check_tool_name(name: object, index: int | None) -> None:
     # A tool's name stands where the role does: `assistant` or `user:bob` there
-    # reads back as that role.
-    if _check_word(name, index, "author.name", "tool name").partition(":")[0] in _ROLE_WORDS:
+    # reads back as that role, and the strict parser reads only tool names of
+    # the `namespace.name` shape (see `_names.is_tool_name`) as tools.
+    word = _check_word(name, index, "author.name", "tool name")
+    if word.partition(":")[0] in _ROLE_WORDS:
         raise RenderError(
             f"a tool named {name!r} would read back as a role: rename the tool",
+            message_index=index,
+            path="author.name",
+        )
+    # "tool" alone reads back as a tool author too (the parser's one exception).
+    if not is_tool_name(word) and word != "tool":
+        raise RenderError(
+            f"tool name {name!r} cannot be read back: name a tool `namespace.name` "
+            "(ASCII letters, digits, '_' and '-' in each part, e.g. 'functions.get_weather') "
+            "or 'python' / 'browser'",
             message_index=index,
             path="author.name",
         )
@@ -412,6 +423,18 @@ def _check_content_type(content_type: object, index: int | None) -> None:
             message_index=index,
             path="content_type",
         )
+
+
+def _check_channel(channel: object, index: int | None) -> None:
+    # An empty channel is the one field rendered although it does not read back:
+    # the reference renders `<|channel|><|message|>` for it, and rendering stays
+    # byte-exact with the reference wherever the reference renders. Its parser,
+    # like harmonia's strict parser, then refuses that header (a model that
+    # emits it has made an error); harmonia's lenient parser reads it back as
+    # channel "" with a diagnostic. Other refusals here are for fields the
+    # reference mangles too.
+    if channel != "":
+        _check_word(channel, index, "channel", "channel")
 
 
 def _check_word(value: object, index: int | None, path: str, what: str) -> str:

@@ -191,12 +191,17 @@ class OutputAssembler:
             elif isinstance(event, MessageDone):
                 self._done(event, out, at_eos=at_eos)
             elif isinstance(event, Diagnostic):
+                if event.kind in _RECOVERED:
+                    self._s.recovered_text = event.kept
+                cut = at_eos and event.kind is DiagnosticKind.TRUNCATED
+                if cut and self._s.finished:
+                    # The caller knows generation stopped normally (an engine that
+                    # leaves the stop token out): the missing stop is no cut.
+                    continue
                 self._s.diagnostics.append(
                     OutputDiagnostic(event.kind, str(event), event.token_index)
                 )
-                if event.kind in _RECOVERED:
-                    self._s.recovered_text = event.kept
-                if at_eos and event.kind is DiagnosticKind.TRUNCATED:
+                if cut:
                     self._s.cut = self._s.parser_truncated = True
         self._s.recovered_text = None
 
