@@ -328,6 +328,11 @@ def _build_parser() -> argparse.ArgumentParser:
         help="report progress on stderr (default: when stderr is a terminal)",
     )
     inspect.set_defaults(func=_cmd_inspect)
+
+    # The apps' commands: each module adds its own and imports its extras only when run.
+    from ..tools.mcp._cli import add_subcommand as add_tools_command
+
+    add_tools_command(sub, _HelpFormatter)
     return parser
 
 
