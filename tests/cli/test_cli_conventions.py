@@ -27,24 +27,42 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"harmonia {harmonia.__version__}\n"
 
 
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    parser = _build_parser()
+def _commands(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.ArgumentParser]:
+    parser = parser or _build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)
 
 
+def _all_commands() -> dict[str, argparse.ArgumentParser]:
+    """Every command and subcommand (``tools serve-mcp``), by its words."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    todo = [((name,), p) for name, p in _commands().items()]
+    while todo:
+        words, parser = todo.pop()
+        out[" ".join(words)] = parser
+        if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            todo += [((*words, name), p) for name, p in _commands(parser).items()]
+    return out
+
+
 def test_every_option_has_help_and_shows_its_default(capsys: pytest.CaptureFixture[str]) -> None:
-    commands = _commands()
-    assert set(commands) == {"render", "schema", "parse", "inspect"}
+    commands = _all_commands()
+    core = {"render", "schema", "parse", "inspect"}
+    assert core <= set(commands)
     for name, parser in commands.items():
-        assert main([name, "--help"]) == 0
+        assert main([*name.split(), "--help"]) == 0
         text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
         for action in parser._actions:
             assert action.help, f"{name} {action.dest} has no help"
             if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
                 assert f"(default: {action.default})" in text, (name, action.dest)
-        assert "exit status: 0 success; 1 an input was refused" in text
-        assert "examples: harmonia render request.json --format text" in text
+        if name in core:
+            assert "exit status: 0 success; 1 an input was refused" in text
+            assert "examples: harmonia render request.json --format text" in text
+        else:  # the apps' commands show examples of their own
+            assert "examples:" in text or any(
+                isinstance(a, argparse._SubParsersAction) for a in parser._actions
+            ), name
 
 
 def test_top_level_help_lists_commands_examples_and_exit_status(

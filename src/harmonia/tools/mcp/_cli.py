@@ -29,7 +29,9 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
         description="Run harmonia's built-in tools outside an agent loop.",
         formatter_class=formatter_class,
     )
-    tools_sub = tools.add_subparsers(dest="tools_command", required=True, metavar="COMMAND")
+    tools_sub = tools.add_subparsers(
+        dest="tools_command", required=True, metavar="COMMAND", help="what to run"
+    )
     serve = tools_sub.add_parser(
         "serve-mcp",
         help="serve the browser or python tool over MCP (for vLLM's --tool-server)",
