@@ -15,13 +15,14 @@ from typing import Any, Final
 
 from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
-from .._errors import RenderError
+from .._errors import InputError, RenderError
 from .._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
 from .._names import CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode
 from .._tokenizer import Tokenizer
 from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
+from .spans import RENDER_MODES, MessageSpan, RenderedConversation, RenderMode
 
 TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
 TYPESCRIPT_CORRECTED: Final[TypeScriptMode] = "corrected"
@@ -113,9 +114,28 @@ class Renderer:
         typescript: TypeScriptMode = DEFAULT_TYPESCRIPT_MODE,
         index: int | None = None,
     ) -> list[int]:
+        out: list[int] = []
+        self._emit(out, message, has_function_tools, typescript, index, None)
+        return out
+
+    def _emit(
+        self,
+        out: list[int],
+        message: Message,
+        has_function_tools: bool,
+        typescript: TypeScriptMode,
+        index: int | None,
+        spans: list[MessageSpan] | None,
+    ) -> None:
+        """Append one message to ``out``; with ``spans``, also where its parts lie.
+
+        The offsets are taken while the parts are written, so they cannot disagree
+        with the ids; without ``spans`` the only extra cost is four ``is None`` tests.
+        """
         author = message.author
         role = author.role
-        out = [st.START]
+        start = len(out)
+        out.append(st.START)
         if role is Role.TOOL:
             if author.name is None:
                 raise RenderError(
@@ -126,12 +146,18 @@ class Renderer:
             out += self._piece(role.value, index, "author.role")
             if author.name is not None:
                 out += self._piece(":" + author.name, index, "author.name")
+        if spans is not None:
+            at_recipient = len(out)
         recipient = message.recipient
         if recipient is not None and recipient != "all":
             out += self._piece(" to=" + recipient, index, "recipient")
+        if spans is not None:
+            at_channel = len(out)
         if message.channel is not None:
             out.append(st.CHANNEL)
             out += self._piece(message.channel, index, "channel")
+        if spans is not None:
+            at_type = len(out)
         content_type = message.content_type
         if content_type is not None:
             if content_type.startswith(CONSTRAIN):
@@ -140,11 +166,19 @@ class Renderer:
                 out += self._piece(content_type[len(CONSTRAIN) :], index, "content_type")
             else:
                 out += self._piece(" " + content_type, index, "content_type")
+        if spans is not None:
+            at_message = len(out)
         out.append(st.MESSAGE)
         for j, part in enumerate(message.content):
             out += self._content(part, role, has_function_tools, typescript, index, j)
         out.append(st.CALL if role is Role.ASSISTANT and recipient is not None else st.END)
-        return out
+        if spans is not None:
+            end = len(out) - 1
+            spans.append(
+                MessageSpan(
+                    index, start, at_recipient, at_channel, at_type, at_message, end, end + 1
+                )
+            )
 
     def _content(
         self,
@@ -222,15 +256,7 @@ class Renderer:
     def render_conversation(
         self, conversation: Conversation, config: RenderConversationConfig | None
     ) -> list[int]:
-        messages = conversation.messages
-        has_ft = conversation_has_function_tools(messages)
-        drop = dropped_indices(messages, resolve_policy(config))
-        typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
-        out: list[int] = []
-        for i, message in enumerate(messages):
-            if i not in drop:
-                out += self.render_message(message, has_ft, typescript, i)
-        return out
+        return self._render(conversation, config, "conversation", Role.ASSISTANT, None)[0]
 
     def render_for_completion(
         self,
@@ -238,21 +264,59 @@ class Renderer:
         next_turn_role: Role,
         config: RenderConversationConfig | None,
     ) -> list[int]:
-        out = self.render_conversation(conversation, config)
-        out.append(st.START)
-        out += self._piece(Role(next_turn_role).value, None, "next_turn_role")
-        return out
+        return self._render(conversation, config, "completion", next_turn_role, None)[0]
 
     def render_for_training(
         self, conversation: Conversation, config: RenderConversationConfig | None
     ) -> list[int]:
-        out = self.render_conversation(conversation, config)
+        return self._render(conversation, config, "training", Role.ASSISTANT, None)[0]
+
+    def render_with_spans(
+        self,
+        conversation: Conversation,
+        config: RenderConversationConfig | None,
+        mode: RenderMode = "conversation",
+        next_turn_role: Role = Role.ASSISTANT,
+    ) -> RenderedConversation:
+        """The ids of ``mode``'s render, with where every message and part lies."""
+        if mode not in RENDER_MODES:
+            raise InputError(
+                f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
+            )
+        spans: list[MessageSpan] = []
+        ids, drop = self._render(conversation, config, mode, next_turn_role, spans)
+        return RenderedConversation(ids, tuple(spans), drop, mode)
+
+    def _render(
+        self,
+        conversation: Conversation,
+        config: RenderConversationConfig | None,
+        mode: RenderMode,
+        next_turn_role: Role,
+        spans: list[MessageSpan] | None,
+    ) -> tuple[list[int], frozenset[int]]:
+        """The one place a conversation is rendered: every public render comes here."""
         messages = conversation.messages
-        if messages and out:
+        has_ft = conversation_has_function_tools(messages)
+        drop = dropped_indices(messages, resolve_policy(config))
+        typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
+        out: list[int] = []
+        emit = self._emit
+        for i, message in enumerate(messages):
+            if i not in drop:
+                emit(out, message, has_ft, typescript, i, spans)
+        if mode == "completion":
+            start = len(out)
+            out.append(st.START)
+            out += self._piece(Role(next_turn_role).value, None, "next_turn_role")
+            if spans is not None:
+                end = len(out)
+                spans.append(MessageSpan(None, start, end, end, end, end, end, end))
+        elif mode == "training" and messages and out:
             last = messages[-1]
             if last.author.role is Role.ASSISTANT and last.channel == FINAL:
                 out[-1] = st.RETURN
-        return out
+        return out, drop
 
 
 def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
