@@ -7,7 +7,7 @@ together (those never import each other).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from ._enums import HarmonyEncodingName, Role
 from ._errors import InputError
@@ -87,10 +87,12 @@ class HarmonyEncoding:
         *,
         mode: RenderMode = "conversation",
         next_turn_role: Role = Role.ASSISTANT,
+        drop: Collection[int] | None = None,
     ) -> RenderedConversation:
         """Render as ``mode`` does (``"conversation"``, ``"completion"`` or
         ``"training"``: the same ids as the matching ``render_conversation*``
-        method) and say which message and part produced every token.
+        method) and say which message and part produced every token. ``drop``
+        (indices) replaces the CoT policy's choice of messages to leave out.
 
         >>> enc = load_harmony_encoding("HarmonyGptOss")
         >>> conv = Conversation.from_messages([
@@ -107,7 +109,7 @@ class HarmonyEncoding:
         [('start', '<|start|>'), ('role', 'assistant'), ('channel', '<|channel|>final'),
          ('message', '<|message|>'), ('body', 'Hello'), ('terminator', '<|return|>')]
         """
-        return self._renderer.render_with_spans(conversation, config, mode, next_turn_role)
+        return self._renderer.render_with_spans(conversation, config, mode, next_turn_role, drop)
 
     def render(self, message: Message, render_options: RenderOptions | None = None) -> list[int]:
         """One message, with no CoT dropping."""

@@ -10,7 +10,7 @@ is the content's JSON, so a later change to the object can never hit a stale ent
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
 from .._content import Content, DeveloperContent, SystemContent, TextContent
@@ -277,15 +277,21 @@ class Renderer:
         config: RenderConversationConfig | None,
         mode: RenderMode = "conversation",
         next_turn_role: Role = Role.ASSISTANT,
+        drop: Collection[int] | None = None,
     ) -> RenderedConversation:
-        """The ids of ``mode``'s render, with where every message and part lies."""
+        """The ids of ``mode``'s render, with where every message and part lies.
+
+        ``drop`` names the messages to leave out instead of the CoT policy's choice
+        (the training pipeline's own rules use it).
+        """
         if mode not in RENDER_MODES:
             raise InputError(
                 f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
             )
         spans: list[MessageSpan] = []
-        ids, drop = self._render(conversation, config, mode, next_turn_role, spans)
-        return RenderedConversation(ids, tuple(spans), drop, mode)
+        chosen = None if drop is None else frozenset(drop)
+        ids, dropped = self._render(conversation, config, mode, next_turn_role, spans, chosen)
+        return RenderedConversation(ids, tuple(spans), dropped, mode)
 
     def _render(
         self,
@@ -294,11 +300,13 @@ class Renderer:
         mode: RenderMode,
         next_turn_role: Role,
         spans: list[MessageSpan] | None,
+        drop: frozenset[int] | None = None,
     ) -> tuple[list[int], frozenset[int]]:
         """The one place a conversation is rendered: every public render comes here."""
         messages = conversation.messages
         has_ft = conversation_has_function_tools(messages)
-        drop = dropped_indices(messages, resolve_policy(config))
+        if drop is None:
+            drop = dropped_indices(messages, resolve_policy(config))
         typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
         out: list[int] = []
         emit = self._emit
