@@ -309,3 +309,39 @@ def golden_dir() -> Path:
     path = DATA / "golden_masks"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def random_conversation(rng: random.Random) -> tuple[list[Message], list[float | None] | None]:
+    """A random but well-formed conversation: 1-5 turns of reasoning, preambles, calls."""
+    messages: list[Message] = []
+    if rng.random() < 0.3:
+        messages.append(system(browser=rng.random() < 0.3))
+    if rng.random() < 0.5:
+        messages.append(developer())
+    for t in range(rng.randint(1, 5)):
+        messages.append(user(f"Q{t} " + "x" * rng.randint(0, 5)))
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            if rng.random() < 0.7:
+                messages.append(analysis(f"T{t}"))
+            if rng.random() < 0.3:
+                messages.append(preamble(f"P{t}"))
+            if rng.random() < 0.2:
+                messages.append(builtin_call("browser.search", '{"query": "q"}'))
+                messages.append(result("page", name="browser.search"))
+            else:
+                messages.append(call(f"C{t}", constrained=rng.random() < 0.5))
+                messages.append(result(f"R{t}"))
+        if rng.random() < 0.8:
+            messages.append(analysis(f"U{t}"))
+        if rng.random() < 0.9 or t == 0:
+            messages.append(final(f"A{t}"))
+    weights: list[float | None] | None = None
+    if rng.random() < 0.2:
+        weights = [rng.choice([None, 1, 0]) for _ in messages]
+    return messages, weights
+
+
+@pytest.fixture(scope="session")
+def random_conversations() -> list[tuple[list[Message], list[float | None] | None]]:
+    rng = random.Random(1616)
+    return [random_conversation(rng) for _ in range(120)]

@@ -40,6 +40,9 @@ class TrainPolicy:
       of a turn and after a tool result (TRL does; the model never writes it).
     * ``terminators``: train the ``<|end|>``, ``<|call|>`` or ``<|return|>`` of a
       trained message.
+    * ``end_after_final``: train the ``<|end|>`` that closes a final answer earlier
+      in the conversation (the history's rewrite of the ``<|return|>`` the model
+      wrote; TRL, Unsloth and Megatron-Bridge train it).
     * ``final_end``: a conversation ending with a final answer ends ``<|return|>``
       (the reference, TRL) or ``<|end|>`` (Unsloth's template).
     * ``cot``: which earlier ``analysis`` messages the sequence keeps: ``guide``
@@ -65,6 +68,7 @@ class TrainPolicy:
     inner_start: bool = True
     turn_start: bool = False
     terminators: bool = True
+    end_after_final: bool = False
     final_end: FinalEnd = "return"
     cot: CotRule = "guide"
     turns: TurnsMode = "faithful"
@@ -129,21 +133,22 @@ PRESETS: Final[Mapping[str, TrainPolicy]] = {
     "harmony": TrainPolicy(),
     # TRL assistant_only_loss with its gptoss_training.jinja: the generation block wraps
     # the whole assistant message, the harness-written <|start|>assistant included.
-    "trl": TrainPolicy(turn_start=True, cot="hf", turns="all"),
+    "trl": TrainPolicy(turn_start=True, end_after_final=True, cot="hf", turns="all"),
     # Unsloth's notebook: train_on_responses_only after "<|channel|>final<|message|>".
     "final-only": TrainPolicy(
         channels=("final",),
         tool_calls=False,
         headers=False,
         inner_start=False,
+        end_after_final=True,
         cot="hf",
         turns="all",
     ),
     # Megatron-Bridge loss_mode=assistant: from <|channel|> to the terminator, every
     # channel; <|start|>assistant is never trained.
-    "megatron": TrainPolicy(inner_start=False, cot="hf", turns="all"),
+    "megatron": TrainPolicy(inner_start=False, end_after_final=True, cot="hf", turns="all"),
     # Megatron-Bridge loss_mode=last_turn (also Axolotl's advice, LLaMA-Factory mask_history).
-    "last-turn": TrainPolicy(inner_start=False, cot="hf", turns="last"),
+    "last-turn": TrainPolicy(inner_start=False, end_after_final=True, cot="hf", turns="last"),
     # The cookbook article: no masking at all.
     "full": TrainPolicy(cot="hf", turns="all", full_sequence=True),
 }

@@ -39,7 +39,7 @@ CALL_OFF: Final = "context: tool calls are not trained by the policy"
 WEIGHT_ZERO: Final = "context: weight 0"
 NOT_LAST: Final = "context: not the last turn"
 UNFAITHFUL: Final = "context: the sequence lacks reasoning the model saw when writing it"
-NO_STOP: Final = "context: its turn has no stop token (<|return|> or <|call|>) after it"
+NO_STOP: Final = "context: no final answer or tool call follows it"
 EXPANDED: Final = "context here: trained in its own sample (turns='expand')"
 OTHER_TURN: Final = "context: this sample trains another turn"
 FULL: Final = "trained: full-sequence loss"
@@ -148,9 +148,9 @@ def render_for_training(
                 only,
                 len(samples) + 1,
             )
-            if sample is not None:
+            if sample is not None and 1 in sample.loss_mask:
                 samples.append(sample)
-                expanded.update(members)
+                expanded.update(i for i in members if sample.reasons[i] == TRAINED)
     full = _one(encoding, messages, drop, turns, policy, weights, None, 0, expanded)
     if full is not None:
         samples.insert(0, full)
@@ -254,12 +254,13 @@ def _mask(
         else:
             reasons[i] = TRAINED
             chosen.append(k)
-    # A turn's messages after its last stop token are never followed by one: leave them out.
+    # A turn's messages after its last stop are never followed by one: leave them out.
     if chosen:
-        last_stop = max((k for k in chosen if ids[spans[k].end] in STOPS), default=-1)
-        for k in [k for k in chosen if k > last_stop]:
+        last_stop = max((k for k in chosen if _ends_turn(spans, k, messages)), default=-1)
+        for k in chosen[chosen.index(last_stop) + 1 if last_stop >= 0 else 0 :]:
             reasons[spans[k].message_index] = NO_STOP  # type: ignore[index]
         chosen = [k for k in chosen if k <= last_stop]
+    last_index = len(messages) - 1
     for k in chosen:
         span = spans[k]
         prev = spans[k - 1] if k else None
@@ -273,9 +274,22 @@ def _mask(
         body = span.message + 1
         if policy.headers:
             mask[span.recipient : body] = b"\x01" * (body - span.recipient)
-        end = span.stop if policy.terminators else span.end
+        # An earlier final is closed with <|end|> in the history, a token the model
+        # never writes after a final (it writes <|return|>).
+        closes = policy.terminators and (
+            policy.end_after_final
+            or span.message_index == last_index
+            or messages[span.message_index].channel != "final"  # type: ignore[index]
+        )
+        end = span.stop if closes else span.end
         mask[body:end] = b"\x01" * (end - body)
     return tuple(reasons)
+
+
+def _ends_turn(spans: Sequence[Span], k: int, messages: Sequence[Message]) -> bool:
+    """A final answer or a tool call: what the model stops after."""
+    m = messages[spans[k].message_index]  # type: ignore[index]
+    return m.channel == "final" or _has_recipient(m)
 
 
 def _has_recipient(m: Message) -> bool:
