@@ -6,7 +6,23 @@ Megatron-Bridge and others train, so they can be compared (docs/training.md).
 Importing this package imports neither pyarrow, datasets nor ray.
 """
 
+from ._batch import Batch, Stats, render_batch
+from ._inputs import INPUT_FORMATS, InputOptions
 from ._policy import PRESETS, TrainPolicy
+from ._problems import CODES, Problem
 from ._sample import IGNORE_INDEX, TrainSample, render_for_training
 
-__all__ = ["IGNORE_INDEX", "PRESETS", "TrainPolicy", "TrainSample", "render_for_training"]
+__all__ = [
+    "CODES",
+    "IGNORE_INDEX",
+    "INPUT_FORMATS",
+    "PRESETS",
+    "Batch",
+    "InputOptions",
+    "Problem",
+    "Stats",
+    "TrainPolicy",
+    "TrainSample",
+    "render_batch",
+    "render_for_training",
+]

@@ -1,0 +1,155 @@
+"""The batch function: input rows to training rows, problems and statistics.
+
+Stateless apart from a per-process encoding, so the built-in runner, Hugging Face
+``datasets.map`` and Ray Data all call the same function and get the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from harmonia import HarmonyEncoding, HarmonyError, load_harmony_encoding
+
+from ._inputs import InputOptions, convert_row
+from ._policy import TrainPolicy, resolve_policy
+from ._problems import Problem, RowError
+from ._sample import TRAINED, UNFAITHFUL, render_for_training
+
+
+@lru_cache(maxsize=1)
+def default_encoding() -> HarmonyEncoding:
+    """The gpt-oss encoding, loaded once per process (workers pickle nothing of it)."""
+    return load_harmony_encoding("HarmonyGptOss")
+
+
+@dataclass
+class Stats:
+    """Counts over rows; ``merge`` adds another's (the parent merges its workers')."""
+
+    rows: int = 0
+    rows_ok: int = 0
+    samples: int = 0
+    tokens: int = 0
+    trained_tokens: int = 0
+    problems: Counter[str] = field(default_factory=Counter)
+    formats: Counter[str] = field(default_factory=Counter)
+
+    def merge(self, other: Stats) -> None:
+        self.rows += other.rows
+        self.rows_ok += other.rows_ok
+        self.samples += other.samples
+        self.tokens += other.tokens
+        self.trained_tokens += other.trained_tokens
+        self.problems.update(other.problems)
+        self.formats.update(other.formats)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "rows_ok": self.rows_ok,
+            "rows_rejected": self.rows - self.rows_ok,
+            "samples": self.samples,
+            "tokens": self.tokens,
+            "trained_tokens": self.trained_tokens,
+            "trained_fraction": round(self.trained_tokens / self.tokens, 6) if self.tokens else 0.0,
+            "problems": dict(sorted(self.problems.items())),
+            "formats": dict(sorted(self.formats.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Stats:
+        return cls(
+            data["rows"],
+            data["rows_ok"],
+            data["samples"],
+            data["tokens"],
+            data["trained_tokens"],
+            Counter(data["problems"]),
+            Counter(data["formats"]),
+        )
+
+
+@dataclass
+class Batch:
+    """Training rows (one per sample) in input order, plus problems and stats."""
+
+    input_ids: list[list[int]] = field(default_factory=list)
+    loss_mask: list[bytes] = field(default_factory=list)
+    source_line: list[int] = field(default_factory=list)
+    sample_index: list[int] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    rejected: list[tuple[Problem, str]] = field(default_factory=list)  # (problem, raw row)
+    stats: Stats = field(default_factory=Stats)
+
+
+def render_batch(
+    rows: Iterable[str | Mapping[str, Any]],
+    *,
+    policy: TrainPolicy | str | None = None,
+    options: InputOptions | None = None,
+    first_line: int = 1,
+    source: str = "",
+    encoding: HarmonyEncoding | None = None,
+) -> Batch:
+    """Render rows (JSON lines or dicts); row ``k`` is line ``first_line + k``."""
+    policy = resolve_policy(policy)
+    options = options or InputOptions()
+    enc = encoding or default_encoding()
+    out = Batch()
+    stats = out.stats
+    for k, raw in enumerate(rows):
+        line = first_line + k
+        stats.rows += 1
+        try:
+            row = raw
+            if isinstance(raw, str):
+                try:
+                    row = json.loads(raw)
+                except ValueError as exc:
+                    raise RowError("E101", f"not JSON: {exc}") from None
+            converted = convert_row(row, options)
+            stats.formats[converted.format] += 1
+            try:
+                samples = render_for_training(
+                    converted.conversation, enc, policy, weights=converted.weights
+                )
+            except RowError:
+                raise
+            except HarmonyError as exc:
+                code = "E140" if "max_length" in str(exc) else "E150"
+                raise RowError(code, str(exc)) from None
+            if not samples:
+                raise RowError("E140", f"longer than max_length={policy.max_length}")
+            if not any(1 in s.loss_mask for s in samples):
+                raise RowError("E120", "no token is trained under the policy")
+        except RowError as exc:
+            problem = Problem(exc.code, exc.reason, line, source)
+            stats.problems[exc.code] += 1
+            out.problems.append(problem)
+            text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+            out.rejected.append((problem, text))
+            continue
+        stats.rows_ok += 1
+        for code, message in converted.warnings:
+            stats.problems[code] += 1
+            out.problems.append(Problem(code, message, line, source))
+        if any(r == UNFAITHFUL for r in samples[0].reasons) and not any(
+            r == TRAINED for s in samples[1:] for r in s.reasons
+        ):
+            stats.problems["W203"] += 1
+        for sample in samples:
+            if sample.truncated:
+                stats.problems["W206"] += 1
+            out.input_ids.append(sample.input_ids)
+            out.loss_mask.append(sample.loss_mask)
+            out.source_line.append(line)
+            out.sample_index.append(sample.sample_index)
+            stats.samples += 1
+            stats.tokens += len(sample.input_ids)
+            stats.trained_tokens += sample.loss_mask.count(1)
+    return out
