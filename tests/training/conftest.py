@@ -345,3 +345,64 @@ def random_conversation(rng: random.Random) -> tuple[list[Message], list[float |
 def random_conversations() -> list[tuple[list[Message], list[float | None] | None]]:
     rng = random.Random(1616)
     return [random_conversation(rng) for _ in range(120)]
+
+
+def chat_row(rng: random.Random, n: int) -> dict[str, Any]:
+    """A random OpenAI-style chat row: 1-4 turns, reasoning, a third with tool calls."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    tools = rng.random() < 0.33
+    for t in range(rng.randint(1, 4)):
+        messages.append(
+            {"role": "user", "content": f"Question {n}.{t} " + "word " * rng.randint(1, 30)}
+        )
+        if tools and rng.random() < 0.6:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "reasoning_content": "Need the weather.",
+                    "tool_calls": [
+                        {
+                            "id": f"c{t}",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                        }
+                    ],
+                }
+            )
+            messages.append({"role": "tool", "tool_call_id": f"c{t}", "content": "3 degrees"})
+        answer: dict[str, Any] = {"role": "assistant", "content": "Answer " * rng.randint(1, 40)}
+        if rng.random() < 0.8:
+            answer["reasoning_content"] = "Thinking " * rng.randint(1, 40)
+        messages.append(answer)
+    row: dict[str, Any] = {"messages": messages}
+    if tools:
+        row["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "Gets the weather.",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                },
+            }
+        ]
+    return row
+
+
+def write_corpus(path: Path, rows: int, seed: int = 5, bad_every: int = 37) -> Path:
+    """A JSONL file of chat rows, with a bad row every ``bad_every`` lines and a blank line."""
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as handle:
+        for n in range(rows):
+            if n % bad_every == bad_every - 1:
+                handle.write("{broken json\n")
+            elif n == 3:
+                handle.write("\n")
+            else:
+                handle.write(json.dumps(chat_row(rng, n)) + "\n")
+    return path
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "corpus.jsonl", 240)

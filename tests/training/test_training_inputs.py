@@ -11,7 +11,7 @@ from harmonia import Conversation, HarmonyEncoding, Message, ReasoningEffort, Ro
 from harmonia.training import InputOptions, render_batch
 from harmonia.training._inputs import convert_row, detect_format
 
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {

@@ -10,6 +10,7 @@ from ._batch import Batch, Stats, render_batch
 from ._inputs import INPUT_FORMATS, InputOptions
 from ._policy import PRESETS, TrainPolicy
 from ._problems import CODES, Problem
+from ._runner import BuildOptions, build
 from ._sample import IGNORE_INDEX, TrainSample, render_for_training
 
 __all__ = [
@@ -18,11 +19,13 @@ __all__ = [
     "INPUT_FORMATS",
     "PRESETS",
     "Batch",
+    "BuildOptions",
     "InputOptions",
     "Problem",
     "Stats",
     "TrainPolicy",
     "TrainSample",
+    "build",
     "render_batch",
     "render_for_training",
 ]

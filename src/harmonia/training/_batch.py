@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -93,17 +93,22 @@ def render_batch(
     policy: TrainPolicy | str | None = None,
     options: InputOptions | None = None,
     first_line: int = 1,
+    line_numbers: Sequence[int] | None = None,
     source: str = "",
     encoding: HarmonyEncoding | None = None,
 ) -> Batch:
-    """Render rows (JSON lines or dicts); row ``k`` is line ``first_line + k``."""
+    """Render rows (JSON lines or dicts) into training rows, in order.
+
+    Row ``k`` is reported as line ``line_numbers[k]`` when given, else
+    ``first_line + k``; ``source`` names the file in problems.
+    """
     policy = resolve_policy(policy)
     options = options or InputOptions()
     enc = encoding or default_encoding()
     out = Batch()
     stats = out.stats
     for k, raw in enumerate(rows):
-        line = first_line + k
+        line = first_line + k if line_numbers is None else line_numbers[k]
         stats.rows += 1
         try:
             row = raw
