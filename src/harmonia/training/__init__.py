@@ -6,6 +6,7 @@ Megatron-Bridge and others train, so they can be compared (docs/training.md).
 Importing this package imports neither pyarrow, datasets nor ray.
 """
 
+from ._adapters import HFMapper, RayMapper
 from ._batch import Batch, Stats, render_batch
 from ._inputs import INPUT_FORMATS, InputOptions
 from ._policy import PRESETS, TrainPolicy
@@ -20,8 +21,10 @@ __all__ = [
     "PRESETS",
     "Batch",
     "BuildOptions",
+    "HFMapper",
     "InputOptions",
     "Problem",
+    "RayMapper",
     "Stats",
     "TrainPolicy",
     "TrainSample",

@@ -119,6 +119,12 @@ def convert_row(row: object, options: InputOptions) -> Row:
     if not isinstance(row, Mapping):
         raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
     fmt = detect_format(row) if options.format == "auto" else options.format
+    if isinstance(row.get("tools"), str) and fmt != "sharegpt":
+        # Arrow-backed datasets keep tool schemas intact only as JSON text.
+        try:
+            row = {**row, "tools": json.loads(row["tools"])}
+        except ValueError:
+            raise RowError("E150", "'tools' is a string but not JSON") from None
     try:
         if fmt == "harmony":
             conversation = Conversation.from_json(json.dumps({"messages": row.get("messages")}))
