@@ -34,6 +34,9 @@ _CONTENT_CACHE_LIMIT: Final = 512
 _CACHED_TEXT_CHARS: Final = 4096
 _TEXT_CACHE_CHARS: Final = 1 << 20
 _SPACE: Final = [220]  # " "
+# MessageSpan(*fields) goes through the NamedTuple's keyword-aware __new__; this is
+# the same object built at tuple speed (one per rendered message).
+_new_span: Final = tuple.__new__
 
 
 def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
@@ -174,11 +177,8 @@ class Renderer:
         out.append(st.CALL if role is Role.ASSISTANT and recipient is not None else st.END)
         if spans is not None:
             end = len(out) - 1
-            spans.append(
-                MessageSpan(
-                    index, start, at_recipient, at_channel, at_type, at_message, end, end + 1
-                )
-            )
+            record = (index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
+            spans.append(_new_span(MessageSpan, record))
 
     def _content(
         self,

@@ -23,8 +23,12 @@ from ._sample import TRAINED, UNFAITHFUL, render_for_training
 
 @lru_cache(maxsize=1)
 def default_encoding() -> HarmonyEncoding:
-    """The gpt-oss encoding, loaded once per process (workers pickle nothing of it)."""
-    return load_harmony_encoding("HarmonyGptOss")
+    """The gpt-oss encoding, loaded once per process (workers pickle nothing of it).
+
+    Batch work encodes a lot of text, so the quicktok engine is built at once
+    instead of after the ``auto`` engine's pure-Python start.
+    """
+    return load_harmony_encoding("HarmonyGptOss", engine="quicktok")
 
 
 @dataclass

@@ -98,19 +98,35 @@ def faithful(
 ) -> list[bool]:
     """For every message: is the sequence before it what the model saw when writing it?
 
-    True when the earlier turns' reasoning is dropped exactly as at inference and
-    nothing of the message's own turn before it is missing.
+    True when the earlier turns' reasoning is dropped exactly as at inference (the
+    analysis before the last final answer that precedes the turn) and nothing of
+    the message's own turn before it is missing. One pass with prefix counts.
     """
-    starts = turn_starts(turns)
-    expected = {t: inference_drops(messages, s) for t, s in starts.items()}
-    out: list[bool] = []
+    n = len(messages)
+    # Prefix counts over [0, x): analysis messages, dropped ones, dropped analysis.
+    analysis = [0] * (n + 1)
+    gone = [0] * (n + 1)
+    gone_analysis = [0] * (n + 1)
+    for k, m in enumerate(messages):
+        a = m.channel == ANALYSIS
+        d = k in dropped
+        analysis[k + 1] = analysis[k] + a
+        gone[k + 1] = gone[k] + d
+        gone_analysis[k + 1] = gone_analysis[k] + (a and d)
+    out = [True] * n
+    last_final = 0  # the last final answer so far (0 when none: nothing lies before it)
+    turn = -1
+    turn_ok = True
+    turn_start = 0
     for i, t in enumerate(turns):
-        if t < 0:
-            out.append(True)
-            continue
-        start = starts[t]
-        ok = expected[t] == frozenset(k for k in dropped if k < start) and not any(
-            start <= k < i for k in dropped
-        )
-        out.append(ok)
+        if t >= 0:
+            if t != turn:
+                turn, turn_start = t, i
+                # Dropped before the turn == the analysis before its last final.
+                expected = analysis[last_final]
+                turn_ok = gone_analysis[last_final] == expected == gone[i]
+            # Nothing of the turn itself before this message may be missing.
+            out[i] = turn_ok and gone[i] == gone[turn_start]
+        if _is_final(messages[i]):
+            last_final = i
     return out

@@ -8,8 +8,7 @@ the policy. Nothing here re-renders, searches token ids or looks at text.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from harmonia import (
     Conversation,
@@ -62,8 +61,7 @@ class Span(Protocol):
     def stop(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
-class TrainSample:
+class TrainSample(NamedTuple):
     """Token ids, which of them are trained, and why.
 
     ``loss_mask`` has one byte per token (1: trained). ``spans`` are the
@@ -117,9 +115,11 @@ def render_for_training(
     '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>'
     """
     policy = resolve_policy(policy)
-    messages = list(
-        conversation.messages if isinstance(conversation, Conversation) else conversation
-    )
+    if isinstance(conversation, Conversation):
+        messages = conversation.messages
+    else:
+        messages = list(conversation)
+        conversation = Conversation(messages)
     if weights is not None and len(weights) != len(messages):
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
@@ -140,7 +140,7 @@ def render_for_training(
             only = frozenset(members)
             sample = _one(
                 encoding,
-                messages[:end],
+                Conversation(messages[:end]),
                 sub_drop,
                 turns[:end],
                 policy,
@@ -151,7 +151,7 @@ def render_for_training(
             if sample is not None and 1 in sample.loss_mask:
                 samples.append(sample)
                 expanded.update(i for i in members if sample.reasons[i] == TRAINED)
-    full = _one(encoding, messages, drop, turns, policy, weights, None, 0, expanded)
+    full = _one(encoding, conversation, drop, turns, policy, weights, None, 0, expanded)
     if full is not None:
         samples.insert(0, full)
     # Sample 0 is the full conversation; expanded turns follow in order.
@@ -159,14 +159,12 @@ def render_for_training(
 
 
 def _renumber(sample: TrainSample, index: int) -> TrainSample:
-    return TrainSample(
-        sample.input_ids, sample.loss_mask, sample.spans, sample.reasons, index, sample.truncated
-    )
+    return sample._replace(sample_index=index)
 
 
 def _one(
     encoding: HarmonyEncoding,
-    messages: Sequence[Message],
+    conversation: Conversation,
     drop: frozenset[int],
     turns: Sequence[int],
     policy: TrainPolicy,
@@ -175,7 +173,7 @@ def _one(
     index: int,
     expanded: set[int] | frozenset[int] = frozenset(),
 ) -> TrainSample | None:
-    conversation = Conversation(list(messages))
+    messages = conversation.messages
     rendered = encoding.render_with_spans(conversation, _KEEP_ALL, mode="conversation", drop=drop)
     ids = rendered.ids
     spans = rendered.spans
@@ -211,9 +209,12 @@ def _one(
     return TrainSample(ids, bytes(mask), spans, reasons, index, truncated)
 
 
+SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
+
+
 def _mask(
     messages: Sequence[Message],
-    spans: Sequence[Span],
+    spans: Sequence[SpanTuple],
     ids: Sequence[int],
     drop: frozenset[int],
     turns: Sequence[int],
@@ -223,77 +224,70 @@ def _mask(
     expanded: set[int] | frozenset[int],
     mask: bytearray,
 ) -> tuple[str, ...]:
+    """Set ``mask`` for the trained messages; return why each message is or is not."""
     reasons = [DROPPED if i in drop else NOT_ASSISTANT for i in range(len(messages))]
-    loyal = (
-        faithful(messages, drop, turns)
-        if policy.turns == "faithful" or policy.turns == "expand"
-        else None
-    )
-    last_turn = max(turns, default=-1)
+    loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
+    last_turn = max(turns, default=-1) if policy.turns == "last" else None
+    channels = policy.channels
+    calls_off = not policy.tool_calls
+    weighted = weights if policy.weights else None
+    assistant = Role.ASSISTANT
     chosen: list[int] = []  # positions in spans of the messages to train
+    last_stop = -1  # the last chosen message that ends a turn (a final or a call)
     for k, span in enumerate(spans):
-        i = span.message_index
-        assert i is not None  # a conversation render has no trailing header
+        i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
         m = messages[i]
-        if m.author.role is not Role.ASSISTANT:
+        if m.author.role is not assistant:
             continue
+        call = m.recipient is not None and m.recipient != "all"
         if only is not None and i not in only:
             reasons[i] = OTHER_TURN
         elif i in expanded:
             reasons[i] = EXPANDED
-        elif m.channel not in policy.channels:
+        elif m.channel not in channels:
             reasons[i] = CHANNEL_OFF
-        elif not policy.tool_calls and _has_recipient(m):
+        elif calls_off and call:
             reasons[i] = CALL_OFF
-        elif policy.weights and weights is not None and weights[i] is not None and not weights[i]:
+        elif weighted is not None and weighted[i] is not None and not weighted[i]:
             reasons[i] = WEIGHT_ZERO
-        elif policy.turns == "last" and turns[i] != last_turn:
+        elif last_turn is not None and turns[i] != last_turn:
             reasons[i] = NOT_LAST
         elif loyal is not None and not loyal[i]:
             reasons[i] = UNFAITHFUL
         else:
             reasons[i] = TRAINED
             chosen.append(k)
-    # A turn's messages after its last stop are never followed by one: leave them out.
-    if chosen:
-        last_stop = max((k for k in chosen if _ends_turn(spans, k, messages)), default=-1)
-        for k in chosen[chosen.index(last_stop) + 1 if last_stop >= 0 else 0 :]:
-            reasons[spans[k].message_index] = NO_STOP  # type: ignore[index]
-        chosen = [k for k in chosen if k <= last_stop]
+            if call or m.channel == "final":
+                last_stop = k
+    # Messages after the last final or call are never followed by a stop: leave them out.
+    while chosen and chosen[-1] > last_stop:
+        reasons[spans[chosen.pop()][0]] = NO_STOP  # type: ignore[index]
     last_index = len(messages) - 1
+    inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
+    terminators, end_after_final = policy.terminators, policy.end_after_final
     for k in chosen:
-        span = spans[k]
-        prev = spans[k - 1] if k else None
+        index, start, recipient, _, _, message, end, stop = spans[k]
+        # The model writes <|start|>assistant itself only after its own <|end|>.
         inner = (
-            prev is not None
-            and messages[prev.message_index].author.role is Role.ASSISTANT  # type: ignore[index]
-            and ids[prev.end] == END
+            bool(k)
+            and ids[spans[k - 1][6]] == END
+            and (
+                messages[spans[k - 1][0]].author.role is assistant  # type: ignore[index]
+            )
         )
-        if policy.inner_start if inner else policy.turn_start:
-            mask[span.start : span.recipient] = b"\x01" * (span.recipient - span.start)
-        body = span.message + 1
-        if policy.headers:
-            mask[span.recipient : body] = b"\x01" * (body - span.recipient)
+        if inner_start if inner else turn_start:
+            mask[start:recipient] = b"\x01" * (recipient - start)
+        body = message + 1
+        if headers:
+            mask[recipient:body] = b"\x01" * (body - recipient)
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
-        closes = policy.terminators and (
-            policy.end_after_final
-            or span.message_index == last_index
-            or messages[span.message_index].channel != "final"  # type: ignore[index]
+        closes = terminators and (
+            end_after_final or index == last_index or messages[index].channel != "final"  # type: ignore[index]
         )
-        end = span.stop if closes else span.end
-        mask[body:end] = b"\x01" * (end - body)
+        stop_at = stop if closes else end
+        mask[body:stop_at] = b"\x01" * (stop_at - body)
     return tuple(reasons)
-
-
-def _ends_turn(spans: Sequence[Span], k: int, messages: Sequence[Message]) -> bool:
-    """A final answer or a tool call: what the model stops after."""
-    m = messages[spans[k].message_index]  # type: ignore[index]
-    return m.channel == "final" or _has_recipient(m)
-
-
-def _has_recipient(m: Message) -> bool:
-    return m.recipient is not None and m.recipient != "all"
 
 
 def trained_text(encoding: HarmonyEncoding, sample: TrainSample) -> Iterator[tuple[bool, str]]:
