@@ -8,7 +8,8 @@ Importing this package imports neither pyarrow, datasets nor ray.
 
 from ._adapters import HFMapper, RayMapper
 from ._batch import Batch, Stats, render_batch
-from ._inputs import INPUT_FORMATS, InputOptions
+from ._hf_template import render_hf_for_training
+from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions
 from ._policy import PRESETS, TrainPolicy
 from ._problems import CODES, Problem
 from ._runner import BuildOptions, build
@@ -16,6 +17,7 @@ from ._sample import IGNORE_INDEX, TrainSample, render_for_training
 
 __all__ = [
     "CODES",
+    "DIALECTS",
     "IGNORE_INDEX",
     "INPUT_FORMATS",
     "PRESETS",
@@ -31,4 +33,5 @@ __all__ = [
     "build",
     "render_batch",
     "render_for_training",
+    "render_hf_for_training",
 ]

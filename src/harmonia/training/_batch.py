@@ -15,10 +15,11 @@ from typing import Any
 
 from harmonia import HarmonyEncoding, HarmonyError, load_harmony_encoding
 
-from ._inputs import InputOptions, convert_row
+from ._hf_template import render_hf_for_training
+from ._inputs import InputOptions, convert_row, row_date
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import Problem, RowError
-from ._sample import TRAINED, UNFAITHFUL, render_for_training
+from ._sample import TRAINED, UNFAITHFUL, TrainSample, render_for_training
 
 
 @lru_cache(maxsize=1)
@@ -121,12 +122,18 @@ def render_batch(
                     row = json.loads(raw)
                 except ValueError as exc:
                     raise RowError("E101", f"not JSON: {exc}") from None
-            converted = convert_row(row, options)
-            stats.formats[converted.format] += 1
+            if options.dialect == "hf":
+                samples, warnings = _hf_row(row, enc, policy, options)
+                stats.formats["hf"] += 1
+            else:
+                converted = convert_row(row, options)
+                warnings = converted.warnings
+                stats.formats[converted.format] += 1
             try:
-                samples = render_for_training(
-                    converted.conversation, enc, policy, weights=converted.weights
-                )
+                if options.dialect != "hf":
+                    samples = render_for_training(
+                        converted.conversation, enc, policy, weights=converted.weights
+                    )
             except RowError:
                 raise
             except HarmonyError as exc:
@@ -144,7 +151,7 @@ def render_batch(
             out.rejected.append((problem, text))
             continue
         stats.rows_ok += 1
-        for code, message in converted.warnings:
+        for code, message in warnings:
             stats.problems[code] += 1
             out.problems.append(Problem(code, message, line, source))
         if any(r == UNFAITHFUL for r in samples[0].reasons) and not any(
@@ -162,3 +169,23 @@ def render_batch(
             stats.tokens += len(sample.input_ids)
             stats.trained_tokens += sample.loss_mask.count(1)
     return out
+
+
+def _hf_row(
+    row: object, enc: HarmonyEncoding, policy: TrainPolicy, options: InputOptions
+) -> tuple[list[TrainSample], tuple[tuple[str, str], ...]]:
+    """A row rendered in the Hugging Face template's dialect."""
+    if not isinstance(row, Mapping):
+        raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
+    date = row_date(row, options)
+    if date is None:
+        raise RowError("E150", "the row has no 'date' (YYYY-MM-DD) and the hf dialect needs one")
+    try:
+        samples = render_hf_for_training(
+            row, enc, policy, date=date, reasoning_effort=options.reasoning_effort
+        )
+    except RowError:
+        raise
+    except HarmonyError as exc:
+        raise RowError("E150", str(exc)) from None
+    return samples, ()

@@ -19,7 +19,8 @@ from harmonia import HarmonyError, InputError
 
 from ._arrow import PROFILES
 from ._batch import Stats, default_encoding, render_batch
-from ._inputs import INPUT_FORMATS, InputOptions, convert_row
+from ._hf_template import render_hf, render_hf_for_training
+from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, row_date
 from ._policy import COT_RULES, FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
 from ._runner import MANIFEST, BuildOptions, build
 from ._sample import render_for_training
@@ -106,6 +107,12 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reasoning-effort", choices=("low", "medium", "high"), default=None)
     parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default="harmony",
+        help="harmony (openai-harmony's ids) or hf (the gpt-oss chat template's; needs --date)",
+    )
+    parser.add_argument(
         "--map",
         default=None,
         metavar="SLOT=COLUMN,...",
@@ -157,7 +164,11 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
             raise InputError(f"--map needs SLOT=COLUMN pairs, got {args.map!r}")
         columns = {slot.strip(): column.strip() for slot, column in pairs}
     return InputOptions(
-        format=args.format, date=args.date, reasoning_effort=args.reasoning_effort, columns=columns
+        format=args.format,
+        date=args.date,
+        reasoning_effort=args.reasoning_effort,
+        columns=columns,
+        dialect=args.dialect,
     )
 
 
@@ -278,11 +289,21 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         row = json.loads(line)
     except ValueError as exc:
         raise InputError(f"{args.input}:{args.row}: not JSON: {exc}") from None
-    converted = convert_row(row, _options_of(args))
+    options = _options_of(args)
     enc = default_encoding()
-    messages = converted.conversation.messages
-    samples = render_for_training(messages, enc, _policy_of(args), weights=converted.weights)
-    out.write(f"{args.input}:{args.row}: format {converted.format}, policy {args.policy}\n")
+    if options.dialect == "hf":
+        date = row_date(row, options) or ""
+        messages = render_hf(row, enc, date=date, reasoning_effort=options.reasoning_effort)[2]
+        samples = render_hf_for_training(
+            row, enc, _policy_of(args), date=date, reasoning_effort=options.reasoning_effort
+        )
+        chosen = "hf dialect"
+    else:
+        converted = convert_row(row, options)
+        messages = converted.conversation.messages
+        samples = render_for_training(messages, enc, _policy_of(args), weights=converted.weights)
+        chosen = f"format {converted.format}"
+    out.write(f"{args.input}:{args.row}: {chosen}, policy {args.policy}\n")
     color = args.color == "always" or (args.color == "auto" and out.isatty())
     out.write(terminal_view(enc, samples, messages, color))
     if args.html:

@@ -34,6 +34,8 @@ from ._problems import RowError
 
 InputFormat = Literal["auto", "openai", "sharegpt", "harmony", "responses", "columns"]
 INPUT_FORMATS: Final[tuple[InputFormat, ...]] = get_args(InputFormat)
+Dialect = Literal["harmony", "hf"]
+DIALECTS: Final[tuple[Dialect, ...]] = get_args(Dialect)
 _DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SPECIAL: Final = re.compile(r"<\|(start|end|message|channel|constrain|return|call)\|>")
 _THINK: Final = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
@@ -59,17 +61,30 @@ DEFAULT_COLUMNS: Final = {
 @dataclass(frozen=True)
 class InputOptions:
     """How rows are read: the format, the date line, a default reasoning effort,
-    and the column mapping of ``format="columns"``."""
+    the column mapping of ``format="columns"``, and the dialect: ``harmony``
+    (byte-exact with openai-harmony) or ``hf`` (byte-exact with the gpt-oss
+    Hugging Face chat template; rows in the ``messages`` form with ``thinking``,
+    and a date is required because the template always writes one)."""
 
     format: InputFormat = "auto"
     date: str | None = None
     reasoning_effort: str | None = None
     columns: Mapping[str, str] | None = None
+    dialect: Dialect = "harmony"
 
     def __post_init__(self) -> None:
         if self.format not in INPUT_FORMATS:
             raise InputError(
                 f"unknown input format {self.format!r}: choose one of {', '.join(INPUT_FORMATS)}"
+            )
+        if self.dialect not in DIALECTS:
+            raise InputError(
+                f"unknown dialect {self.dialect!r}: choose one of {', '.join(DIALECTS)}"
+            )
+        if self.dialect == "hf" and self.date is None:
+            raise InputError(
+                "the hf dialect writes the date line the template writes: give date "
+                "(YYYY-MM-DD or 'from-row'), so that it is never today's by accident"
             )
         if self.date not in (None, "from-row") and not _DATE.match(str(self.date)):
             raise InputError(f"date must be YYYY-MM-DD, 'from-row' or omitted, got {self.date!r}")
@@ -164,12 +179,19 @@ def convert_row(row: object, options: InputOptions) -> Row:
     return Row(conversation, weights, _warnings(conversation), fmt)
 
 
-def _prompt_options(row: Mapping[str, Any], options: InputOptions) -> PromptOptions:
+def row_date(row: Mapping[str, Any], options: InputOptions) -> str | None:
+    """The date line of a row: the options' date, or the row's with ``from-row``."""
     date = options.date
     if date == "from-row":
         value = row.get("date")
         date = value if isinstance(value, str) and _DATE.match(value) else None
-    return PromptOptions(conversation_start_date=date, reasoning_effort=options.reasoning_effort)
+    return date
+
+
+def _prompt_options(row: Mapping[str, Any], options: InputOptions) -> PromptOptions:
+    return PromptOptions(
+        conversation_start_date=row_date(row, options), reasoning_effort=options.reasoning_effort
+    )
 
 
 def _with_effort(row: Mapping[str, Any], options: InputOptions) -> Mapping[str, Any]:

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import sys
 import time
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
@@ -124,7 +125,10 @@ def _run_pool(
     record: Callable[[int, dict[str, Any]], None],
 ) -> None:
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    default_encoding()  # loaded before the fork, so children share it
+    # Loaded before the fork, so children share them: the encoding, and pyarrow's
+    # first array (which imports pandas when it is installed, about a second).
+    default_encoding()
+    require_pyarrow().array([0])
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
         pending: dict[Future[dict[str, Any]], int] = {}
         queue = list(todo)
@@ -260,10 +264,8 @@ def _finish(
 def vocabulary_sha256() -> str:
     """sha256 over every token's bytes, in id order (specials included)."""
     table = default_encoding().tokenizer.token_bytes_table
-    digest = hashlib.sha256()
-    for token in table:
-        digest.update(len(token).to_bytes(4, "little"))
-        digest.update(token)
+    digest = hashlib.sha256(array("I", map(len, table)).tobytes())
+    digest.update(b"".join(table))
     return digest.hexdigest()
 
 

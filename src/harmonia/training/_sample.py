@@ -8,7 +8,7 @@ the policy. Nothing here re-renders, searches token ids or looks at text.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from harmonia import (
     Conversation,
@@ -193,7 +193,22 @@ def _one(
         reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
     else:
         mask = bytearray(n)
-        reasons = _mask(messages, spans, ids, drop, turns, policy, weights, only, expanded, mask)
+        reasons = mask_from_spans(
+            messages, spans, ids, drop, turns, policy, weights, only, expanded, mask
+        )
+    return finish_sample(ids, mask, spans, reasons, policy, index)
+
+
+def finish_sample(
+    ids: list[int],
+    mask: bytearray,
+    spans: Sequence[Any],
+    reasons: tuple[str, ...],
+    policy: TrainPolicy,
+    index: int,
+) -> TrainSample | None:
+    """Apply ``max_length``: the sample, ``None`` (dropped), or an error."""
+    n = len(ids)
     truncated = False
     if policy.max_length is not None and n > policy.max_length:
         if policy.overflow == "error":
@@ -206,13 +221,13 @@ def _one(
         del ids[policy.max_length :]
         del mask[policy.max_length :]
         truncated = True
-    return TrainSample(ids, bytes(mask), spans, reasons, index, truncated)
+    return TrainSample(ids, bytes(mask), tuple(spans), reasons, index, truncated)
 
 
 SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
 
 
-def _mask(
+def mask_from_spans(
     messages: Sequence[Message],
     spans: Sequence[SpanTuple],
     ids: Sequence[int],
