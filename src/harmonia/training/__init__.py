@@ -10,6 +10,7 @@ from ._adapters import HFMapper, RayMapper
 from ._batch import Batch, Stats, render_batch
 from ._hf_template import render_hf_for_training
 from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions
+from ._pack import export_memmap, pack
 from ._policy import PRESETS, TrainPolicy
 from ._problems import CODES, Problem
 from ._runner import BuildOptions, build
@@ -31,6 +32,8 @@ __all__ = [
     "TrainPolicy",
     "TrainSample",
     "build",
+    "export_memmap",
+    "pack",
     "render_batch",
     "render_for_training",
     "render_hf_for_training",

@@ -1,4 +1,4 @@
-"""``harmonia data``: validate, build, stats, inspect.
+"""``harmonia data``: validate, build, stats, inspect, pack, export.
 
 Wired into the ``harmonia`` command with :func:`add_subcommand`; :func:`main`
 runs it on its own (``main(["build", "in.jsonl", "-o", "out/"])``). Exit status:
@@ -21,6 +21,7 @@ from ._arrow import PROFILES
 from ._batch import Stats, default_encoding, render_batch
 from ._hf_template import render_hf, render_hf_for_training
 from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, row_date
+from ._pack import export_memmap, pack
 from ._policy import COT_RULES, FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
 from ._runner import MANIFEST, BuildOptions, build
 from ._sample import render_for_training
@@ -35,7 +36,7 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     Each command sets ``func(args, out) -> int``, as the ``harmonia`` command expects.
     """
     data: argparse.ArgumentParser = subparsers.add_parser(
-        "data", help="training data: validate, build, stats, inspect"
+        "data", help="training data: validate, build, stats, inspect, pack, export"
     )
     sub = data.add_subparsers(dest="data_command", required=True)
 
@@ -66,6 +67,18 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     _input_format(stats)
     _policy(stats)
     stats.set_defaults(func=_stats)
+
+    pack_cmd = sub.add_parser("pack", help="pack a build's samples into rows of --seq-len tokens")
+    pack_cmd.add_argument("build", metavar="OUT/")
+    pack_cmd.add_argument("-o", "--output", required=True, metavar="PACKED/")
+    pack_cmd.add_argument("--seq-len", type=int, required=True)
+    pack_cmd.set_defaults(func=_pack)
+
+    export = sub.add_parser("export", help="a build as flat memory-mapped files")
+    export.add_argument("build", metavar="OUT/")
+    export.add_argument("-o", "--output", required=True, metavar="DIR")
+    export.add_argument("--to", choices=("memmap",), default="memmap")
+    export.set_defaults(func=_export)
 
     inspect = sub.add_parser("inspect", help="one row's tokens: context and trained, and why")
     inspect.add_argument("input", metavar="IN.jsonl")
@@ -309,6 +322,21 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     if args.html:
         page = html_view(enc, samples, messages, f"{args.input}:{args.row}")
         Path(args.html).write_text(page, encoding="utf-8")
+    return 0
+
+
+def _pack(args: argparse.Namespace, out: TextIO) -> int:
+    summary = pack(args.build, args.output, args.seq_len)
+    out.write(
+        f"packed {summary['samples']} samples into {summary['rows']} rows of {args.seq_len} "
+        f"tokens ({summary['efficiency']:.1%} filled, {summary['too_long']} too long, left out)\n"
+    )
+    return 0
+
+
+def _export(args: argparse.Namespace, out: TextIO) -> int:
+    count = export_memmap(args.build, args.output)
+    out.write(f"wrote {count} samples to {args.output} (tokens.u32, mask.u8, offsets.i64)\n")
     return 0
 
 
