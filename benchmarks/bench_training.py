@@ -15,8 +15,9 @@ prints medians of:
   reference's drop rule with all turns, which renders the same ids as the plain
   call, so the difference is the cost of the masks);
 * ``harmonia data build`` of ``--build-rows`` conversations with 1 and 2 workers
-  (wall time, rows/s), the peak RSS of a worker for half and all of the rows (flat
-  means memory does not grow with the dataset), and bytes per token on disk.
+  (wall time, rows/s), the peak RSS of the workers for a quarter and all of the
+  rows at a fixed shard size (flat means memory does not grow with the dataset),
+  and bytes per token on disk.
 """
 
 from __future__ import annotations
@@ -236,19 +237,16 @@ def bench_render(specs: list[dict[str, Any]], repeat: int) -> None:
     print(f"  masks over the plain render (same ids): {masked / plain - 1:+.1%}")
 
 
-def bench_build(specs: list[dict[str, Any]], rows: int) -> None:
+def bench_build(rows: int, shard_rows: int) -> None:
     from harmonia.training import BuildOptions, build
 
+    chat = [json.dumps(to_chat(s)) for s in corpus(rows)]  # every row distinct
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        chat = [json.dumps(to_chat(s)) for s in specs]
         full = base / "full.jsonl"
-        half = base / "half.jsonl"
-        full.write_text("\n".join(chat[i % len(chat)] for i in range(rows)) + "\n")
-        half.write_text("\n".join(chat[i % len(chat)] for i in range(rows // 2)) + "\n")
+        full.write_text("\n".join(chat) + "\n")
         size = full.stat().st_size / 1e6
         print(f"\nharmonia data build, {rows} conversations ({size:.1f} MB JSONL):")
-        shard_rows = max(rows // 16, 1)
         for workers in (1, 2):
             out = base / f"out{workers}"
             start = time.perf_counter()
@@ -265,11 +263,12 @@ def bench_build(specs: list[dict[str, Any]], rows: int) -> None:
             )
         on_disk = sum(p.stat().st_size for p in (base / "out2").glob("part-*.parquet"))
         print(f"  on disk: {on_disk / tokens:.2f} bytes/token ({tokens} tokens, zstd)")
-    _worker_memory(specs, rows)
+    _worker_memory(chat, shard_rows)
 
 
-def _worker_memory(specs: list[dict[str, Any]], rows: int) -> None:
-    """Peak RSS of a worker process for half and all of the rows, each in a fresh child."""
+def _worker_memory(chat: list[str], shard_rows: int) -> None:
+    """Peak RSS of the workers for a quarter and all of the rows (fixed shard size),
+    each build in a fresh process."""
     import subprocess
 
     script = (
@@ -282,14 +281,13 @@ def _worker_memory(specs: list[dict[str, Any]], rows: int) -> None:
         "    build([src], d, options=options)\n"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     )
-    chat = [json.dumps(to_chat(s)) for s in specs]
     peaks = []
     with tempfile.TemporaryDirectory() as tmp:
-        for count in (rows // 2, rows):
+        for count in (len(chat) // 4, len(chat)):
             path = Path(tmp) / f"{count}.jsonl"
-            path.write_text("\n".join(chat[i % len(chat)] for i in range(count)) + "\n")
+            path.write_text("\n".join(chat[:count]) + "\n")
             done = subprocess.run(
-                [sys.executable, "-c", script, str(path), str(max(rows // 16, 1))],
+                [sys.executable, "-c", script, str(path), str(shard_rows)],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -304,11 +302,12 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=1000, help="for the render bench")
     parser.add_argument("--build-rows", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--shard-rows", type=int, default=1000)
     args = parser.parse_args()
     specs = corpus(args.conversations)
     print(f"python {sys.version.split()[0]}, corpus seed {SEED}")
     bench_render(specs, args.repeat)
-    bench_build(specs, args.build_rows)
+    bench_build(args.build_rows, args.shard_rows)
     print(f"\nparent peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from harmonia import InputError
 
+from ._sample import IGNORE_INDEX
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
 
 Profile = Literal["canonical", "trl", "hf"]
 PROFILES: Final[tuple[Profile, ...]] = get_args(Profile)
-IGNORE_INDEX: Final = -100
 
 
 def require_pyarrow() -> Any:

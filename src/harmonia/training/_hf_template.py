@@ -20,7 +20,7 @@ message that is a final answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from harmonia import (
@@ -28,6 +28,7 @@ from harmonia import (
     HarmonyEncoding,
     Message,
     ReasoningEffort,
+    RenderOptions,
     Role,
     SystemContent,
 )
@@ -191,7 +192,7 @@ class _Writer:
     ) -> None:
         start = len(self.ids)
         self.ids.append(self.special[_START])
-        at_role, at_recipient = self._run([role, recipient])
+        _, at_recipient = self._run([role, recipient])
         at_channel = len(self.ids)
         at_type = at_channel
         if channel is not None:
@@ -202,7 +203,6 @@ class _Writer:
         self.ids += self.encoding.encode_ordinary(body)
         end = len(self.ids)
         self.ids.append(self.special[terminator])
-        del at_role
         self.spans.append(
             (index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
         )
@@ -254,7 +254,8 @@ def render_hf(
     if "python" in builtins:
         system = system.with_python_tool()
     system_message = Message.from_role_and_content(Role.SYSTEM, system)
-    system_text = encoding.decode(encoding.render(system_message, _render_options(bool(tools))))[
+    options = RenderOptions(conversation_has_function_tools=bool(tools))
+    system_text = encoding.decode(encoding.render(system_message, options))[
         len("<|start|>system<|message|>") : -len("<|end|>")
     ]
     writer.message(add(system_message, -1), "system", "", None, "", system_text, "<|end|>")
@@ -316,7 +317,7 @@ def _assistant(
     loop: Sequence[Any],
     k: int,
     source: int,
-    add: Any,
+    add: Callable[[Message, int], int],
     dropped: set[int],
     add_generation_prompt: bool,
 ) -> str | None:
@@ -384,12 +385,6 @@ def _assistant(
     index = add(answer, source)
     writer.message(index, "assistant", "", "final", "", text, "<|return|>" if last else "<|end|>")
     return None
-
-
-def _render_options(has_tools: bool) -> Any:
-    from harmonia import RenderOptions
-
-    return RenderOptions(conversation_has_function_tools=has_tools)
 
 
 def render_hf_for_training(

@@ -22,10 +22,10 @@ from harmonia import (
 from ._policy import TrainPolicy, resolve_policy
 from ._rules import drops, faithful, inference_drops, turn_ids, turn_starts
 
+# o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
 RETURN: Final = 200002
 END: Final = 200007
 CALL: Final = 200012
-STOPS: Final = frozenset({RETURN, CALL})
 IGNORE_INDEX: Final = -100
 _KEEP_ALL: Final = RenderConversationConfig(auto_drop_analysis=False)
 
