@@ -50,6 +50,10 @@ def test_one_and_two_workers_write_the_same_bytes(corpus: Path, tmp_path: Path) 
     assert [(r["code"], r["line"]) for r in rejects] == [("E101", 37 * k) for k in range(1, 7)]
     assert rejects[0]["row"] == "{broken json"
     assert manifest["policy"]["turns"] == "faithful" and len(manifest["shards"]) == 5
+    assert sum(stats["trained_by_channel"].values()) == stats["trained_tokens"]
+    assert set(stats["trained_by_channel"]) <= {"analysis", "commentary", "final"}
+    assert stats["trained_by_channel"]["analysis"] > 0 and stats["trained_by_channel"]["final"] > 0
+    assert sum(stats["lengths"].values()) == stats["samples"]
     assert manifest["inputs"][0]["sha256"] and len(manifest["vocabulary_sha256"]) == 64
     assert (
         pq.ParquetFile(one / "part-00000.parquet").metadata.row_group(0).column(0).compression

@@ -80,3 +80,16 @@ def test_inspect_says_why_in_the_terminal_and_html(tmp_path: Path) -> None:
 def test_help_exits_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--help")[0] == 0
     assert "validate" in capsys.readouterr().out
+
+
+def test_importing_the_package_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, harmonia.training, harmonia.training._cli; "
+        "print([m for m in ('pyarrow', 'numpy', 'datasets', 'ray', 'pandas', 'jinja2') "
+        "if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

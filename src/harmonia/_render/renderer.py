@@ -289,7 +289,7 @@ class Renderer:
                 f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
             )
         spans: list[MessageSpan] = []
-        chosen = None if drop is None else frozenset(drop)
+        chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
         ids, dropped = self._render(conversation, config, mode, next_turn_role, spans, chosen)
         return RenderedConversation(ids, tuple(spans), dropped, mode)
 

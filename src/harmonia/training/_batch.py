@@ -43,6 +43,10 @@ class Stats:
     trained_tokens: int = 0
     problems: Counter[str] = field(default_factory=Counter)
     formats: Counter[str] = field(default_factory=Counter)
+    #: trained tokens by the channel of their message ("none": no channel)
+    trained_by_channel: Counter[str] = field(default_factory=Counter)
+    #: samples by length, in powers of two: "512" counts lengths 257..512
+    lengths: Counter[str] = field(default_factory=Counter)
 
     def merge(self, other: Stats) -> None:
         self.rows += other.rows
@@ -52,6 +56,8 @@ class Stats:
         self.trained_tokens += other.trained_tokens
         self.problems.update(other.problems)
         self.formats.update(other.formats)
+        self.trained_by_channel.update(other.trained_by_channel)
+        self.lengths.update(other.lengths)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +70,8 @@ class Stats:
             "trained_fraction": round(self.trained_tokens / self.tokens, 6) if self.tokens else 0.0,
             "problems": dict(sorted(self.problems.items())),
             "formats": dict(sorted(self.formats.items())),
+            "trained_by_channel": dict(sorted(self.trained_by_channel.items())),
+            "lengths": {k: self.lengths[k] for k in sorted(self.lengths, key=int)},
         }
 
     @classmethod
@@ -76,6 +84,8 @@ class Stats:
             data["trained_tokens"],
             Counter(data["problems"]),
             Counter(data["formats"]),
+            Counter(data.get("trained_by_channel", {})),
+            Counter(data.get("lengths", {})),
         )
 
 
@@ -168,6 +178,8 @@ def render_batch(
             stats.samples += 1
             stats.tokens += len(sample.input_ids)
             stats.trained_tokens += sample.loss_mask.count(1)
+            stats.lengths[str(1 << max(len(sample.input_ids) - 1, 0).bit_length())] += 1
+            _count_channels(sample, channel_names(enc), stats.trained_by_channel)
     return out
 
 
@@ -189,3 +201,22 @@ def _hf_row(
     except HarmonyError as exc:
         raise RowError("E150", str(exc)) from None
     return samples, ()
+
+
+@lru_cache(maxsize=4)
+def channel_names(enc: HarmonyEncoding) -> dict[tuple[int, ...], str]:
+    """The tokens of each channel name -> the name."""
+    return {tuple(enc.encode_ordinary(n)): n for n in ("analysis", "commentary", "final")}
+
+
+def _count_channels(
+    sample: TrainSample, names: Mapping[tuple[int, ...], str], into: Counter[str]
+) -> None:
+    """Trained tokens by the channel of their message (read from the tokens after
+    ``<|channel|>``, so both dialects are counted alike)."""
+    mask, ids = sample.loss_mask, sample.input_ids
+    for span in sample.spans:
+        trained = mask.count(1, span.start, span.stop)
+        if trained:
+            name = tuple(ids[span.channel + 1 : span.content_type])
+            into[names.get(name, "other") if name else "none"] += trained

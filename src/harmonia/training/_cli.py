@@ -245,6 +245,11 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
     out.write(f"{'trained':>15}: {stats['trained_fraction']:.2%}\n")
     for code, count in stats["problems"].items():
         out.write(f"{code:>15}: {count}\n")
+    for channel, count in stats.get("trained_by_channel", {}).items():
+        out.write(f"{'trained ' + channel:>15}: {count}\n")
+    if stats.get("lengths"):
+        buckets = ", ".join(f"<={k}: {v}" for k, v in stats["lengths"].items())
+        out.write(f"{'lengths':>15}: {buckets}\n")
     if stats["formats"]:
         chosen = ", ".join(f"{k} ({v})" for k, v in stats["formats"].items())
         out.write(f"{'formats':>15}: {chosen}\n")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from harmonia import (
     Author,
@@ -43,7 +43,19 @@ _CHANNEL: Final = "<|channel|>"
 _MESSAGE: Final = "<|message|>"
 _INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
 _DEFAULT_INDENT: Final = " " * 20
-Span = tuple[int, int, int, int, int, int, int, int]
+
+
+class Span(NamedTuple):
+    """Where a message of the template's text lies (the fields of harmonia's spans)."""
+
+    message_index: int
+    start: int
+    recipient: int
+    channel: int
+    content_type: int
+    message: int
+    end: int
+    stop: int
 
 
 def _tojson(value: object) -> str:
@@ -204,7 +216,7 @@ class _Writer:
         end = len(self.ids)
         self.ids.append(self.special[terminator])
         self.spans.append(
-            (index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
+            Span(index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
         )
 
 

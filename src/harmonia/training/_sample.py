@@ -54,6 +54,10 @@ class Span(Protocol):
     @property
     def recipient(self) -> int: ...
     @property
+    def channel(self) -> int: ...
+    @property
+    def content_type(self) -> int: ...
+    @property
     def message(self) -> int: ...
     @property
     def end(self) -> int: ...
@@ -124,7 +128,9 @@ def render_for_training(
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
         )
-    turns = turn_ids(messages)
+    # Turns matter to the guide's rule and to every turns mode but "all".
+    needed = policy.cot == "guide" or policy.turns != "all"
+    turns: Sequence[int] = turn_ids(messages) if needed else ()
     drop = drops(messages, policy.cot, turns)
     samples: list[TrainSample] = []
     expanded: set[int] = set()
