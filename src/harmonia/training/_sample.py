@@ -122,8 +122,8 @@ def render_for_training(
     if isinstance(conversation, Conversation):
         messages = conversation.messages
     else:
-        messages = list(conversation)
-        conversation = Conversation(messages)
+        conversation = Conversation.from_messages(conversation)  # checks the items
+        messages = conversation.messages
     if weights is not None and len(weights) != len(messages):
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
