@@ -296,17 +296,20 @@ def mask_from_spans(
                 messages[spans[k - 1][0]].author.role is assistant  # type: ignore[index]
             )
         )
-        if inner_start if inner else turn_start:
-            mask[start:recipient] = b"\x01" * (recipient - start)
+        trains_start = inner_start if inner else turn_start
         body = message + 1
-        if headers:
-            mask[recipient:body] = b"\x01" * (body - recipient)
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
         closes = terminators and (
             end_after_final or index == last_index or messages[index].channel != "final"  # type: ignore[index]
         )
         stop_at = stop if closes else end
+        if headers:  # one run: [start or recipient, stop_at)
+            begin = start if trains_start else recipient
+            mask[begin:stop_at] = b"\x01" * (stop_at - begin)
+            continue
+        if trains_start:
+            mask[start:recipient] = b"\x01" * (recipient - start)
         mask[body:stop_at] = b"\x01" * (stop_at - body)
     return tuple(reasons)
 
