@@ -283,3 +283,31 @@ def test_hf_dialect_in_the_batch_function() -> None:
     assert len(batch.input_ids) == 1 and 1 in batch.loss_mask[0]
     missing = render_batch(rows[:1], options=InputOptions(dialect="hf", date="from-row"))
     assert [p.code for p in missing.problems] == ["E150"]  # the row has no date
+
+
+def marker_runs(text: str, pattern: str) -> list[tuple[int, int]]:
+    """Character ranges found the way the stacks find them: by markers in the text."""
+    import re
+
+    return [(m.start(1), m.end(1)) for m in re.finditer(pattern, text, re.S)]
+
+
+MARKER_CASES = ["tool-round-trip", "multi-turn-thinking", "instructions-no-tools", "non-ascii"]
+
+
+@pytest.mark.parametrize("name", MARKER_CASES)
+def test_megatron_and_unsloth_presets_match_their_markers(enc: HarmonyEncoding, name: str) -> None:
+    """Megatron-Bridge trains from after <|start|>assistant through the end token;
+    Unsloth's train_on_responses_only from after the final header to the next user."""
+    from harmonia.training import render_hf_for_training
+
+    row = CASES[name]
+    text = template_text(row)
+    megatron = marker_runs(text, r"<\|start\|>assistant(.*?(?:<\|end\|>|<\|call\|>|<\|return\|>))")
+    [sample] = render_hf_for_training(row, enc, "megatron", date=DATE)
+    assert char_runs(enc, sample.input_ids, sample.loss_mask) == megatron
+    unsloth = marker_runs(
+        text, r"<\|start\|>assistant<\|channel\|>final<\|message\|>(.*?)(?=<\|start\|>user|$)"
+    )
+    [sample] = render_hf_for_training(row, enc, "final-only", date=DATE)
+    assert char_runs(enc, sample.input_ids, sample.loss_mask) == unsloth
