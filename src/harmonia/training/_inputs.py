@@ -209,6 +209,8 @@ def _with_effort(row: Mapping[str, Any], options: InputOptions) -> Mapping[str, 
 def _chat_weights(messages: Sequence[Any], conversation: Conversation) -> list[float | None] | None:
     """Spread each chat message's ``weight`` (or ``train``) over the assistant messages
     it became: its reasoning, its text and each of its calls, in that order."""
+    if not any(isinstance(m, Mapping) and ("weight" in m or "train" in m) for m in messages):
+        return None
     per_message: list[tuple[int, float | None]] = []
     any_weight = False
     for m in messages:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import sys
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TextIO
@@ -124,6 +122,9 @@ def _run_pool(
     workers: int,
     record: Callable[[int, dict[str, Any]], None],
 ) -> None:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     # Loaded before the fork, so children share them: the encoding, and pyarrow's
     # first array (which imports pandas when it is installed, about a second).
