@@ -93,3 +93,21 @@ def test_importing_the_package_stays_light() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_inspect_in_the_hf_dialect(tmp_path: Path) -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "Q"},
+            {"role": "assistant", "thinking": "T", "content": "A"},
+        ]
+    }
+    data = tmp_path / "hf.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    status, text = run(
+        "inspect", str(data), "--row", "1", "--dialect", "hf", "--date", "2025-01-01",
+        "--policy", "trl", "--color", "never",
+    )  # fmt: skip
+    assert status == 0 and "hf dialect, policy trl" in text
+    assert "Current date: 2025-01-01" in text
+    assert "⟦<|start|>assistant<|channel|>analysis<|message|>T<|end|>" in text
