@@ -7,14 +7,14 @@ together (those never import each other).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from ._enums import HarmonyEncodingName, Role
 from ._errors import InputError
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
 from ._names import EngineName
 from ._parse import ParseResult, parse_completion, parse_tokens
-from ._render import Renderer
+from ._render import RenderedConversation, Renderer, RenderMode
 from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_engine, get_tokenizer
 from ._tokenizer import special_tokens as st
 
@@ -79,6 +79,37 @@ class HarmonyEncoding:
     ) -> list[int]:
         """As :meth:`render_conversation`, ending a final answer with ``<|return|>``."""
         return self._renderer.render_for_training(conversation, config)
+
+    def render_with_spans(
+        self,
+        conversation: Conversation,
+        config: RenderConversationConfig | None = None,
+        *,
+        mode: RenderMode = "conversation",
+        next_turn_role: Role = Role.ASSISTANT,
+        drop: Collection[int] | None = None,
+    ) -> RenderedConversation:
+        """Render as ``mode`` does (``"conversation"``, ``"completion"`` or
+        ``"training"``: the same ids as the matching ``render_conversation*``
+        method) and say which message and part produced every token. ``drop``
+        (indices) replaces the CoT policy's choice of messages to leave out.
+
+        >>> enc = load_harmony_encoding("HarmonyGptOss")
+        >>> conv = Conversation.from_messages([
+        ...     Message.from_role_and_content(Role.USER, "Hi"),
+        ...     Message.from_role_and_content(Role.ASSISTANT, "Hello").with_channel("final"),
+        ... ])
+        >>> rendered = enc.render_with_spans(conv, mode="training")
+        >>> [(s.message_index, enc.decode_utf8(rendered.ids[s.message + 1 : s.end]))
+        ...  for s in rendered.spans]
+        [(0, 'Hi'), (1, 'Hello')]
+        >>> last = rendered.spans[1]
+        >>> [(p, enc.decode_utf8(rendered.ids[a:b])) for p, a, b in last.parts() if a < b]
+        ... # doctest: +NORMALIZE_WHITESPACE
+        [('start', '<|start|>'), ('role', 'assistant'), ('channel', '<|channel|>final'),
+         ('message', '<|message|>'), ('body', 'Hello'), ('terminator', '<|return|>')]
+        """
+        return self._renderer.render_with_spans(conversation, config, mode, next_turn_role, drop)
 
     def render(self, message: Message, render_options: RenderOptions | None = None) -> list[int]:
         """One message, with no CoT dropping."""

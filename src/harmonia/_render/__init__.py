@@ -6,5 +6,16 @@ tokenizer and the data model.
 
 from .cot import COT_POLICIES
 from .renderer import Renderer, typescript_converter
+from .spans import PART_NAMES, RENDER_MODES, MessageSpan, PartName, RenderedConversation, RenderMode
 
-__all__ = ["COT_POLICIES", "Renderer", "typescript_converter"]
+__all__ = [
+    "COT_POLICIES",
+    "PART_NAMES",
+    "RENDER_MODES",
+    "MessageSpan",
+    "PartName",
+    "RenderMode",
+    "RenderedConversation",
+    "Renderer",
+    "typescript_converter",
+]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
 from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
-from .._errors import RenderError
+from .._errors import InputError, RenderError
 from .._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
 from .._names import CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode, is_tool_name
 from .._tokenizer import Tokenizer
@@ -24,6 +24,7 @@ from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
 from .serde_json import MAX_NESTING, too_deep
+from .spans import RENDER_MODES, MessageSpan, RenderedConversation, RenderMode
 
 TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
 TYPESCRIPT_CORRECTED: Final[TypeScriptMode] = "corrected"
@@ -35,6 +36,9 @@ _CONTENT_CACHE_LIMIT: Final = 512
 _CACHED_TEXT_CHARS: Final = 4096
 _TEXT_CACHE_CHARS: Final = 1 << 20
 _SPACE: Final = [220]  # " "
+# MessageSpan(*fields) goes through the NamedTuple's keyword-aware __new__; this is
+# the same object built at tuple speed (one per rendered message).
+_new_span: Final = tuple.__new__
 
 
 def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
@@ -122,12 +126,16 @@ class Renderer:
 
     # -- one message ----------------------------------------------------------
 
-    def _header(self, message: Message, role: Role, index: int | None) -> list[int]:
+    def _header(
+        self, message: Message, role: Role, index: int | None, marks: list[int] | None = None
+    ) -> list[int]:
         """``<|start|>`` to just before ``<|message|>``.
 
         Each field's ids are cached by its value, in one cache per field: a value
         is checked (see :func:`_check_header`) when it first enters its cache, so a
-        repeated header costs dictionary lookups only.
+        repeated header costs dictionary lookups only. With ``marks``, the offsets
+        where the recipient, the channel and the content type begin are appended
+        (the renderer's spans).
         """
         out = [st.START]
         name = message.author.name
@@ -149,6 +157,8 @@ class Renderer:
                     _check_word(name, index, "author.name", "author name")
                     ids = self._field(self._names, name, ":" + name, index, "author.name")
                 out += ids
+        if marks is not None:
+            marks.append(len(out))
         recipient = message.recipient
         addressed = recipient is not None and recipient != "all"  # "all" is not written
         if recipient is not None and addressed:
@@ -159,6 +169,8 @@ class Renderer:
                     self._recipients, recipient, " to=" + recipient, index, "recipient"
                 )
             out += ids
+        if marks is not None:
+            marks.append(len(out))
         channel = message.channel
         if channel is not None:
             out.append(st.CHANNEL)
@@ -167,6 +179,8 @@ class Renderer:
                 _check_channel(channel, index)
                 ids = self._field(self._channels, channel, channel, index, "channel")
             out += ids
+        if marks is not None:
+            marks.append(len(out))
         content_type = message.content_type
         if content_type is not None:
             ids = self._content_types.get(content_type)
@@ -214,19 +228,44 @@ class Renderer:
         typescript: TypeScriptMode = DEFAULT_TYPESCRIPT_MODE,
         index: int | None = None,
     ) -> list[int]:
+        out: list[int] = []
+        self._emit(out, message, has_function_tools, typescript, index, None)
+        return out
+
+    def _emit(
+        self,
+        out: list[int],
+        message: Message,
+        has_function_tools: bool,
+        typescript: TypeScriptMode,
+        index: int | None,
+        spans: list[MessageSpan] | None,
+    ) -> None:
+        """Append one message to ``out``; with ``spans``, also where its parts lie.
+
+        The offsets are taken while the parts are written, so they cannot disagree
+        with the ids; without ``spans`` the only extra cost is four ``is None`` tests.
+        """
         author = message.author
         role = author.role
+        start = len(out)
+        marks: list[int] | None = None if spans is None else []
         try:
-            out = self._header(message, role, index)
+            out += self._header(message, role, index, marks)
         except TypeError:  # an unhashable field: say which
             _check_header(message, index)
             raise
+        at_message = len(out)
         out.append(st.MESSAGE)
         for j, part in enumerate(message.content):
             out += self._content(part, role, has_function_tools, typescript, index, j)
         ends_turn = role is Role.ASSISTANT and message.recipient is not None
         out.append(st.CALL if ends_turn else st.END)
-        return out
+        if spans is not None and marks is not None:
+            end = len(out) - 1
+            at_recipient, at_channel, at_type = (start + mark for mark in marks)
+            record = (index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
+            spans.append(_new_span(MessageSpan, record))
 
     def _content(
         self,
@@ -324,15 +363,7 @@ class Renderer:
     def render_conversation(
         self, conversation: Conversation, config: RenderConversationConfig | None
     ) -> list[int]:
-        messages = conversation.messages
-        has_ft = conversation_has_function_tools(messages)
-        drop = dropped_indices(messages, resolve_policy(config))
-        typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
-        out: list[int] = []
-        for i, message in enumerate(messages):
-            if i not in drop:
-                out += self.render_message(message, has_ft, typescript, i)
-        return out
+        return self._render(conversation, config, "conversation", Role.ASSISTANT, None)[0]
 
     def render_for_completion(
         self,
@@ -340,21 +371,67 @@ class Renderer:
         next_turn_role: Role,
         config: RenderConversationConfig | None,
     ) -> list[int]:
-        out = self.render_conversation(conversation, config)
-        out.append(st.START)
-        out += self._piece(Role(next_turn_role).value, None, "next_turn_role")
-        return out
+        return self._render(conversation, config, "completion", next_turn_role, None)[0]
 
     def render_for_training(
         self, conversation: Conversation, config: RenderConversationConfig | None
     ) -> list[int]:
-        out = self.render_conversation(conversation, config)
+        return self._render(conversation, config, "training", Role.ASSISTANT, None)[0]
+
+    def render_with_spans(
+        self,
+        conversation: Conversation,
+        config: RenderConversationConfig | None,
+        mode: RenderMode = "conversation",
+        next_turn_role: Role = Role.ASSISTANT,
+        drop: Collection[int] | None = None,
+    ) -> RenderedConversation:
+        """The ids of ``mode``'s render, with where every message and part lies.
+
+        ``drop`` names the messages to leave out instead of the CoT policy's choice
+        (the training pipeline's own rules use it).
+        """
+        if mode not in RENDER_MODES:
+            raise InputError(
+                f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
+            )
+        spans: list[MessageSpan] = []
+        chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
+        ids, dropped = self._render(conversation, config, mode, next_turn_role, spans, chosen)
+        return RenderedConversation(ids, tuple(spans), dropped, mode)
+
+    def _render(
+        self,
+        conversation: Conversation,
+        config: RenderConversationConfig | None,
+        mode: RenderMode,
+        next_turn_role: Role,
+        spans: list[MessageSpan] | None,
+        drop: frozenset[int] | None = None,
+    ) -> tuple[list[int], frozenset[int]]:
+        """The one place a conversation is rendered: every public render comes here."""
         messages = conversation.messages
-        if messages and out:
+        has_ft = conversation_has_function_tools(messages)
+        if drop is None:
+            drop = dropped_indices(messages, resolve_policy(config))
+        typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
+        out: list[int] = []
+        emit = self._emit
+        for i, message in enumerate(messages):
+            if i not in drop:
+                emit(out, message, has_ft, typescript, i, spans)
+        if mode == "completion":
+            start = len(out)
+            out.append(st.START)
+            out += self._piece(Role(next_turn_role).value, None, "next_turn_role")
+            if spans is not None:
+                end = len(out)
+                spans.append(MessageSpan(None, start, end, end, end, end, end, end))
+        elif mode == "training" and messages and out:
             last = messages[-1]
             if last.author.role is Role.ASSISTANT and last.channel == FINAL:
                 out[-1] = st.RETURN
-        return out
+        return out, drop
 
 
 # A header field is one word: whitespace would split it, and "<" would end a

@@ -1,0 +1,353 @@
+"""``harmonia data``: validate, build, stats, inspect, pack, export.
+
+Wired into the ``harmonia`` command with :func:`add_subcommand`; :func:`main`
+runs it on its own (``main(["build", "in.jsonl", "-o", "out/"])``). Exit status:
+0 ok, 1 an error or more rejected rows than ``--max-reject-rate`` allows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from harmonia import HarmonyError, InputError
+
+from ._arrow import PROFILES
+from ._batch import Stats, default_encoding, render_batch
+from ._hf_template import render_hf, render_hf_for_training
+from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, row_date
+from ._pack import export_memmap, pack
+from ._policy import COT_RULES, FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
+from ._runner import MANIFEST, BuildOptions, build
+from ._sample import render_for_training
+from ._view import html_view, terminal_view
+
+_CHUNK = 1000  # rows per render_batch call in validate and stats
+
+
+def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``data`` and its commands to an ``argparse`` subparsers object.
+
+    Each command sets ``func(args, out) -> int``, as the ``harmonia`` command expects.
+    """
+    data: argparse.ArgumentParser = subparsers.add_parser(
+        "data", help="training data: validate, build, stats, inspect, pack, export"
+    )
+    sub = data.add_subparsers(dest="data_command", required=True)
+
+    validate = sub.add_parser("validate", help="check input rows; report problems by code")
+    _inputs(validate)
+    _policy(validate)
+    validate.add_argument("--rejects", metavar="FILE", help="write rejected rows (JSONL) here")
+    validate.add_argument("--report", metavar="FILE", help="write the statistics (JSON) here")
+    _reject_rate(validate)
+    validate.set_defaults(func=_validate)
+
+    build_cmd = sub.add_parser("build", help="render inputs to Parquet shards with loss masks")
+    _inputs(build_cmd)
+    _policy(build_cmd)
+    build_cmd.add_argument("-o", "--output", required=True, metavar="DIR")
+    build_cmd.add_argument("--columns", choices=PROFILES, default="canonical", dest="profile")
+    build_cmd.add_argument("--workers", type=int, default=1)
+    build_cmd.add_argument("--shard-rows", type=int, default=BuildOptions.shard_rows)
+    build_cmd.add_argument("--compression", default=BuildOptions.compression)
+    build_cmd.add_argument("--resume", action="store_true", help="continue an interrupted build")
+    build_cmd.add_argument("--progress", choices=("auto", "lines", "none"), default="auto")
+    _reject_rate(build_cmd)
+    build_cmd.set_defaults(func=_build)
+
+    stats = sub.add_parser("stats", help="statistics of a build directory or of inputs")
+    stats.add_argument("paths", nargs="+", metavar="OUT/|IN.jsonl")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    _input_format(stats)
+    _policy(stats)
+    stats.set_defaults(func=_stats)
+
+    pack_cmd = sub.add_parser("pack", help="pack a build's samples into rows of --seq-len tokens")
+    pack_cmd.add_argument("build", metavar="OUT/")
+    pack_cmd.add_argument("-o", "--output", required=True, metavar="PACKED/")
+    pack_cmd.add_argument("--seq-len", type=int, required=True)
+    pack_cmd.set_defaults(func=_pack)
+
+    export = sub.add_parser("export", help="a build as flat memory-mapped files")
+    export.add_argument("build", metavar="OUT/")
+    export.add_argument("-o", "--output", required=True, metavar="DIR")
+    export.add_argument("--to", choices=("memmap",), default="memmap")
+    export.set_defaults(func=_export)
+
+    inspect = sub.add_parser("inspect", help="one row's tokens: context and trained, and why")
+    inspect.add_argument("input", metavar="IN.jsonl")
+    inspect.add_argument("--row", type=int, required=True, help="the line number (from 1)")
+    inspect.add_argument("--html", metavar="OUT.html", help="also write an HTML page")
+    inspect.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    _input_format(inspect)
+    _policy(inspect)
+    inspect.set_defaults(func=_inspect)
+    return data
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
+    """Run ``harmonia data`` with ``argv`` (without the leading ``data``)."""
+    parser = argparse.ArgumentParser(prog="harmonia")
+    add_subcommand(parser.add_subparsers(dest="command", required=True))
+    try:
+        args = parser.parse_args(["data", *(sys.argv[1:] if argv is None else argv)])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    out = stdout if stdout is not None else sys.stdout
+    try:
+        return int(args.func(args, out))
+    except HarmonyError as exc:
+        print(f"harmonia data {args.data_command}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"harmonia data {args.data_command}: {exc}", file=sys.stderr)
+        return 2
+
+
+# -- arguments --------------------------------------------------------------------
+
+
+def _input_format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=INPUT_FORMATS, default="auto")
+    parser.add_argument(
+        "--date", default=None, help="the system date line: YYYY-MM-DD or from-row (default: none)"
+    )
+    parser.add_argument("--reasoning-effort", choices=("low", "medium", "high"), default=None)
+    parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default="harmony",
+        help="harmony (openai-harmony's ids) or hf (the gpt-oss chat template's; needs --date)",
+    )
+    parser.add_argument(
+        "--map",
+        default=None,
+        metavar="SLOT=COLUMN,...",
+        help="columns of --format columns (slots: developer, user, analysis, final)",
+    )
+
+
+def _inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="IN.jsonl")
+    _input_format(parser)
+
+
+def _policy(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", choices=tuple(PRESETS), default="harmony")
+    parser.add_argument("--turns", choices=TURNS_MODES, default=None)
+    parser.add_argument("--cot", choices=COT_RULES, default=None)
+    parser.add_argument("--channels", default=None, help="trained channels, comma-separated")
+    parser.add_argument("--final-end", choices=FINAL_ENDS, default=None)
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--overflow", choices=OVERFLOWS, default=None)
+    parser.add_argument("--full-sequence", action="store_true", default=None)
+
+
+def _reject_rate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-reject-rate",
+        type=float,
+        default=0.0,
+        help="exit 1 when more than this fraction of rows is rejected (default 0)",
+    )
+
+
+def _policy_of(args: argparse.Namespace) -> TrainPolicy:
+    changes: dict[str, Any] = {
+        k: getattr(args, k)
+        for k in ("turns", "cot", "final_end", "max_length", "overflow", "full_sequence")
+        if getattr(args, k) is not None
+    }
+    if args.channels is not None:
+        changes["channels"] = tuple(c.strip() for c in args.channels.split(",") if c.strip())
+    return PRESETS[args.policy].with_(**changes)
+
+
+def _options_of(args: argparse.Namespace) -> InputOptions:
+    columns = None
+    if args.map:
+        pairs = [item.split("=", 1) for item in args.map.split(",")]
+        if any(len(p) != 2 for p in pairs):
+            raise InputError(f"--map needs SLOT=COLUMN pairs, got {args.map!r}")
+        columns = {slot.strip(): column.strip() for slot, column in pairs}
+    return InputOptions(
+        format=args.format,
+        date=args.date,
+        reasoning_effort=args.reasoning_effort,
+        columns=columns,
+        dialect=args.dialect,
+    )
+
+
+# -- commands ---------------------------------------------------------------------
+
+
+def _chunks(path: Path) -> Iterator[tuple[list[int], list[str]]]:
+    numbers: list[int] = []
+    rows: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for n, line in enumerate(handle, 1):
+            if line.strip():
+                numbers.append(n)
+                rows.append(line)
+            if len(rows) == _CHUNK:
+                yield numbers, rows
+                numbers, rows = [], []
+    if rows:
+        yield numbers, rows
+
+
+def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
+    """Render every row without writing; problems go to ``out`` and ``--rejects``."""
+    policy, options = _policy_of(args), _options_of(args)
+    stats = Stats()
+    rejects_path = getattr(args, "rejects", None)
+    rejects = open(rejects_path, "w", encoding="utf-8") if rejects_path else None  # noqa: SIM115
+    try:
+        for name in paths:
+            for numbers, rows in _chunks(Path(name)):
+                batch = render_batch(
+                    rows, policy=policy, options=options, line_numbers=numbers, source=name
+                )
+                stats.merge(batch.stats)
+                for problem in batch.problems:
+                    out.write(
+                        f"{problem.source}:{problem.line}: {problem.code} {problem.name} "
+                        f"({problem.severity}): {problem.message}\n"
+                    )
+                if rejects is not None:
+                    for problem, raw in batch.rejected:
+                        record = {**problem.to_dict(), "row": raw.rstrip("\n")}
+                        rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if rejects is not None:
+            rejects.close()
+    return stats
+
+
+def _too_many_rejects(stats: dict[str, Any], limit: float, out: TextIO) -> int:
+    rate = stats["rows_rejected"] / stats["rows"] if stats["rows"] else 0.0
+    if rate > limit:
+        out.write(f"rejected {rate:.2%} of rows, more than --max-reject-rate {limit:.2%}\n")
+        return 1
+    return 0
+
+
+def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
+    for key in ("rows", "rows_ok", "rows_rejected", "samples", "tokens", "trained_tokens"):
+        out.write(f"{key:>15}: {stats[key]}\n")
+    out.write(f"{'trained':>15}: {stats['trained_fraction']:.2%}\n")
+    for code, count in stats["problems"].items():
+        out.write(f"{code:>15}: {count}\n")
+    for channel, count in stats.get("trained_by_channel", {}).items():
+        out.write(f"{'trained ' + channel:>15}: {count}\n")
+    if stats.get("lengths"):
+        buckets = ", ".join(f"<={k}: {v}" for k, v in stats["lengths"].items())
+        out.write(f"{'lengths':>15}: {buckets}\n")
+    if stats["formats"]:
+        chosen = ", ".join(f"{k} ({v})" for k, v in stats["formats"].items())
+        out.write(f"{'formats':>15}: {chosen}\n")
+
+
+def _validate(args: argparse.Namespace, out: TextIO) -> int:
+    stats = _scan(args, args.inputs, out).to_dict()
+    _print_stats(stats, out)
+    if args.report:
+        Path(args.report).write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
+    return _too_many_rejects(stats, args.max_reject_rate, out)
+
+
+def _build(args: argparse.Namespace, out: TextIO) -> int:
+    options = BuildOptions(
+        workers=args.workers,
+        shard_rows=args.shard_rows,
+        profile=args.profile,
+        compression=args.compression,
+        resume=args.resume,
+        progress=args.progress,
+    )
+    manifest = build(
+        args.inputs,
+        args.output,
+        policy=_policy_of(args),
+        input_options=_options_of(args),
+        options=options,
+    )
+    _print_stats(manifest["stats"], out)
+    out.write(
+        f"wrote {len(manifest['shards'])} shard(s), {MANIFEST} and rejects.jsonl to {args.output}\n"
+    )
+    return _too_many_rejects(manifest["stats"], args.max_reject_rate, out)
+
+
+def _stats(args: argparse.Namespace, out: TextIO) -> int:
+    first = Path(args.paths[0])
+    if first.is_dir():
+        if len(args.paths) > 1:
+            raise InputError("give one build directory, or input files")
+        stats = json.loads((first / MANIFEST).read_text(encoding="utf-8"))["stats"]
+    else:
+        stats = _scan(args, args.paths, io.StringIO()).to_dict()
+    if args.json:
+        out.write(json.dumps(stats, indent=1) + "\n")
+    else:
+        _print_stats(stats, out)
+    return 0
+
+
+def _inspect(args: argparse.Namespace, out: TextIO) -> int:
+    line = _line(Path(args.input), args.row)
+    try:
+        row = json.loads(line)
+    except ValueError as exc:
+        raise InputError(f"{args.input}:{args.row}: not JSON: {exc}") from None
+    options = _options_of(args)
+    enc = default_encoding()
+    if options.dialect == "hf":
+        date = row_date(row, options) or ""
+        messages = render_hf(row, enc, date=date, reasoning_effort=options.reasoning_effort)[2]
+        samples = render_hf_for_training(
+            row, enc, _policy_of(args), date=date, reasoning_effort=options.reasoning_effort
+        )
+        chosen = "hf dialect"
+    else:
+        converted = convert_row(row, options)
+        messages = converted.conversation.messages
+        samples = render_for_training(messages, enc, _policy_of(args), weights=converted.weights)
+        chosen = f"format {converted.format}"
+    out.write(f"{args.input}:{args.row}: {chosen}, policy {args.policy}\n")
+    color = args.color == "always" or (args.color == "auto" and out.isatty())
+    out.write(terminal_view(enc, samples, messages, color))
+    if args.html:
+        page = html_view(enc, samples, messages, f"{args.input}:{args.row}")
+        Path(args.html).write_text(page, encoding="utf-8")
+    return 0
+
+
+def _pack(args: argparse.Namespace, out: TextIO) -> int:
+    summary = pack(args.build, args.output, args.seq_len)
+    out.write(
+        f"packed {summary['samples']} samples into {summary['rows']} rows of {args.seq_len} "
+        f"tokens ({summary['efficiency']:.1%} filled, {summary['too_long']} too long, left out)\n"
+    )
+    return 0
+
+
+def _export(args: argparse.Namespace, out: TextIO) -> int:
+    count = export_memmap(args.build, args.output)
+    out.write(f"wrote {count} samples to {args.output} (tokens.u32, mask.u8, offsets.i64)\n")
+    return 0
+
+
+def _line(path: Path, number: int) -> str:
+    with path.open(encoding="utf-8") as handle:
+        for n, line in enumerate(handle, 1):
+            if n == number:
+                return line
+    raise InputError(f"{path} has no line {number}")

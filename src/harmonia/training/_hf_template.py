@@ -1,0 +1,438 @@
+"""The ``hf`` dialect: token ids byte-exact with the gpt-oss Hugging Face chat template.
+
+TRL, Axolotl and others render gpt-oss data with the ``chat_template.jinja`` that
+ships with the checkpoints, which is not byte-exact with harmony
+(docs/training.md lists the differences). This module writes the same text the
+template writes for a Hugging Face ``messages`` row, without jinja2, and keeps
+the provenance of every token, so the masks of :mod:`._sample` apply unchanged.
+The tests render the template itself with jinja2 and compare the ids.
+
+What the template does, and so this module: the system message is harmony's
+(the date line always present), the first system/developer message becomes
+``# Instructions`` with a blank line after it, tools are written as the
+template's TypeScript, a tool call is ``<|start|>assistant to=functions.NAME
+<|channel|>commentary json<|message|>`` with the arguments and tool results
+JSON-encoded (``tojson``), only ``tool_calls[0]`` is rendered, and reasoning is
+rendered only on tool calls with no final answer after them and on a last
+message that is a final answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, NamedTuple
+
+from harmonia import (
+    Author,
+    HarmonyEncoding,
+    Message,
+    ReasoningEffort,
+    RenderOptions,
+    Role,
+    SystemContent,
+)
+
+from ._policy import TrainPolicy, resolve_policy
+from ._problems import RowError
+from ._rules import turn_ids
+from ._sample import FULL, TrainSample, finish_sample, mask_from_spans
+
+_START: Final = "<|start|>"
+_CHANNEL: Final = "<|channel|>"
+_MESSAGE: Final = "<|message|>"
+_INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
+_DEFAULT_INDENT: Final = " " * 20
+
+
+class Span(NamedTuple):
+    """Where a message of the template's text lies (the fields of harmonia's spans)."""
+
+    message_index: int
+    start: int
+    recipient: int
+    channel: int
+    content_type: int
+    message: int
+    end: int
+    stop: int
+
+
+def _tojson(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise RowError("E150", f"{where} must be a string for the hf dialect, got {value!r}")
+    return value
+
+
+def typescript_type(spec: Mapping[str, Any], required: Sequence[str]) -> str:
+    """The template's ``render_typescript_type`` macro."""
+    kind = spec.get("type")
+    if kind == "array":
+        items = spec.get("items")
+        if items:
+            inner_kind = items.get("type") if isinstance(items, Mapping) else None
+            if inner_kind == "string":
+                out = "string[]"
+            elif inner_kind in ("number", "integer"):
+                out = "number[]"
+            elif inner_kind == "boolean":
+                out = "boolean[]"
+            else:
+                inner = typescript_type(items, required)
+                out = "any[]" if inner == "object | object" or len(inner) > 50 else inner + "[]"
+        else:
+            out = "any[]"
+        return out + (" | null" if spec.get("nullable") else "")
+    if isinstance(kind, (list, tuple)) and kind:
+        return " | ".join(map(str, kind)) if len(kind) > 1 else str(kind[0])
+    variants = spec.get("oneOf")
+    if variants:
+        # The template's "any" fallback for object variants never fires: a variable
+        # set inside a jinja loop does not outlive it.
+        out = ""
+        for k, variant in enumerate(variants):
+            out += typescript_type(variant, required)
+            if variant.get("description"):
+                out += "// " + _text(variant["description"], "a variant's description")
+            if "default" in variant:
+                out += _DEFAULT_INDENT + "// default: " + _tojson(variant["default"])
+            if k < len(variants) - 1:
+                out += " | \n"
+        return out
+    if kind == "string":
+        if spec.get("enum"):
+            return '"' + '" | "'.join(map(str, spec["enum"])) + '"'
+        return "string" + (" | null" if spec.get("nullable") else "")
+    if kind in ("number", "integer"):
+        return "number"
+    if kind == "boolean":
+        return "boolean"
+    if kind == "object":
+        properties = spec.get("properties")
+        if not properties:
+            return "object"
+        needed = spec.get("required") or []
+        names = list(properties)
+        out = "{\n"
+        for k, name in enumerate(names):
+            out += name + ("" if name in needed else "?") + ": \n" + _INDENT
+            out += typescript_type(properties[name], needed)
+            if k < len(names) - 1:
+                out += ", "
+        return out + "}"
+    return "any"
+
+
+def _tool_namespace(tools: Sequence[Any]) -> str:
+    out = "## functions\n\nnamespace functions {\n\n"
+    for entry in tools:
+        tool = entry.get("function", entry) if isinstance(entry, Mapping) else {}
+        out += "// " + _text(tool.get("description"), "a tool's description") + "\n"
+        out += "type " + _text(tool.get("name"), "a tool's name") + " = "
+        parameters = tool.get("parameters") or {}
+        properties = parameters.get("properties")
+        if not properties:
+            out += "() => any;\n\n"
+            continue
+        needed = parameters.get("required") or []
+        out += "(_: {\n"
+        for name, spec in properties.items():
+            if spec.get("description"):
+                out += "// " + _text(spec["description"], f"{name}'s description") + "\n"
+            out += name + ("" if name in needed else "?") + ": " + typescript_type(spec, needed)
+            if "default" in spec:
+                if spec.get("enum"):
+                    out += ", // default: " + _text(spec["default"], f"{name}'s default")
+                elif spec.get("oneOf"):
+                    out += "// default: " + _text(spec["default"], f"{name}'s default")
+                else:
+                    out += ", // default: " + _tojson(spec["default"])
+            out += ",\n"
+        out += "}) => any;\n\n"
+    return out + "} // namespace functions"
+
+
+class _Writer:
+    """Appends messages part by part; text between two special tokens is encoded
+    as one string (as a tokenizer does with the template's text)."""
+
+    def __init__(self, encoding: HarmonyEncoding) -> None:
+        self.encoding = encoding
+        self.special = {
+            text: encoding.encode(text, allowed_special="all")[0]
+            for text in (
+                "<|start|>",
+                "<|channel|>",
+                "<|message|>",
+                "<|end|>",
+                "<|call|>",
+                "<|return|>",
+            )
+        }
+        self.ids: list[int] = []
+        self.spans: list[Span] = []
+
+    def _run(self, pieces: Sequence[str]) -> list[int]:
+        """Encode a run of texts as one string; the offset where each piece starts."""
+        whole = self.encoding.encode_ordinary("".join(pieces))
+        starts = []
+        done = 0
+        prefix = ""
+        for piece in pieces:
+            # A piece boundary is a token boundary when encoding the prefix alone
+            # gives a prefix of the whole; otherwise the piece joins the previous one.
+            ids = self.encoding.encode_ordinary(prefix) if prefix else []
+            done = len(ids) if whole[: len(ids)] == ids else done
+            starts.append(len(self.ids) + done)
+            prefix += piece
+        self.ids += whole
+        return starts
+
+    def message(
+        self,
+        index: int,
+        role: str,
+        recipient: str,
+        channel: str | None,
+        content_type: str,
+        body: str,
+        terminator: str,
+    ) -> None:
+        start = len(self.ids)
+        self.ids.append(self.special[_START])
+        _, at_recipient = self._run([role, recipient])
+        at_channel = len(self.ids)
+        at_type = at_channel
+        if channel is not None:
+            self.ids.append(self.special[_CHANNEL])
+            _, at_type = self._run([channel, content_type])
+        at_message = len(self.ids)
+        self.ids.append(self.special[_MESSAGE])
+        self.ids += self.encoding.encode_ordinary(body)
+        end = len(self.ids)
+        self.ids.append(self.special[terminator])
+        self.spans.append(
+            Span(index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
+        )
+
+
+def render_hf(
+    row: Mapping[str, Any],
+    encoding: HarmonyEncoding,
+    *,
+    date: str,
+    reasoning_effort: str | None = None,
+    add_generation_prompt: bool = False,
+) -> tuple[list[int], list[Span], list[Message], frozenset[int], list[int]]:
+    """The template's ids for a ``messages`` row, with provenance.
+
+    Returns the ids, one span per rendered message, harmony messages describing
+    every message (rendered or not), the indices of the reasoning the template
+    left out, and for each harmony message the index of the row message it came from.
+    """
+    rows = row.get("messages")
+    if not isinstance(rows, list) or not rows:
+        raise RowError("E102", "'messages' is missing or empty")
+    tools = row.get("tools") or []
+    given = row.get("chat_template_kwargs")
+    kwargs: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    effort = str(kwargs.get("reasoning_effort") or reasoning_effort or "medium")
+    builtins = list(kwargs.get("builtin_tools") or [])
+    identity = kwargs.get("model_identity")
+    writer = _Writer(encoding)
+    messages: list[Message] = []
+    origin: list[int] = []
+    dropped: set[int] = set()
+
+    def add(message: Message, source: int) -> int:
+        messages.append(message)
+        origin.append(source)
+        return len(messages) - 1
+
+    # The system message: harmony's text, which the template reproduces, with the date.
+    system = SystemContent.new().with_conversation_start_date(date)
+    try:
+        system = system.with_reasoning_effort(ReasoningEffort(effort.capitalize()))
+    except ValueError:
+        raise RowError("E150", f"unknown reasoning effort {effort!r}") from None
+    if identity is not None:
+        system = system.with_model_identity(_text(identity, "model_identity"))
+    if "browser" in builtins:
+        system = system.with_browser_tool()
+    if "python" in builtins:
+        system = system.with_python_tool()
+    system_message = Message.from_role_and_content(Role.SYSTEM, system)
+    options = RenderOptions(conversation_has_function_tools=bool(tools))
+    system_text = encoding.decode(encoding.render(system_message, options))[
+        len("<|start|>system<|message|>") : -len("<|end|>")
+    ]
+    writer.message(add(system_message, -1), "system", "", None, "", system_text, "<|end|>")
+
+    first = rows[0] if isinstance(rows[0], Mapping) else {}
+    loop = rows
+    instructions = ""
+    if first.get("role") in ("developer", "system"):
+        instructions = _text(first.get("content"), "the first message's content")
+        loop = rows[1:]
+    if instructions or tools:
+        text = "# Instructions\n\n" + instructions + "\n\n" if instructions else ""
+        text += ("# Tools\n\n" + _tool_namespace(tools)) if tools else ""
+        developer = Message.from_role_and_content(Role.DEVELOPER, text)
+        writer.message(add(developer, 0), "developer", "", None, "", text, "<|end|>")
+
+    offset = len(rows) - len(loop)
+    last_call: str | None = None
+    for k, message in enumerate(loop):
+        source = k + offset
+        if not isinstance(message, Mapping):
+            raise RowError("E150", f"messages[{source}] is not an object")
+        role = message.get("role")
+        if role == "assistant":
+            last_call = _assistant(
+                writer, message, loop, k, source, add, dropped, add_generation_prompt
+            )
+        elif role == "tool":
+            if last_call is None:
+                raise RowError(
+                    "E130", f"messages[{source}] is a tool result with no tool call before it"
+                )
+            content = _tojson(message.get("content"))
+            author = Author.new(Role.TOOL, "functions." + last_call)
+            tool = Message.from_author_and_content(author, content).with_recipient("assistant")
+            index = add(tool.with_channel("commentary"), source)
+            writer.message(
+                index,
+                "functions." + last_call,
+                " to=assistant",
+                "commentary",
+                "",
+                content,
+                "<|end|>",
+            )
+        elif role == "user":
+            text = _text(message.get("content"), f"messages[{source}].content")
+            index = add(Message.from_role_and_content(Role.USER, text), source)
+            writer.message(index, "user", "", None, "", text, "<|end|>")
+    ids = writer.ids
+    if add_generation_prompt:
+        ids += [writer.special[_START], *encoding.encode_ordinary("assistant")]
+    return ids, writer.spans, messages, frozenset(dropped), origin
+
+
+def _assistant(
+    writer: _Writer,
+    message: Mapping[str, Any],
+    loop: Sequence[Any],
+    k: int,
+    source: int,
+    add: Callable[[Message, int], int],
+    dropped: set[int],
+    add_generation_prompt: bool,
+) -> str | None:
+    """Write one assistant message as the template does; the call's name, if any."""
+    content = message.get("content")
+    thinking = message.get("thinking")
+    for value in (content, thinking):
+        if isinstance(value, str) and (
+            "<|channel|>analysis<|message|>" in value or "<|channel|>final<|message|>" in value
+        ):
+            raise RowError("E150", f"messages[{source}] holds <|channel|> tags in its text")
+
+    def reasoning(text: str, shown: bool) -> None:
+        analysis = Message.from_role_and_content(Role.ASSISTANT, text).with_channel("analysis")
+        index = add(analysis, source)
+        if shown:
+            writer.message(index, "assistant", "", "analysis", "", text, "<|end|>")
+        else:
+            dropped.add(index)
+
+    if "tool_calls" in message:
+        later_final = any(
+            isinstance(m, Mapping) and m.get("role") == "assistant" and "tool_calls" not in m
+            for m in loop[k + 1 :]
+        )
+        calls = message.get("tool_calls") or []
+        if not calls:
+            raise RowError("E150", f"messages[{source}].tool_calls is empty")
+        call = calls[0]
+        if isinstance(call, Mapping) and call.get("function"):
+            call = call["function"]
+        if content and thinking:
+            raise RowError(
+                "E150", f"messages[{source}] has both content and thinking next to a tool call"
+            )
+        text = content or thinking
+        if text:
+            reasoning(_text(text, f"messages[{source}].content"), not later_final)
+        name = _text(call.get("name"), f"messages[{source}].tool_calls[0].name")
+        content_type = str(call.get("content_type", "json"))
+        arguments = _tojson(call.get("arguments"))
+        recipient = "functions." + name
+        invocation = (
+            Message.from_role_and_content(Role.ASSISTANT, arguments)
+            .with_channel("commentary")
+            .with_recipient(recipient)
+            .with_content_type(content_type)
+        )
+        index = add(invocation, source)
+        writer.message(
+            index,
+            "assistant",
+            " to=" + recipient,
+            "commentary",
+            " " + content_type,
+            arguments,
+            "<|call|>",
+        )
+        return name
+    text = _text(content, f"messages[{source}].content")
+    last = k == len(loop) - 1 and not add_generation_prompt
+    if "thinking" in message:
+        reasoning(_text(thinking, f"messages[{source}].thinking"), last)
+    answer = Message.from_role_and_content(Role.ASSISTANT, text).with_channel("final")
+    index = add(answer, source)
+    writer.message(index, "assistant", "", "final", "", text, "<|return|>" if last else "<|end|>")
+    return None
+
+
+def render_hf_for_training(
+    row: Mapping[str, Any],
+    encoding: HarmonyEncoding,
+    policy: TrainPolicy | str | None = None,
+    *,
+    date: str,
+    reasoning_effort: str | None = None,
+) -> list[TrainSample]:
+    """Training samples of a Hugging Face ``messages`` row in the ``hf`` dialect.
+
+    The ids are the chat template's; the mask is the policy's, from the same
+    provenance as in harmony. The template decides which reasoning is rendered
+    (the policy's ``cot`` does not apply) and ends the last final with
+    ``<|return|>``; ``turns="expand"`` needs the harmony dialect. Row messages may
+    carry a ``weight``.
+    """
+    policy = resolve_policy(policy)
+    if policy.turns == "expand":
+        raise RowError("E150", "turns='expand' needs the harmony dialect")
+    ids, spans, messages, dropped, origin = render_hf(
+        row, encoding, date=date, reasoning_effort=reasoning_effort
+    )
+    rows = row["messages"]
+    weights: list[float | None] | None = None
+    if any(isinstance(m, Mapping) and "weight" in m for m in rows):
+        weights = [rows[o].get("weight") if o >= 0 else None for o in origin]
+    if policy.full_sequence:
+        mask = bytearray(b"\x01") * len(ids)
+        reasons = tuple(FULL for _ in messages)
+    else:
+        mask = bytearray(len(ids))
+        turns = turn_ids(messages)
+        reasons = mask_from_spans(
+            messages, spans, ids, dropped, turns, policy, weights, None, frozenset(), mask
+        )
+    sample = finish_sample(ids, mask, spans, reasons, policy, 0)
+    return [] if sample is None else [sample]

@@ -1,0 +1,347 @@
+"""Input rows (one JSON object each) to harmony conversations and per-message weights.
+
+Formats: ``openai`` (chat JSONL with ``tools`` and per-message ``weight``; also the
+Hugging Face ``messages`` form with ``thinking`` and ``chat_template_kwargs``),
+``sharegpt``, ``harmony`` (``Conversation.to_json``), ``responses`` (Responses API
+``input`` items), ``columns`` (flat columns named by a mapping) and ``auto``,
+which decides from the row's keys. Chat and Responses rows go through
+:mod:`harmonia.openai_compat`, so training data and a served prompt are built by
+the same rules (system text becomes developer instructions, calls are paired with
+results by id, arguments are encoded exactly once).
+
+The system message's date line is written only when asked: ``date=None`` omits it,
+``"YYYY-MM-DD"`` writes that date and ``"from-row"`` takes the row's ``date`` key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, get_args
+
+from harmonia import Conversation, InputError, Role
+from harmonia.openai_compat import (
+    PromptOptions,
+    RequestError,
+    ToolCallMatchError,
+    chat_request_to_conversation,
+    responses_request_to_conversation,
+)
+
+from ._problems import RowError
+
+InputFormat = Literal["auto", "openai", "sharegpt", "harmony", "responses", "columns"]
+INPUT_FORMATS: Final[tuple[InputFormat, ...]] = get_args(InputFormat)
+Dialect = Literal["harmony", "hf"]
+DIALECTS: Final[tuple[Dialect, ...]] = get_args(Dialect)
+_DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_SPECIAL: Final = re.compile(r"<\|(start|end|message|channel|constrain|return|call)\|>")
+_THINK: Final = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+_SHAREGPT_ROLES: Final = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "function_call": "assistant",
+    "observation": "tool",
+    "tool": "tool",
+}
+#: The default column mapping: harmony slot -> the row's key.
+DEFAULT_COLUMNS: Final = {
+    "developer": "developer",
+    "user": "user",
+    "analysis": "analysis",
+    "final": "final",
+}
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How rows are read: the format, the date line, a default reasoning effort,
+    the column mapping of ``format="columns"``, and the dialect: ``harmony``
+    (byte-exact with openai-harmony) or ``hf`` (byte-exact with the gpt-oss
+    Hugging Face chat template; rows in the ``messages`` form with ``thinking``,
+    and a date is required because the template always writes one)."""
+
+    format: InputFormat = "auto"
+    date: str | None = None
+    reasoning_effort: str | None = None
+    columns: Mapping[str, str] | None = None
+    dialect: Dialect = "harmony"
+
+    def __post_init__(self) -> None:
+        if self.format not in INPUT_FORMATS:
+            raise InputError(
+                f"unknown input format {self.format!r}: choose one of {', '.join(INPUT_FORMATS)}"
+            )
+        if self.dialect not in DIALECTS:
+            raise InputError(
+                f"unknown dialect {self.dialect!r}: choose one of {', '.join(DIALECTS)}"
+            )
+        if self.dialect == "hf" and self.date is None:
+            raise InputError(
+                "the hf dialect writes the date line the template writes: give date "
+                "(YYYY-MM-DD or 'from-row'), so that it is never today's by accident"
+            )
+        if self.date not in (None, "from-row") and not _DATE.match(str(self.date)):
+            raise InputError(f"date must be YYYY-MM-DD, 'from-row' or omitted, got {self.date!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A converted row: the conversation, one weight per message, warnings, format."""
+
+    conversation: Conversation
+    weights: list[float | None] | None
+    warnings: tuple[tuple[str, str], ...]
+    format: str
+
+
+def detect_format(row: Mapping[str, Any]) -> InputFormat:
+    """The format a row looks like (``auto``); raises :class:`RowError` E103 if none."""
+    if "conversations" in row:
+        return "sharegpt"
+    if isinstance(row.get("input"), list):
+        return "responses"
+    messages = row.get("messages")
+    if isinstance(messages, list):
+        return "harmony" if any(_is_harmony(m) for m in messages) else "openai"
+    if any(key in row for key in DEFAULT_COLUMNS.values()):
+        return "columns"
+    raise RowError(
+        "E103",
+        f"no 'messages', 'conversations' or 'input' key (keys: {', '.join(sorted(row)) or 'none'})",
+    )
+
+
+def _is_harmony(message: object) -> bool:
+    """A harmony message has a channel or recipient, or system/developer content parts."""
+    if not isinstance(message, Mapping):
+        return False
+    if "channel" in message or "recipient" in message:
+        return True
+    parts = message.get("content")
+    return isinstance(parts, list) and any(
+        isinstance(p, Mapping) and str(p.get("type", "")).endswith("_content") for p in parts
+    )
+
+
+def convert_row(row: object, options: InputOptions) -> Row:
+    """One input row as a harmony conversation; raises :class:`RowError` to reject it."""
+    if not isinstance(row, Mapping):
+        raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
+    fmt = detect_format(row) if options.format == "auto" else options.format
+    if isinstance(row.get("tools"), str) and fmt != "sharegpt":
+        # Arrow-backed datasets keep tool schemas intact only as JSON text.
+        try:
+            row = {**row, "tools": json.loads(row["tools"])}
+        except ValueError:
+            raise RowError("E150", "'tools' is a string but not JSON") from None
+    try:
+        if fmt == "harmony":
+            conversation = Conversation.from_json(json.dumps({"messages": row.get("messages")}))
+            weights = _harmony_weights(row)
+        elif fmt == "responses":
+            conversation = responses_request_to_conversation(
+                _with_effort(row, options), _prompt_options(row, options)
+            )
+            weights = None
+        else:
+            chat = row
+            if fmt == "sharegpt":
+                chat = _sharegpt_to_chat(row)
+            elif fmt == "columns":
+                chat = _columns_to_chat(row, options.columns or DEFAULT_COLUMNS)
+            messages = chat.get("messages")
+            if not isinstance(messages, list) or not messages:
+                raise RowError("E102", "'messages' is missing or empty")
+            conversation = chat_request_to_conversation(
+                _with_effort(chat, options), _prompt_options(row, options)
+            )
+            weights = _chat_weights(messages, conversation)
+    except RowError:
+        raise
+    except ToolCallMatchError as exc:
+        raise RowError("E130", str(exc)) from None
+    except RequestError as exc:
+        if "unknown role" in exc.reason:
+            raise RowError("E110", str(exc)) from None
+        if "give the reasoning once" in exc.reason:
+            raise RowError("E134", str(exc)) from None
+        raise RowError("E150", str(exc)) from None
+    except InputError as exc:
+        raise RowError("E150", str(exc)) from None
+    if not conversation.messages:
+        raise RowError("E102", "the conversation has no messages")
+    return Row(conversation, weights, _warnings(conversation), fmt)
+
+
+def row_date(row: Mapping[str, Any], options: InputOptions) -> str | None:
+    """The date line of a row: the options' date, or the row's with ``from-row``."""
+    date = options.date
+    if date == "from-row":
+        value = row.get("date")
+        date = value if isinstance(value, str) and _DATE.match(value) else None
+    return date
+
+
+def _prompt_options(row: Mapping[str, Any], options: InputOptions) -> PromptOptions:
+    return PromptOptions(
+        conversation_start_date=row_date(row, options), reasoning_effort=options.reasoning_effort
+    )
+
+
+def _with_effort(row: Mapping[str, Any], options: InputOptions) -> Mapping[str, Any]:
+    """Hugging Face rows carry the effort in ``chat_template_kwargs``."""
+    kwargs = row.get("chat_template_kwargs")
+    if (
+        isinstance(kwargs, Mapping)
+        and "reasoning_effort" in kwargs
+        and "reasoning_effort" not in row
+    ):
+        return {**row, "reasoning_effort": kwargs["reasoning_effort"]}
+    return row
+
+
+def _chat_weights(messages: Sequence[Any], conversation: Conversation) -> list[float | None] | None:
+    """Spread each chat message's ``weight`` (or ``train``) over the assistant messages
+    it became: its reasoning, its text and each of its calls, in that order."""
+    if not any(isinstance(m, Mapping) and ("weight" in m or "train" in m) for m in messages):
+        return None
+    per_message: list[tuple[int, float | None]] = []
+    any_weight = False
+    for m in messages:
+        if not isinstance(m, Mapping) or m.get("role") != "assistant":
+            continue
+        weight = m.get("weight", m.get("train"))
+        if weight is not None:
+            any_weight = True
+            if isinstance(weight, bool):
+                weight = 1.0 if weight else 0.0
+            if not isinstance(weight, (int, float)):
+                raise RowError("E150", f"weight must be a number, got {weight!r}")
+        reasoning = any(m.get(k) for k in ("thinking", "reasoning", "reasoning_content"))
+        text = bool(m.get("content") or m.get("refusal"))
+        calls = m.get("tool_calls") or ()
+        per_message.append((int(reasoning) + int(text) + len(calls), weight))
+    if not any_weight:
+        return None
+    spread = [w for count, w in per_message for _ in range(count)]
+    assistant = [i for i, m in enumerate(conversation.messages) if m.author.role is Role.ASSISTANT]
+    if len(spread) != len(assistant):
+        raise RowError(
+            "E150",
+            f"cannot place the weights: {len(spread)} assistant messages expected, "
+            f"{len(assistant)} converted",
+        )
+    weights: list[float | None] = [None] * len(conversation.messages)
+    for i, w in zip(assistant, spread, strict=True):
+        weights[i] = w
+    return weights
+
+
+def _harmony_weights(row: Mapping[str, Any]) -> list[float | None] | None:
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not any(
+        isinstance(m, Mapping) and "weight" in m for m in messages
+    ):
+        return None
+    return [m.get("weight") if isinstance(m, Mapping) else None for m in messages]
+
+
+def _sharegpt_to_chat(row: Mapping[str, Any]) -> dict[str, Any]:
+    turns = row.get("conversations")
+    if not isinstance(turns, list) or not turns:
+        raise RowError("E102", "'conversations' is missing or empty")
+    messages: list[dict[str, Any]] = []
+    if isinstance(row.get("system"), str) and row["system"]:
+        messages.append({"role": "system", "content": row["system"]})
+    calls = 0
+    for j, turn in enumerate(turns):
+        if not isinstance(turn, Mapping):
+            raise RowError("E150", f"conversations[{j}] is not an object")
+        who = turn.get("from")
+        role = _SHAREGPT_ROLES.get(str(who))
+        if role is None:
+            raise RowError("E110", f"unknown ShareGPT role {who!r} at conversations[{j}].from")
+        value = turn.get("value")
+        text = value if isinstance(value, str) else json.dumps(value)
+        if who == "function_call":
+            try:
+                call = json.loads(text)
+                name, arguments = call["name"], call.get("arguments", {})
+            except (ValueError, KeyError, TypeError):
+                raise RowError(
+                    "E150", f"conversations[{j}] is not a JSON {{name, arguments}} call"
+                ) from None
+            calls += 1
+            function = {"name": name, "arguments": arguments}
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": f"call_{calls}", "type": "function", "function": function}
+                    ],
+                }
+            )
+        elif role == "tool":
+            messages.append({"role": "tool", "tool_call_id": f"call_{calls}", "content": text})
+        elif role == "assistant":
+            thinking = _THINK.match(text)
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if thinking:
+                message = {"role": "assistant", "content": text[thinking.end() :]}
+                message["thinking"] = thinking.group(1).strip()
+            messages.append(message)
+        else:
+            messages.append({"role": role, "content": text})
+    chat: dict[str, Any] = {"messages": messages}
+    tools = row.get("tools")
+    if isinstance(tools, str) and tools:
+        try:
+            tools = json.loads(tools)
+        except ValueError:
+            raise RowError("E150", "'tools' is a string but not JSON") from None
+    if isinstance(tools, list) and tools:
+        chat["tools"] = [
+            t if isinstance(t, Mapping) and "function" in t else {"type": "function", "function": t}
+            for t in tools
+        ]
+    return chat
+
+
+def _columns_to_chat(row: Mapping[str, Any], columns: Mapping[str, str]) -> dict[str, Any]:
+    def get(slot: str) -> str:
+        value = row.get(columns.get(slot, ""), "")
+        return value if isinstance(value, str) else ""
+
+    if not get("user") or not get("final"):
+        raise RowError(
+            "E102", f"columns {columns.get('user')!r} and {columns.get('final')!r} are needed"
+        )
+    messages: list[dict[str, Any]] = []
+    if get("developer"):
+        messages.append({"role": "developer", "content": get("developer")})
+    messages.append({"role": "user", "content": get("user")})
+    assistant: dict[str, Any] = {"role": "assistant", "content": get("final")}
+    if get("analysis"):
+        assistant["thinking"] = get("analysis")
+    messages.append(assistant)
+    return {"messages": messages}
+
+
+def _warnings(conversation: Conversation) -> tuple[tuple[str, str], ...]:
+    found: list[tuple[str, str]] = []
+    for i, m in enumerate(conversation.messages):
+        if m.author.role in (Role.SYSTEM, Role.DEVELOPER):
+            continue
+        for part in m.content:
+            text = getattr(part, "text", None)
+            if isinstance(text, str) and _SPECIAL.search(text):
+                found.append(("W202", f"message {i} contains special-token text (kept as text)"))
+                break
+    return tuple(found)

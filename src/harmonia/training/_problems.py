@@ -1,0 +1,63 @@
+"""Problems found in input rows: a stable code, a severity, where, and why.
+
+Errors reject the row (it goes to the rejects file with its reason); warnings are
+counted and the row is kept. Codes never change meaning; new ones get new numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Final, Literal
+
+from harmonia import InputError
+
+Severity = Literal["error", "warning"]
+
+#: code -> (name, severity, what it means)
+CODES: Final[dict[str, tuple[str, Severity, str]]] = {
+    "E101": ("bad_json", "error", "the line is not valid JSON"),
+    "E102": ("no_messages", "error", "the row holds no conversation"),
+    "E103": ("unknown_format", "error", "the row matches no input format"),
+    "E110": ("unknown_role", "error", "a role that harmony does not have"),
+    "E120": ("no_trainable_tokens", "error", "nothing is left to train after the policy"),
+    "E130": ("tool_result_mismatch", "error", "a tool result cannot be paired with its call"),
+    "E134": ("reasoning_conflict", "error", "thinking/reasoning/reasoning_content disagree"),
+    "E140": ("over_length", "error", "longer than max_length with overflow=drop"),
+    "E150": ("invalid_row", "error", "the row cannot be converted (the message says where)"),
+    "W202": ("special_token_text", "warning", "special-token spelling inside a text"),
+    "W203": ("cot_excluded", "warning", "assistant messages left untrained for faithfulness"),
+    "W206": ("truncated", "warning", "overflow=truncate cut the sample"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem of one input row (``line`` counts from 1)."""
+
+    code: str
+    message: str
+    line: int
+    source: str = ""
+
+    @property
+    def name(self) -> str:
+        return CODES[self.code][0]
+
+    @property
+    def severity(self) -> Severity:
+        return CODES[self.code][1]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["name"] = self.name
+        data["severity"] = self.severity
+        return data
+
+
+class RowError(InputError):
+    """A row that must be rejected, with its problem code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(f"{code} {CODES[code][0]}: {message}")
+        self.reason = message

@@ -1,0 +1,328 @@
+"""One conversation to training samples: ids from the renderer, masks from its spans.
+
+The renderer says which message and part produced every token
+(``HarmonyEncoding.render_with_spans``); the mask is that provenance filtered by
+the policy. Nothing here re-renders, searches token ids or looks at text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Final, NamedTuple, Protocol
+
+from harmonia import (
+    Conversation,
+    HarmonyEncoding,
+    InputError,
+    Message,
+    RenderConversationConfig,
+    Role,
+)
+
+from ._policy import TrainPolicy, resolve_policy
+from ._rules import drops, faithful, inference_drops, turn_ids, turn_starts
+
+# o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
+RETURN: Final = 200002
+END: Final = 200007
+CALL: Final = 200012
+IGNORE_INDEX: Final = -100
+_KEEP_ALL: Final = RenderConversationConfig(auto_drop_analysis=False)
+
+# Why a message is, or is not, trained (``TrainSample.reasons``).
+TRAINED: Final = "trained"
+NOT_ASSISTANT: Final = "context: not written by the assistant"
+DROPPED: Final = "left out of the sequence by the reasoning rule"
+CHANNEL_OFF: Final = "context: its channel is not trained by the policy"
+CALL_OFF: Final = "context: tool calls are not trained by the policy"
+WEIGHT_ZERO: Final = "context: weight 0"
+NOT_LAST: Final = "context: not the last turn"
+UNFAITHFUL: Final = "context: the sequence lacks reasoning the model saw when writing it"
+NO_STOP: Final = "context: no final answer or tool call follows it"
+EXPANDED: Final = "context here: trained in its own sample (turns='expand')"
+OTHER_TURN: Final = "context: this sample trains another turn"
+FULL: Final = "trained: full-sequence loss"
+
+
+class Span(Protocol):
+    """The fields of ``harmonia``'s message spans that masks use."""
+
+    @property
+    def message_index(self) -> int | None: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def recipient(self) -> int: ...
+    @property
+    def channel(self) -> int: ...
+    @property
+    def content_type(self) -> int: ...
+    @property
+    def message(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def stop(self) -> int: ...
+
+
+class TrainSample(NamedTuple):
+    """Token ids, which of them are trained, and why.
+
+    ``loss_mask`` has one byte per token (1: trained). ``spans`` are the
+    renderer's, one per rendered message; ``reasons[i]`` says why message ``i``
+    of the conversation is or is not trained; ``truncated`` is set when
+    ``overflow="truncate"`` cut the sample.
+    """
+
+    input_ids: list[int]
+    loss_mask: bytes
+    spans: tuple[Span, ...]
+    reasons: tuple[str, ...]
+    sample_index: int = 0
+    truncated: bool = False
+
+    @property
+    def n_trained(self) -> int:
+        return self.loss_mask.count(1)
+
+    def labels(self) -> list[int]:
+        """The ids where trained, -100 elsewhere (the Hugging Face convention)."""
+        return [
+            t if m else IGNORE_INDEX for t, m in zip(self.input_ids, self.loss_mask, strict=True)
+        ]
+
+
+def render_for_training(
+    conversation: Conversation | Sequence[Message],
+    encoding: HarmonyEncoding,
+    policy: TrainPolicy | str | None = None,
+    *,
+    weights: Sequence[float | None] | None = None,
+) -> list[TrainSample]:
+    """The training samples of one conversation under ``policy`` (a preset's name works).
+
+    ``weights`` gives one weight per message (``None``: no weight); a message of
+    weight 0 is never trained. Most policies give one sample; ``turns="expand"``
+    gives one more per turn whose reasoning the full sequence leaves out. A sample
+    longer than ``max_length`` is dropped (an empty list when it was the only one),
+    truncated or refused, as ``overflow`` says.
+
+    >>> from harmonia import load_harmony_encoding
+    >>> enc = load_harmony_encoding("HarmonyGptOss")
+    >>> conv = [
+    ...     Message.from_role_and_content(Role.USER, "2+2?"),
+    ...     Message.from_role_and_content(Role.ASSISTANT, "Easy.").with_channel("analysis"),
+    ...     Message.from_role_and_content(Role.ASSISTANT, "4").with_channel("final"),
+    ... ]
+    >>> [sample] = render_for_training(conv, enc)
+    >>> enc.decode([t for t, m in zip(sample.input_ids, sample.loss_mask) if m])
+    '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>'
+    """
+    policy = resolve_policy(policy)
+    if isinstance(conversation, Conversation):
+        messages = conversation.messages
+    else:
+        conversation = Conversation.from_messages(conversation)  # checks the items
+        messages = conversation.messages
+    if weights is not None and len(weights) != len(messages):
+        raise InputError(
+            f"got {len(weights)} weights for {len(messages)} messages: give one per message"
+        )
+    # Turns matter to the guide's rule and to every turns mode but "all".
+    needed = policy.cot == "guide" or policy.turns != "all"
+    turns: Sequence[int] = turn_ids(messages) if needed else ()
+    drop = drops(messages, policy.cot, turns)
+    samples: list[TrainSample] = []
+    expanded: set[int] = set()
+    if policy.turns == "expand" and not policy.full_sequence:
+        starts = turn_starts(turns)
+        loyal = faithful(messages, drop, turns)
+        for t, start in sorted(starts.items()):
+            members = [i for i, tt in enumerate(turns) if tt == t]
+            if all(loyal[i] or i in drop for i in members):
+                continue
+            end = members[-1] + 1
+            sub_drop = inference_drops(messages, start)
+            only = frozenset(members)
+            sample = _one(
+                encoding,
+                Conversation(messages[:end]),
+                sub_drop,
+                turns[:end],
+                policy,
+                weights,
+                only,
+                len(samples) + 1,
+            )
+            if sample is not None and 1 in sample.loss_mask:
+                samples.append(sample)
+                expanded.update(i for i in members if sample.reasons[i] == TRAINED)
+    full = _one(encoding, conversation, drop, turns, policy, weights, None, 0, expanded)
+    if full is not None:
+        samples.insert(0, full)
+    # Sample 0 is the full conversation; expanded turns follow in order.
+    return [s if s.sample_index == i else _renumber(s, i) for i, s in enumerate(samples)]
+
+
+def _renumber(sample: TrainSample, index: int) -> TrainSample:
+    return sample._replace(sample_index=index)
+
+
+def _one(
+    encoding: HarmonyEncoding,
+    conversation: Conversation,
+    drop: frozenset[int],
+    turns: Sequence[int],
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+    only: frozenset[int] | None,
+    index: int,
+    expanded: set[int] | frozenset[int] = frozenset(),
+) -> TrainSample | None:
+    messages = conversation.messages
+    rendered = encoding.render_with_spans(conversation, _KEEP_ALL, mode="conversation", drop=drop)
+    ids = rendered.ids
+    spans = rendered.spans
+    last = messages[-1] if messages else None
+    # The reference ends a conversation's last final answer with <|return|>.
+    if (
+        last is not None
+        and last.author.role is Role.ASSISTANT
+        and last.channel == "final"
+        and spans
+        and spans[-1].message_index == len(messages) - 1
+    ):
+        ids[-1] = RETURN if policy.final_end == "return" else END
+    n = len(ids)
+    if policy.full_sequence:
+        mask = bytearray(b"\x01") * n
+        reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
+    else:
+        mask = bytearray(n)
+        reasons = mask_from_spans(
+            messages, spans, ids, drop, turns, policy, weights, only, expanded, mask
+        )
+    return finish_sample(ids, mask, spans, reasons, policy, index)
+
+
+def finish_sample(
+    ids: list[int],
+    mask: bytearray,
+    spans: Sequence[Any],
+    reasons: tuple[str, ...],
+    policy: TrainPolicy,
+    index: int,
+) -> TrainSample | None:
+    """Apply ``max_length``: the sample, ``None`` (dropped), or an error."""
+    n = len(ids)
+    truncated = False
+    if policy.max_length is not None and n > policy.max_length:
+        if policy.overflow == "error":
+            raise InputError(
+                f"a sample of {n} tokens is longer than max_length={policy.max_length}: "
+                "raise max_length or choose overflow='drop' or 'truncate'"
+            )
+        if policy.overflow == "drop":
+            return None
+        del ids[policy.max_length :]
+        del mask[policy.max_length :]
+        truncated = True
+    return TrainSample(ids, bytes(mask), tuple(spans), reasons, index, truncated)
+
+
+SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
+
+
+def mask_from_spans(
+    messages: Sequence[Message],
+    spans: Sequence[SpanTuple],
+    ids: Sequence[int],
+    drop: frozenset[int],
+    turns: Sequence[int],
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+    only: frozenset[int] | None,
+    expanded: set[int] | frozenset[int],
+    mask: bytearray,
+) -> tuple[str, ...]:
+    """Set ``mask`` for the trained messages; return why each message is or is not."""
+    reasons = [DROPPED if i in drop else NOT_ASSISTANT for i in range(len(messages))]
+    loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
+    last_turn = max(turns, default=-1) if policy.turns == "last" else None
+    channels = policy.channels
+    calls_off = not policy.tool_calls
+    weighted = weights if policy.weights else None
+    assistant = Role.ASSISTANT
+    chosen: list[int] = []  # positions in spans of the messages to train
+    last_stop = -1  # the last chosen message that ends a turn (a final or a call)
+    for k, span in enumerate(spans):
+        i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
+        m = messages[i]
+        if m.author.role is not assistant:
+            continue
+        call = m.recipient is not None and m.recipient != "all"
+        if only is not None and i not in only:
+            reasons[i] = OTHER_TURN
+        elif i in expanded:
+            reasons[i] = EXPANDED
+        elif m.channel not in channels:
+            reasons[i] = CHANNEL_OFF
+        elif calls_off and call:
+            reasons[i] = CALL_OFF
+        elif weighted is not None and weighted[i] is not None and not weighted[i]:
+            reasons[i] = WEIGHT_ZERO
+        elif last_turn is not None and turns[i] != last_turn:
+            reasons[i] = NOT_LAST
+        elif loyal is not None and not loyal[i]:
+            reasons[i] = UNFAITHFUL
+        else:
+            reasons[i] = TRAINED
+            chosen.append(k)
+            if call or m.channel == "final":
+                last_stop = k
+    # Messages after the last final or call are never followed by a stop: leave them out.
+    while chosen and chosen[-1] > last_stop:
+        reasons[spans[chosen.pop()][0]] = NO_STOP  # type: ignore[index]
+    last_index = len(messages) - 1
+    inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
+    terminators, end_after_final = policy.terminators, policy.end_after_final
+    for k in chosen:
+        index, start, recipient, _, _, message, end, stop = spans[k]
+        # The model writes <|start|>assistant itself only after its own <|end|>.
+        inner = (
+            bool(k)
+            and ids[spans[k - 1][6]] == END
+            and (
+                messages[spans[k - 1][0]].author.role is assistant  # type: ignore[index]
+            )
+        )
+        trains_start = inner_start if inner else turn_start
+        body = message + 1
+        # An earlier final is closed with <|end|> in the history, a token the model
+        # never writes after a final (it writes <|return|>).
+        closes = terminators and (
+            end_after_final or index == last_index or messages[index].channel != "final"  # type: ignore[index]
+        )
+        stop_at = stop if closes else end
+        if headers:  # one run: [start or recipient, stop_at)
+            begin = start if trains_start else recipient
+            mask[begin:stop_at] = b"\x01" * (stop_at - begin)
+            continue
+        if trains_start:
+            mask[start:recipient] = b"\x01" * (recipient - start)
+        mask[body:stop_at] = b"\x01" * (stop_at - body)
+    return tuple(reasons)
+
+
+def trained_text(encoding: HarmonyEncoding, sample: TrainSample) -> Iterator[tuple[bool, str]]:
+    """The sample's text in runs of ``(trained, text)``."""
+    run: list[int] = []
+    state = None
+    for t, m in zip(sample.input_ids, sample.loss_mask, strict=True):
+        if state is not None and bool(m) != state:
+            yield state, encoding.decode(run)
+            run = []
+        state = bool(m)
+        run.append(t)
+    if state is not None:
+        yield state, encoding.decode(run)

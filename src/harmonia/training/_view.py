@@ -1,0 +1,126 @@
+"""A sample's tokens, coloured: context dim, trained tokens by channel, specials bold.
+
+Each message gets a line saying why it is, or is not, trained. The same view is
+written for a terminal (ANSI colours) and as a self-contained HTML page.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from harmonia import HarmonyEncoding, Message, Role
+
+from ._sample import TrainSample
+
+_ANSI: Final = {"analysis": "36", "commentary": "33", "final": "32", None: "35"}
+_CSS: Final = {"analysis": "#0e7490", "commentary": "#a16207", "final": "#15803d", None: "#86198f"}
+_SPECIAL_FIRST: Final = 199998  # ids from here up are harmony's special tokens
+
+
+def _runs(
+    sample: TrainSample, messages: Sequence[Message]
+) -> Iterator[tuple[bool, str | None, bool, list[int]]]:
+    """(trained, channel, special, ids) runs of the sample in order."""
+    ids, mask = sample.input_ids, sample.loss_mask
+    channel_at: list[str | None] = [None] * len(ids)
+    for span in sample.spans:
+        if span.message_index is not None:
+            channel = messages[span.message_index].channel
+            for p in range(span.start, min(span.stop, len(ids))):
+                channel_at[p] = channel
+    run: list[int] = []
+    style: tuple[bool, str | None, bool] | None = None
+    for p, token in enumerate(ids):
+        now = (bool(mask[p]), channel_at[p], token >= _SPECIAL_FIRST)
+        if style is not None and now != style:
+            yield (*style, run)
+            run = []
+        style = now
+        run.append(token)
+    if style is not None:
+        yield (*style, run)
+
+
+def describe(message: Message) -> str:
+    role = message.author.role
+    who = (message.author.name or "") if role is Role.TOOL else role.value
+    if message.channel:
+        who += f"/{message.channel}"
+    if message.recipient and message.recipient != "all":
+        who += f" to={message.recipient}"
+    return who
+
+
+def terminal_view(
+    encoding: HarmonyEncoding,
+    samples: Sequence[TrainSample],
+    messages: Sequence[Message],
+    color: bool,
+) -> str:
+    out: list[str] = []
+    for sample in samples:
+        out.append(
+            f"sample {sample.sample_index}: {len(sample.input_ids)} tokens, "
+            f"{sample.n_trained} trained" + (" (truncated)" if sample.truncated else "")
+        )
+        text: list[str] = []
+        plain: list[tuple[bool, str]] = []  # without colour, only trained or not matters
+        for trained, channel, special, run in _runs(sample, messages):
+            piece = encoding.decode(run)
+            if not color:
+                if plain and plain[-1][0] == trained:
+                    plain[-1] = (trained, plain[-1][1] + piece)
+                else:
+                    plain.append((trained, piece))
+                continue
+            codes = [_ANSI[channel] if trained else "2"]
+            if special:
+                codes.append("1")
+            text.append(f"\x1b[{';'.join(codes)}m{piece}\x1b[0m")
+        text += [f"⟦{piece}⟧" if trained else piece for trained, piece in plain]
+        out.append("".join(text))
+        for i, reason in enumerate(sample.reasons):
+            out.append(f"  [{i}] {describe(messages[i])}: {reason}")
+    return "\n".join(out) + "\n"
+
+
+def html_view(
+    encoding: HarmonyEncoding,
+    samples: Sequence[TrainSample],
+    messages: Sequence[Message],
+    title: str,
+) -> str:
+    parts = [
+        "<!doctype html><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif}pre{white-space:pre-wrap;font-size:13px}"
+        ".ctx{color:#888}.sp{font-weight:bold;border:1px solid #ccc;border-radius:3px}"
+        "</style>",
+        f"<h1>{html.escape(title)}</h1>",
+        "<p>Grey: context. Coloured: trained, by channel "
+        + " ".join(
+            f"<span style='color:{c}'>{html.escape(str(k or 'other'))}</span>"
+            for k, c in _CSS.items()
+        )
+        + ".</p>",
+    ]
+    for sample in samples:
+        parts.append(
+            f"<h2>sample {sample.sample_index}: {len(sample.input_ids)} tokens, "
+            f"{sample.n_trained} trained</h2><pre>"
+        )
+        for trained, channel, special, run in _runs(sample, messages):
+            classes = ("sp " if special else "") + ("" if trained else "ctx")
+            style = f" style='color:{_CSS[channel]}'" if trained else ""
+            parts.append(
+                f"<span class='{classes.strip()}'{style}>{html.escape(encoding.decode(run))}</span>"
+            )
+        parts.append("</pre><ul>")
+        for i, reason in enumerate(sample.reasons):
+            parts.append(
+                f"<li>[{i}] {html.escape(describe(messages[i]))}: {html.escape(reason)}</li>"
+            )
+        parts.append("</ul>")
+    return "\n".join(parts) + "\n"
