@@ -331,8 +331,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     # The apps' commands: each module adds its own and imports its extras only when run.
     from ..tools.mcp._cli import add_subcommand as add_tools_command
+    from ..training._cli import add_subcommand as add_data_command
 
     add_tools_command(sub, _HelpFormatter)
+    add_data_command(sub, _HelpFormatter)
     return parser
 
 

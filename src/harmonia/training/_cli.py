@@ -30,17 +30,40 @@ from ._view import html_view, terminal_view
 _CHUNK = 1000  # rows per render_batch call in validate and stats
 
 
-def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
+_EXAMPLES = """examples:
+  harmonia data validate chats.jsonl --rejects rejects.jsonl
+  harmonia data build chats.jsonl -o out/ --policy harmony --workers 2
+  harmonia data inspect chats.jsonl --row 3 --html row3.html
+  harmonia data pack out/ -o packed/ --seq-len 8192
+
+exit status: 0 success; 1 an input was refused or more rows were rejected than
+--max-reject-rate allows; 2 a usage error"""
+
+
+def add_subcommand(
+    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
+) -> argparse.ArgumentParser:
     """Add ``data`` and its commands to an ``argparse`` subparsers object.
 
     Each command sets ``func(args, out) -> int``, as the ``harmonia`` command expects.
     """
     data: argparse.ArgumentParser = subparsers.add_parser(
-        "data", help="training data: validate, build, stats, inspect, pack, export"
+        "data",
+        help="training data: validate, build, stats, inspect, pack, export",
+        description="Training data for gpt-oss: token ids and loss masks (docs/training.md).",
+        epilog=_EXAMPLES,
+        formatter_class=formatter_class,
     )
-    sub = data.add_subparsers(dest="data_command", required=True)
+    sub = data.add_subparsers(
+        dest="data_command", required=True, metavar="COMMAND", help="what to do"
+    )
 
-    validate = sub.add_parser("validate", help="check input rows; report problems by code")
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help, description=help, epilog=_EXAMPLES, formatter_class=formatter_class
+        )
+
+    validate = command("validate", "check input rows; report problems by code")
     _inputs(validate)
     _policy(validate)
     validate.add_argument("--rejects", metavar="FILE", help="write rejected rows (JSONL) here")
@@ -48,43 +71,71 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     _reject_rate(validate)
     validate.set_defaults(func=_validate)
 
-    build_cmd = sub.add_parser("build", help="render inputs to Parquet shards with loss masks")
+    build_cmd = command("build", "render inputs to Parquet shards with loss masks")
     _inputs(build_cmd)
     _policy(build_cmd)
-    build_cmd.add_argument("-o", "--output", required=True, metavar="DIR")
-    build_cmd.add_argument("--columns", choices=PROFILES, default="canonical", dest="profile")
-    build_cmd.add_argument("--workers", type=int, default=1)
-    build_cmd.add_argument("--shard-rows", type=int, default=BuildOptions.shard_rows)
-    build_cmd.add_argument("--compression", default=BuildOptions.compression)
+    build_cmd.add_argument(
+        "-o", "--output", required=True, metavar="DIR", help="the build directory to write"
+    )
+    build_cmd.add_argument(
+        "--columns",
+        choices=PROFILES,
+        default="canonical",
+        dest="profile",
+        help="column profile: canonical (input_ids, loss_mask), trl, hf (labels with -100)",
+    )
+    build_cmd.add_argument("--workers", type=int, default=1, help="worker processes")
+    build_cmd.add_argument(
+        "--shard-rows", type=int, default=BuildOptions.shard_rows, help="input rows per shard"
+    )
+    build_cmd.add_argument(
+        "--compression", default=BuildOptions.compression, help="Parquet compression codec"
+    )
     build_cmd.add_argument("--resume", action="store_true", help="continue an interrupted build")
-    build_cmd.add_argument("--progress", choices=("auto", "lines", "none"), default="auto")
+    build_cmd.add_argument(
+        "--progress",
+        choices=("auto", "lines", "none"),
+        default="auto",
+        help="progress on stderr: auto redraws a line on a terminal, plain lines otherwise",
+    )
     _reject_rate(build_cmd)
     build_cmd.set_defaults(func=_build)
 
-    stats = sub.add_parser("stats", help="statistics of a build directory or of inputs")
-    stats.add_argument("paths", nargs="+", metavar="OUT/|IN.jsonl")
+    stats = command("stats", "statistics of a build directory or of inputs")
+    stats.add_argument(
+        "paths", nargs="+", metavar="OUT/|IN.jsonl", help="a build directory or input files"
+    )
     stats.add_argument("--json", action="store_true", help="print JSON")
     _input_format(stats)
     _policy(stats)
     stats.set_defaults(func=_stats)
 
-    pack_cmd = sub.add_parser("pack", help="pack a build's samples into rows of --seq-len tokens")
-    pack_cmd.add_argument("build", metavar="OUT/")
-    pack_cmd.add_argument("-o", "--output", required=True, metavar="PACKED/")
-    pack_cmd.add_argument("--seq-len", type=int, required=True)
+    pack_cmd = command("pack", "pack a build's samples into rows of --seq-len tokens")
+    pack_cmd.add_argument("build", metavar="OUT/", help="a build directory")
+    pack_cmd.add_argument(
+        "-o", "--output", required=True, metavar="PACKED/", help="the directory to write"
+    )
+    pack_cmd.add_argument("--seq-len", type=int, required=True, help="tokens per packed row")
     pack_cmd.set_defaults(func=_pack)
 
-    export = sub.add_parser("export", help="a build as flat memory-mapped files")
-    export.add_argument("build", metavar="OUT/")
-    export.add_argument("-o", "--output", required=True, metavar="DIR")
-    export.add_argument("--to", choices=("memmap",), default="memmap")
+    export = command("export", "a build as flat memory-mapped files")
+    export.add_argument("build", metavar="OUT/", help="a build directory")
+    export.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
+    export.add_argument(
+        "--to", choices=("memmap",), default="memmap", help="memmap: uint32 ids, uint8 mask"
+    )
     export.set_defaults(func=_export)
 
-    inspect = sub.add_parser("inspect", help="one row's tokens: context and trained, and why")
-    inspect.add_argument("input", metavar="IN.jsonl")
+    inspect = command("inspect", "one row's tokens: context and trained, and why")
+    inspect.add_argument("input", metavar="IN.jsonl", help="the input file")
     inspect.add_argument("--row", type=int, required=True, help="the line number (from 1)")
     inspect.add_argument("--html", metavar="OUT.html", help="also write an HTML page")
-    inspect.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    inspect.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the terminal view (auto: when stdout is a terminal)",
+    )
     _input_format(inspect)
     _policy(inspect)
     inspect.set_defaults(func=_inspect)
@@ -114,11 +165,21 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 
 
 def _input_format(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=INPUT_FORMATS, default="auto")
+    parser.add_argument(
+        "--format",
+        choices=INPUT_FORMATS,
+        default="auto",
+        help="input format; auto detects it from the first rows and says what it chose",
+    )
     parser.add_argument(
         "--date", default=None, help="the system date line: YYYY-MM-DD or from-row (default: none)"
     )
-    parser.add_argument("--reasoning-effort", choices=("low", "medium", "high"), default=None)
+    parser.add_argument(
+        "--reasoning-effort",
+        choices=("low", "medium", "high"),
+        default=None,
+        help="the system message's reasoning effort (default: the row's, else medium)",
+    )
     parser.add_argument(
         "--dialect",
         choices=DIALECTS,
@@ -134,19 +195,33 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
 
 
 def _inputs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="IN.jsonl")
+    parser.add_argument("inputs", nargs="+", metavar="IN.jsonl", help="JSONL input files")
     _input_format(parser)
 
 
 def _policy(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", choices=tuple(PRESETS), default="harmony")
-    parser.add_argument("--turns", choices=TURNS_MODES, default=None)
-    parser.add_argument("--cot", choices=COT_RULES, default=None)
+    parser.add_argument(
+        "--policy",
+        choices=tuple(PRESETS),
+        default="harmony",
+        help="the preset the options below change (docs/training.md compares them)",
+    )
+    parser.add_argument("--turns", choices=TURNS_MODES, default=None, help="which turns train")
+    parser.add_argument("--cot", choices=COT_RULES, default=None, help="the reasoning rule")
     parser.add_argument("--channels", default=None, help="trained channels, comma-separated")
-    parser.add_argument("--final-end", choices=FINAL_ENDS, default=None)
-    parser.add_argument("--max-length", type=int, default=None)
-    parser.add_argument("--overflow", choices=OVERFLOWS, default=None)
-    parser.add_argument("--full-sequence", action="store_true", default=None)
+    parser.add_argument(
+        "--final-end", choices=FINAL_ENDS, default=None, help="how the last final answer ends"
+    )
+    parser.add_argument("--max-length", type=int, default=None, help="tokens per sample")
+    parser.add_argument(
+        "--overflow", choices=OVERFLOWS, default=None, help="what to do past --max-length"
+    )
+    parser.add_argument(
+        "--full-sequence",
+        action="store_true",
+        default=None,
+        help="train every token (system, developer, user and tool messages too)",
+    )
 
 
 def _reject_rate(parser: argparse.ArgumentParser) -> None:
