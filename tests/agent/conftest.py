@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +93,43 @@ class Spy:
 @pytest.fixture
 def spy() -> Callable[[Any], Spy]:
     return Spy
+
+
+#: The real gpt-oss vocabulary size (logits per step).
+GPT_OSS_VOCAB = 201_088
+
+
+@pytest.fixture(scope="session")
+def random_gptoss() -> Iterator[Any]:
+    """A randomly initialised gpt-oss: real vocabulary, 2 layers, hidden 64, 4 experts.
+
+    Torch runs on one thread while it is in use: on this shared 2-core machine, two
+    threads fighting over a model this small make each step 5 to 30 times slower.
+    """
+    torch = pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is not installed (harmonia[transformers])"
+    )
+    torch.manual_seed(0)
+    config = transformers.GptOssConfig(
+        vocab_size=GPT_OSS_VOCAB,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        pad_token_id=199_999,
+        eos_token_id=200_002,
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield transformers.GptOssForCausalLM(config).eval()
+    finally:
+        torch.set_num_threads(threads)
