@@ -119,14 +119,10 @@ def test_random_sampling_under_the_mask_never_breaks_the_loop(
         parsed = enc.parse_messages_from_completion_tokens(rendered, None)
         new = parsed[len(chat.messages) :]
         assert [m.to_dict() for m in new] == [m.to_dict() for m in result.messages]
-        assert (
-            enc.render_conversation(Conversation.from_messages(parsed), KEEP_ALL) == rendered
-        )
+        assert enc.render_conversation(Conversation.from_messages(parsed), KEEP_ALL) == rendered
     # Every built-in call the model made reached its runtime.
     assert builtin_calls == {"browser": len(browser.calls), "python": len(python.calls)}
     reasons = {r.stop_reason for r in results}
-    print("stop reasons:", sorted(r.value for r in reasons), "built-in calls:", builtin_calls)
-    print("tokens", sum(r.usage.completion_tokens for r in results), "steps", sum(r.steps for r in results))
     assert reasons & {StopReason.FINAL, StopReason.TOOL_CALLS}, "some runs must end by themselves"
     assert sum(builtin_calls.values()) > 0, "with tools declared, some runs must call one"
     assert all(r.messages[-1].author.role is not Role.SYSTEM for r in results if r.messages)

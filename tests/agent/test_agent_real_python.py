@@ -26,8 +26,7 @@ def test_browser_then_sandboxed_python_then_answer(turns: Any, corpus: Path) -> 
     box = Toolbox([browser, python])
     scripts = [
         turns(
-            "<|channel|>analysis to=browser.search code<|message|>"
-            '{"query": "lunar day"}<|call|>'
+            '<|channel|>analysis to=browser.search code<|message|>{"query": "lunar day"}<|call|>'
         ),
         turns(
             "<|channel|>analysis to=python code<|message|>"
