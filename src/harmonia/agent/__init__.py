@@ -7,6 +7,7 @@ and a :class:`harmonia.tools.Toolbox`, async (:meth:`Agent.run`) or blocking
 """
 
 from ._agent import Agent, AgentRun, ToolCallback
+from ._chat_ui import TerminalView, use_color
 from ._conversation import new_conversation
 from ._events import (
     AgentEvent,
@@ -67,10 +68,12 @@ __all__ = [
     "State",
     "Step",
     "StopReason",
+    "TerminalView",
     "TokensSampled",
     "ToolCallStarted",
     "ToolCallback",
     "ToolResult",
     "ToolResultReceived",
     "new_conversation",
+    "use_color",
 ]
