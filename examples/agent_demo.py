@@ -52,17 +52,18 @@ def scripted_model(enc: Any, with_python: bool) -> ScriptedEngine:
     """The model's side of the turn; the last step reads the python result from its prompt."""
     steps = [SEARCH, OPEN, PYTHON] if with_python else [SEARCH, OPEN]
 
+    replayed = 0
+
     def next_completion(prompt: tuple[int, ...]) -> Script:
-        done = next_completion.calls  # type: ignore[attr-defined]
-        next_completion.calls += 1  # type: ignore[attr-defined]
-        if done < len(steps):
-            text = steps[done]
+        nonlocal replayed
+        replayed += 1
+        if replayed <= len(steps):
+            text = steps[replayed - 1]
         else:
             text = ANSWER.format(**final_words(enc.decode(list(prompt)), with_python))
         # Paced like a fast model, so the stream is visible.
         return Script(tuple(enc.encode(text, allowed_special="all")), delay=0.004)
 
-    next_completion.calls = 0  # type: ignore[attr-defined]
     return ScriptedEngine(next_completion)
 
 

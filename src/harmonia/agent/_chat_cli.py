@@ -61,7 +61,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     engine.add_argument("--model", help="vllm: the served model's name; transformers: its folder")
     engine.add_argument("--device", default="cpu", help="transformers: cpu, cuda, ...")
-    engine.add_argument("--dtype", default="bfloat16", help="transformers: float32, bfloat16, ...")
+    engine.add_argument("--dtype", help="transformers: float32, bfloat16, ... (default: float32)")
     engine.add_argument("--script", help="scripted: a JSON list of completions to replay")
     engine.add_argument(
         "--constrain", action="store_true", help="constrain sampling to valid harmony turns"

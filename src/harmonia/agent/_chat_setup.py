@@ -37,7 +37,7 @@ def build_engine(args: argparse.Namespace, enc: HarmonyEncoding) -> tuple[Engine
         from harmonia.engines.transformers import TransformersEngine
 
         engine = TransformersEngine.from_pretrained(
-            args.model, device=args.device, dtype=args.dtype
+            args.model, device=args.device, dtype=args.dtype or "float32"
         )
         return engine, f"transformers engine: {args.model} on {args.device}"
     url = args.url or DEFAULT_URLS[kind]
