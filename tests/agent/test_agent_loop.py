@@ -448,3 +448,15 @@ def test_run_sync_refuses_a_running_loop_and_reports_events() -> None:
             agent.run_sync(new_conversation("?"))
 
     asyncio.run(main())
+
+
+def test_an_engine_that_refuses_the_request_ends_the_run_with_its_error() -> None:
+    from harmonia.engines import UnsupportedConstraintError
+
+    class Refusing(ScriptedEngine):
+        def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Any:
+            raise UnsupportedConstraintError("refusing: no grammar support", engine="refusing")
+
+    result = Agent(Refusing([])).run_sync(new_conversation("?"))
+    assert result.stop_reason is StopReason.ERROR
+    assert isinstance(result.error, UnsupportedConstraintError) and result.steps == 1

@@ -272,6 +272,9 @@ class AgentRun:
         except asyncio.CancelledError:
             if self._stop is None:
                 raise  # someone else cancelled us: not ours to swallow
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
+                task.uncancel()  # our own cancel, handled: the task goes on to its result
             step = machine.send(Cancel(self._stop))
             self._emit(step)
             assert isinstance(step.action, Finished)
@@ -282,9 +285,14 @@ class AgentRun:
 
     async def _sample(self, action: Sample) -> Step:
         machine = self._machine
-        generation = self._agent.engine.generate(
-            action.prompt, action.params, constraint=action.constraint
-        )
+        try:
+            generation = self._agent.engine.generate(
+                action.prompt, action.params, constraint=action.constraint
+            )
+        except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
+            return machine.send(
+                GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
+            )
         async with generation:  # leaving early (an error, a cancel) stops the engine
             try:
                 async for ids in generation:
