@@ -210,3 +210,30 @@ def test_ctrl_c_stops_the_answer_not_the_chat(tmp_path: Path, terminal: Any) -> 
     term.expect(r"answer: Still here\.")
     term.type("\x04")  # Ctrl-D leaves
     assert term.wait() == 0
+
+
+def test_functions_from_a_python_file(tmp_path: Path) -> None:
+    module = tmp_path / "mytools.py"
+    module.write_text(
+        "from harmonia.tools import function_tool\n\n\n"
+        "@function_tool\n"
+        "def add(a: int, b: int) -> int:\n"
+        '    """Adds two numbers."""\n'
+        "    return a + b\n",
+        encoding="utf-8",
+    )
+    call = (
+        "<|channel|>commentary to=functions.add <|constrain|>json"
+        '<|message|>{"a": 2, "b": 40}<|call|>'
+    )
+    script = _script(tmp_path, [call, "<|channel|>final<|message|>42<|return|>"])
+    out = io.StringIO()
+    argv = ["--engine", "scripted", "--script", script, "--functions", str(module)]
+    assert main([*argv, "--prompt", "2 + 40?", "--json"], stdout=out) == 0
+    data = json.loads(out.getvalue())
+    reply = data["messages"][1]
+    assert (reply["name"], reply["content"][0]["text"]) == ("functions.add", "42")
+    # The function is declared in the developer message the model read.
+    developer = data["conversation"]["messages"][1]
+    tools = developer["content"][0]["tools"]["functions"]["tools"]
+    assert developer["role"] == "developer" and [t["name"] for t in tools] == ["add"]
