@@ -107,3 +107,8 @@ def test_the_callers_conversation_is_never_changed(enc: HarmonyEncoding, turns: 
     result = loop.send(GenerationFinished(Finish(FinishReason.STOP, 200002))).action
     assert isinstance(result, Finished) and result.result.answer == "yo"
     assert chat.to_dict() == before and len(result.result.conversation.messages) == 3
+
+
+def test_an_unknown_cot_policy_is_refused_at_once(enc: HarmonyEncoding) -> None:
+    with pytest.raises(InputError, match="unknown cot_policy 'forget'.*guide"):
+        AgentLoop(enc, new_conversation("?"), cot_policy="forget")

@@ -52,9 +52,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Any, Final, cast
 
 from harmonia import (
+    COT_POLICIES,
     Author,
     ContentDelta,
     Conversation,
@@ -216,9 +217,14 @@ class AgentLoop:
         self._params = params or SamplingParams()
         self._limits = limits or AgentLimits()
         self._constraint = constraint
-        self._config = RenderConversationConfig(cot_policy=cot_policy)  # type: ignore[arg-type]
-        # stop_tokens_for_assistant_actions() is sorted: <|return|>, then <|call|>.
-        self._return_id, self._call_id = sorted(encoding.stop_tokens_for_assistant_actions())
+        if cot_policy not in COT_POLICIES:  # refused now rather than at the first render
+            raise InputError(
+                f"AgentLoop: unknown cot_policy {cot_policy!r}; choose one of "
+                f"{', '.join(COT_POLICIES)}"
+            )
+        self._config = RenderConversationConfig(cot_policy=cast(Any, cot_policy))
+        # <|call|> ends a step that calls a tool; <|return|> (the other one) ends the turn.
+        self._call_id = max(encoding.stop_tokens_for_assistant_actions())
         self._state = State.IDLE
         self._events: list[AgentEvent] = []
         self._action: Action | None = None
