@@ -1,0 +1,79 @@
+"""An agent loop for gpt-oss: sample, parse, run tools, repeat until the answer.
+
+:class:`AgentLoop` is the sans-IO state machine (given what happened, what to
+do next); :class:`Agent` drives it over any :mod:`harmonia.engines` engine
+and a :class:`harmonia.tools.Toolbox`, async (:meth:`Agent.run`) or blocking
+(:meth:`Agent.run_sync`). See ``docs/agent.md``.
+"""
+
+from ._agent import Agent, AgentRun, ToolCallback
+from ._chat_ui import TerminalView, use_color
+from ._conversation import new_conversation
+from ._events import (
+    AgentEvent,
+    AgentResult,
+    Done,
+    FinalDelta,
+    MessageCompleted,
+    PreambleDelta,
+    ReasoningDelta,
+    StopReason,
+    ToolCallStarted,
+    ToolResultReceived,
+)
+from ._limits import DEFAULT_MAX_SECONDS, DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, AgentLimits
+from ._loop import (
+    DEFAULT_COT_POLICY,
+    Action,
+    AgentLoop,
+    Cancel,
+    ConstraintFactory,
+    Finished,
+    GenerationFinished,
+    Input,
+    RunTool,
+    Sample,
+    Start,
+    State,
+    Step,
+    TokensSampled,
+    ToolResult,
+)
+
+__all__ = [
+    "DEFAULT_COT_POLICY",
+    "DEFAULT_MAX_SECONDS",
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_MAX_TOKENS",
+    "Action",
+    "Agent",
+    "AgentEvent",
+    "AgentLimits",
+    "AgentLoop",
+    "AgentResult",
+    "AgentRun",
+    "Cancel",
+    "ConstraintFactory",
+    "Done",
+    "FinalDelta",
+    "Finished",
+    "GenerationFinished",
+    "Input",
+    "MessageCompleted",
+    "PreambleDelta",
+    "ReasoningDelta",
+    "RunTool",
+    "Sample",
+    "Start",
+    "State",
+    "Step",
+    "StopReason",
+    "TerminalView",
+    "TokensSampled",
+    "ToolCallStarted",
+    "ToolCallback",
+    "ToolResult",
+    "ToolResultReceived",
+    "new_conversation",
+    "use_color",
+]

@@ -1,0 +1,322 @@
+"""The drivers: :class:`AgentLoop` run against a real engine and real tools.
+
+The engine is driven only through the :class:`~harmonia.engines.Engine`
+protocol and the tools only through a :class:`~harmonia.tools.Toolbox`; all
+decisions are the loop's. :meth:`Agent.run` is the async driver (an async
+iterator of events, then the result); :meth:`Agent.run_sync` the blocking one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+
+from harmonia import (
+    Author,
+    Conversation,
+    EngineError,
+    HarmonyEncoding,
+    HarmonyEncodingName,
+    HarmonyError,
+    InputError,
+    Message,
+    Role,
+    TextContent,
+    load_harmony_encoding,
+)
+from harmonia.engines import Constraint, Engine, Finish, FinishReason, SamplingParams
+from harmonia.tools import Toolbox
+
+from ._events import AgentEvent, AgentResult, Done, StopReason
+from ._limits import AgentLimits
+from ._loop import (
+    DEFAULT_COT_POLICY,
+    AgentLoop,
+    Cancel,
+    ConstraintFactory,
+    Finished,
+    GenerationFinished,
+    RunTool,
+    Sample,
+    Start,
+    Step,
+    TokensSampled,
+    ToolResult,
+)
+
+logger = logging.getLogger("harmonia.agent")
+
+ToolCallback = Callable[[Message], Message | str | Awaitable[Message | str | None] | None]
+"""Answers a call no runtime in the toolbox owns: a reply, its text, or ``None`` (return it)."""
+
+
+class Agent:
+    """Runs gpt-oss turns with tools: sample, parse, call tools, repeat until an answer.
+
+    * ``engine``: any :class:`~harmonia.engines.Engine`;
+    * ``toolbox``: the runtimes that answer calls (``None``: every call goes to
+      ``on_tool_call`` or back to the caller);
+    * ``params``: sampling for every step (``max_tokens`` is lowered to what
+      the run has left);
+    * ``limits``: :class:`AgentLimits`;
+    * ``constraint``: ``True`` constrains every step to the harmony turn that
+      continues the conversation (``Constraint.from_conversation``), or a
+      function from the conversation to a ``Constraint``;
+    * ``on_tool_call``: answers the calls no runtime owns (sync or async);
+      returning ``None`` hands the call back (``StopReason.TOOL_CALLS``).
+
+    Declaring the tools in the system and developer messages is the
+    conversation's business: :func:`~harmonia.agent.new_conversation` writes
+    them from a toolbox.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        toolbox: Toolbox | None = None,
+        *,
+        encoding: HarmonyEncoding | None = None,
+        params: SamplingParams | None = None,
+        limits: AgentLimits | None = None,
+        constraint: bool | ConstraintFactory = False,
+        on_tool_call: ToolCallback | None = None,
+        cot_policy: str = DEFAULT_COT_POLICY,
+    ) -> None:
+        self.engine = engine
+        self.toolbox = toolbox
+        self.encoding = encoding or load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+        self.params = params or SamplingParams()
+        self.limits = limits or AgentLimits()
+        if constraint is True:
+            self.constraint: ConstraintFactory | None = Constraint.from_conversation
+        elif constraint is False:
+            self.constraint = None
+        else:
+            self.constraint = constraint
+        self.on_tool_call = on_tool_call
+        self.cot_policy = cot_policy
+
+    def loop(self, conversation: Conversation) -> AgentLoop:
+        """A fresh state machine for one run over ``conversation``."""
+        return AgentLoop(
+            self.encoding,
+            conversation,
+            params=self.params,
+            limits=self.limits,
+            constraint=self.constraint,
+            cot_policy=self.cot_policy,
+        )
+
+    def run(self, conversation: Conversation) -> AgentRun:
+        """Start a run (lazily, on first use): iterate its events, or await its result."""
+        return AgentRun(self, conversation)
+
+    def run_sync(
+        self,
+        conversation: Conversation,
+        *,
+        on_event: Callable[[AgentEvent], None] | None = None,
+    ) -> AgentResult:
+        """Run to the end from blocking code; ``on_event`` sees every event as it happens.
+
+        Not for use inside a running event loop (``await agent.run(...).result()`` there).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise InputError(
+                "Agent.run_sync was called inside a running event loop; "
+                "use `await agent.run(conversation).result()` there"
+            )
+
+        async def main() -> AgentResult:
+            run = self.run(conversation)
+            async for event in run:
+                if on_event is not None:
+                    on_event(event)
+            return await run.result()
+
+        return asyncio.run(main())
+
+    async def aclose(self) -> None:
+        """Close the engine and the toolbox."""
+        await self.engine.aclose()
+        if self.toolbox is not None:
+            await self.toolbox.aclose()
+
+    # -- what the driver does for each action -------------------------------------------
+
+    async def _call_tool(self, call: Message) -> Message | None:
+        if self.toolbox is not None:
+            reply = await self.toolbox.dispatch(call)
+            if reply is not None:
+                return reply
+        if self.on_tool_call is None:
+            return None
+        try:
+            answer = self.on_tool_call(call)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except Exception as exc:
+            # A failing callback is the tool's failure: the model reads it, the loop goes on.
+            logger.warning("on_tool_call failed for %s", call.recipient, exc_info=True)
+            answer = f"Error: {call.recipient} failed: {type(exc).__name__}: {exc}"
+        if answer is None or isinstance(answer, Message):
+            return answer
+        return _reply(call, str(answer))
+
+
+class AgentRun:
+    """One run: ``async for event in run`` shows it happen; ``await run.result()`` ends it.
+
+    The run starts on first use. ``cancel()`` stops it at once (the generation
+    or the tool call in flight is cancelled) and the run ends with
+    ``StopReason.CANCELLED``; ``async with agent.run(...) as run:`` cancels on
+    the way out.
+    """
+
+    def __init__(self, agent: Agent, conversation: Conversation) -> None:
+        self._agent = agent
+        self._machine = agent.loop(conversation)
+        self._queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
+        self._task: asyncio.Task[AgentResult] | None = None
+        self._stop: StopReason | None = None  # why we cancelled our own task
+        self._ended = False
+
+    @property
+    def loop(self) -> AgentLoop:
+        """The state machine behind this run."""
+        return self._machine
+
+    def _ensure_started(self) -> asyncio.Task[AgentResult]:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drive())
+        return self._task
+
+    def cancel(self, reason: StopReason = StopReason.CANCELLED) -> None:
+        """Stop the run; it ends with ``reason``. Safe to call from a signal handler."""
+        task = self._ensure_started()
+        if self._stop is None and not task.done():
+            self._stop = reason
+            task.cancel()
+
+    async def result(self) -> AgentResult:
+        """Wait for the end and return the result."""
+        return await asyncio.shield(self._ensure_started())
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[AgentEvent]:
+        task = self._ensure_started()
+        while not self._ended:
+            getter = asyncio.ensure_future(self._queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                if self._queue.empty():
+                    task.result()  # the driver failed: raise its error here
+                    return
+                continue
+            event = getter.result()
+            if isinstance(event, Done):
+                self._ended = True
+            yield event
+
+    async def __aenter__(self) -> AgentRun:
+        self._ensure_started()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cancel()
+        await self.result()
+
+    # -- the driver ------------------------------------------------------------------
+
+    def _emit(self, step: Step) -> None:
+        for event in step.events:
+            self._queue.put_nowait(event)
+
+    async def _drive(self) -> AgentResult:
+        machine = self._machine
+        seconds = machine.limits.max_seconds
+        timer = (
+            asyncio.get_running_loop().call_later(seconds, self.cancel, StopReason.MAX_SECONDS)
+            if seconds is not None
+            else None
+        )
+        try:
+            step = machine.send(Start())
+            while True:
+                self._emit(step)
+                action = step.action
+                if isinstance(action, Finished):
+                    return action.result
+                if isinstance(action, RunTool):
+                    reply = await self._agent._call_tool(action.call)
+                    step = machine.send(ToolResult(reply))
+                else:
+                    # Between inputs the loop always asks for something: here, a generation.
+                    assert isinstance(action, Sample), step
+                    step = await self._sample(action)
+        except asyncio.CancelledError:
+            if self._stop is None:
+                raise  # someone else cancelled us: not ours to swallow
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
+                task.uncancel()  # our own cancel, handled: the task goes on to its result
+            step = machine.send(Cancel(self._stop))
+            self._emit(step)
+            assert isinstance(step.action, Finished)
+            return step.action.result
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def _sample(self, action: Sample) -> Step:
+        machine = self._machine
+        try:
+            generation = self._agent.engine.generate(
+                action.prompt, action.params, constraint=action.constraint
+            )
+        except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
+            return machine.send(
+                GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
+            )
+        async with generation:  # leaving early (an error, a cancel) stops the engine
+            try:
+                async for ids in generation:
+                    step = machine.send(TokensSampled(tuple(ids)))
+                    if isinstance(step.action, Finished):
+                        return step  # the model wrote something that is not harmony
+                    self._emit(step)
+            except EngineError as exc:
+                return machine.send(
+                    GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
+                )
+            except HarmonyError as exc:  # pragma: no cover - engines raise EngineError
+                return machine.send(
+                    GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
+                )
+        finish = generation.finish or Finish(FinishReason.CANCELLED)
+        return machine.send(GenerationFinished(finish))
+
+
+def _reply(call: Message, text: str) -> Message:
+    """A tool reply to ``call`` written by the caller's callback."""
+    return Message(
+        author=Author(Role.TOOL, call.recipient),
+        content=[TextContent(text)],
+        channel=call.channel,
+        recipient="assistant",
+    )

@@ -1,0 +1,231 @@
+"""``harmonia chat``: a terminal chat with gpt-oss over any engine, with tools.
+
+:func:`add_subcommand` registers ``chat`` on the ``harmonia`` command's
+subparsers (its handler takes ``(args, out)`` and returns the exit status);
+:func:`main` runs it alone (``python -m harmonia.agent``). Exit status: 0 when
+the last run ended in an answer (or the session was left), 1 when harmonia
+refused the input or a run failed, 2 for a usage or file error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from harmonia import (
+    Conversation,
+    HarmonyEncodingName,
+    HarmonyError,
+    Message,
+    Role,
+    load_harmony_encoding,
+)
+from harmonia.engines import SamplingParams
+
+from ._agent import Agent
+from ._chat_setup import DEFAULT_URLS, ENGINES, build_engine, build_toolbox
+from ._chat_ui import TerminalView, use_color
+from ._conversation import new_conversation
+from ._events import AgentResult, StopReason
+from ._limits import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, AgentLimits
+
+_EXIT_WORDS = ("/exit", "/quit")
+
+
+def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``chat`` to an ``argparse`` subparsers object (``parser.add_subparsers()``)."""
+    chat: argparse.ArgumentParser = subparsers.add_parser(
+        "chat",
+        help="chat with gpt-oss in the terminal, with tools",
+        description="Chat with gpt-oss over an engine; tools run locally as the model calls them.",
+    )
+    _arguments(chat)
+    chat.set_defaults(func=_cmd_chat)
+    return chat
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    engine = p.add_argument_group("engine")
+    engine.add_argument("--engine", choices=ENGINES, required=True)
+    engine.add_argument(
+        "--url",
+        help=(
+            f"server address (vllm: {DEFAULT_URLS['vllm']}, llama.cpp: {DEFAULT_URLS['llama.cpp']})"
+        ),
+    )
+    engine.add_argument("--model", help="vllm: the served model's name; transformers: its folder")
+    engine.add_argument("--device", default="cpu", help="transformers: cpu, cuda, ...")
+    engine.add_argument("--dtype", help="transformers: float32, bfloat16, ... (default: float32)")
+    engine.add_argument("--script", help="scripted: a JSON list of completions to replay")
+    engine.add_argument(
+        "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
+    )
+    tools = p.add_argument_group("tools")
+    tools.add_argument("--browser", metavar="DIR|exa", help="a local corpus folder, or exa (web)")
+    tools.add_argument("--python", action="store_true", help="the sandboxed python tool")
+    tools.add_argument("--functions", metavar="MODULE", help="@function_tool functions to offer")
+    talk = p.add_argument_group("conversation")
+    talk.add_argument("--prompt", help="one message, one answer, then exit")
+    talk.add_argument("--json", action="store_true", help="with --prompt: print the run as JSON")
+    talk.add_argument("--instructions", help="developer instructions")
+    talk.add_argument("--reasoning-effort", choices=("low", "medium", "high"))
+    talk.add_argument("--reasoning", choices=("show", "hide"), default="show")
+    talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
+    talk.add_argument("--save", metavar="FILE", help="save the conversation after each answer")
+    talk.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    limits = p.add_argument_group("limits")
+    limits.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
+    limits.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
+    limits.add_argument("--temperature", type=float, default=SamplingParams().temperature)
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
+    """Run ``harmonia chat`` with ``argv``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="harmonia chat", description="Chat with gpt-oss.")
+    _arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error (already printed)
+        return int(exc.code or 0)
+    return _cmd_chat(args, stdout if stdout is not None else sys.stdout)
+
+
+def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
+    if args.json and not args.prompt:
+        print("harmonia chat: --json needs --prompt (one message, one answer)", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_session(args, out))
+    except HarmonyError as exc:
+        print(f"harmonia chat: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"harmonia chat: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat
+        print(file=out)
+        return 0
+
+
+async def _session(args: argparse.Namespace, out: TextIO) -> int:
+    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    box, browser = build_toolbox(args)
+    engine, banner = build_engine(args, enc)
+    agent = Agent(
+        engine,
+        box,
+        encoding=enc,
+        params=SamplingParams(temperature=args.temperature),
+        limits=AgentLimits(max_steps=args.max_steps, max_tokens=args.max_tokens),
+        constraint=args.constrain,
+    )
+    if args.load:
+        conversation = Conversation.from_json(Path(args.load).read_text(encoding="utf-8"))
+    else:
+        conversation = new_conversation(
+            toolbox=box, instructions=args.instructions, reasoning_effort=args.reasoning_effort
+        )
+    view = TerminalView(
+        out,
+        color=use_color(out, args.color),
+        show_reasoning=args.reasoning == "show",
+        citations=browser,
+    )
+    try:
+        if args.prompt is not None:
+            conversation = _with_user(conversation, args.prompt)
+            if not args.json:
+                out.write(view_banner(view, banner))
+            result = await _turn(agent, conversation, None if args.json else view)
+            _save(args, result.conversation)
+            if args.json:
+                out.write(json.dumps(_as_json(result), ensure_ascii=False, indent=2) + "\n")
+            return 0 if result.stop_reason in (StopReason.FINAL, StopReason.TOOL_CALLS) else 1
+        out.write(view_banner(view, banner))
+        out.write("Ctrl-C stops an answer; /exit or Ctrl-D leaves.\n")
+        out.flush()
+        while True:
+            line = await _read_line("> ")
+            if line is None or line.strip() in _EXIT_WORDS:
+                return 0
+            if not line.strip():
+                continue
+            result = await _turn(agent, _with_user(conversation, line), view)
+            conversation = result.conversation
+            _save(args, conversation)
+    finally:
+        await agent.aclose()
+
+
+async def _turn(agent: Agent, conversation: Conversation, view: TerminalView | None) -> AgentResult:
+    """One run; Ctrl-C (SIGINT) cancels it and the chat goes on."""
+    run = agent.run(conversation)
+    loop = asyncio.get_running_loop()
+    handled = _on_sigint(loop, run.cancel)
+    try:
+        async for event in run:
+            if view is not None:
+                view.show(event)
+        return await run.result()
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def _on_sigint(loop: asyncio.AbstractEventLoop, callback: Any) -> bool:
+    try:
+        loop.add_signal_handler(signal.SIGINT, callback)
+    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
+        return False
+    return True
+
+
+async def _read_line(prompt: str) -> str | None:
+    """A line from standard input (off the event loop), or ``None`` at end of input."""
+
+    def read() -> str | None:
+        try:
+            return input(prompt)
+        except EOFError:
+            return None
+
+    return await asyncio.get_running_loop().run_in_executor(None, read)
+
+
+def _with_user(conversation: Conversation, text: str) -> Conversation:
+    user = Message.from_role_and_content(Role.USER, text)
+    return Conversation.from_messages([*conversation.messages, user])
+
+
+def _save(args: argparse.Namespace, conversation: Conversation) -> None:
+    if args.save:
+        Path(args.save).write_text(conversation.to_json() + "\n", encoding="utf-8")
+
+
+def view_banner(view: TerminalView, banner: str) -> str:
+    """The engine line, dimmed like reasoning when colour is on."""
+    return (f"\x1b[2m{banner}\x1b[0m" if view.color else banner) + "\n"
+
+
+def _as_json(result: AgentResult) -> dict[str, Any]:
+    """What ``--json`` prints: the run's messages, its answer, why it stopped, the usage."""
+    return {
+        "answer": result.answer,
+        "stop_reason": result.stop_reason.value,
+        "usage": {
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "total_tokens": result.usage.prompt_tokens + result.usage.completion_tokens,
+        },
+        "steps": result.steps,
+        "messages": [m.to_dict() for m in result.messages],
+        "tool_calls": [m.to_dict() for m in result.tool_calls],
+        "error": None if result.error is None else str(result.error),
+        "conversation": result.conversation.to_dict(),
+    }

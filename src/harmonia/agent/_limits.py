@@ -1,0 +1,49 @@
+"""The limits of one agent run, with their defaults (the only place they live)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harmonia import InputError
+
+#: Generations (model steps) per run: a tool-using turn rarely needs more.
+DEFAULT_MAX_STEPS = 16
+#: Completion tokens per run, over all its steps.
+DEFAULT_MAX_TOKENS = 32_768
+#: Wall-clock seconds per run, tool calls included.
+DEFAULT_MAX_SECONDS = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLimits:
+    """When a run stops even though the model has not answered.
+
+    * ``max_steps``: generations, one per model step (a step ends at a tool
+      call or at the answer);
+    * ``max_tokens``: completion tokens summed over the steps (each step's
+      ``SamplingParams.max_tokens`` is lowered to what is left);
+    * ``max_seconds``: wall time from the start of the run, tools included
+      (``None``: no limit).
+
+    >>> AgentLimits(max_steps=4).max_tokens
+    32768
+    >>> AgentLimits(max_steps=0)
+    Traceback (most recent call last):
+    ...
+    harmonia._errors.InputError: AgentLimits.max_steps must be an int >= 1, not 0
+    """
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_seconds: float | None = DEFAULT_MAX_SECONDS
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "max_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"AgentLimits.{name} must be an int >= 1, not {value!r}")
+        seconds = self.max_seconds
+        if seconds is not None and (
+            isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
+        ):
+            raise InputError(f"AgentLimits.max_seconds must be > 0 or None, not {seconds!r}")

@@ -1,0 +1,433 @@
+"""The agent loop's state machine: given what happened, what to do next. No I/O.
+
+Theory of operation
+-------------------
+
+An agent run alternates between the model and the tools until the model
+answers. :class:`AgentLoop` holds that alternation as a state machine in the
+style of h11 and of harmonia's parser: it never calls an engine, a tool or a
+clock. A driver (``harmonia.agent.Agent``, or your own) feeds it *inputs*,
+and each :meth:`AgentLoop.send` returns a :class:`Step`: the UI *events* to
+show now, and the *action* the driver must take next.
+
+States and inputs (the table ``_TRANSITIONS`` is the only place the state
+changes)::
+
+    IDLE      --Start------------------> SAMPLING   action Sample(prompt, params, constraint)
+    SAMPLING  --TokensSampled----------> SAMPLING   events; action None (keep feeding)
+    SAMPLING  --GenerationFinished-----> TOOLS      <|call|> ended it: action RunTool(call)
+                                      -> DONE       <|return|> (answer), a limit, an error
+    TOOLS     --ToolResult(reply)------> SAMPLING   the reply is appended; next Sample
+                                      -> DONE       reply None: the caller answers the call;
+                                                    or the step limit
+    SAMPLING/TOOLS --Cancel(reason)----> DONE       cancellation, wall time
+    DONE: every input is refused
+
+Entering DONE produces the :class:`Done` event and the :class:`Finished`
+action, both carrying the :class:`AgentResult`. An input that makes no sense
+in the current state (tokens while a tool runs) is the driver's bug and
+raises :class:`harmonia.InputError`.
+
+What the loop does at each step:
+
+* **Renders** the conversation for the next assistant turn with the harmony
+  guide's rule for reasoning (``cot_policy="guide"``): the analysis of the
+  current turn stays in the prompt through its tool calls; the analysis of
+  turns that ended in a final answer is dropped. A final answer is kept in
+  history as the renderer writes it, ending in ``<|end|>`` where the model
+  sampled ``<|return|>``: the message is the same, only its terminator is the
+  one history uses.
+* **Parses** the sampled ids with a strict :class:`harmonia.StreamableParser`
+  (the prompt ends in ``<|start|>assistant``) and turns its events into UI
+  events: analysis text is reasoning, ``commentary`` text to nobody is a
+  preamble, ``final`` text is the answer; a finished message addressed to a
+  tool is a tool call. Finished messages join the conversation as they end,
+  so a cancellation keeps what was complete.
+* **Budgets**: each generation's ``max_tokens`` is lowered to the tokens the
+  run has left; the step limit is checked before each generation.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Final, cast
+
+from harmonia import (
+    COT_POLICIES,
+    Author,
+    ContentDelta,
+    Conversation,
+    HarmonyEncoding,
+    HarmonyError,
+    InputError,
+    Message,
+    MessageDone,
+    MessageStarted,
+    ModelOutputError,
+    RenderConversationConfig,
+    Role,
+    StreamableParser,
+    TextContent,
+)
+from harmonia.engines import Constraint, Finish, FinishReason, SamplingParams, Usage
+from harmonia.tools import is_tool_call
+
+from ._events import (
+    AgentEvent,
+    AgentResult,
+    Done,
+    FinalDelta,
+    MessageCompleted,
+    PreambleDelta,
+    ReasoningDelta,
+    StopReason,
+    ToolCallStarted,
+    ToolResultReceived,
+)
+from ._limits import AgentLimits
+
+#: The reasoning rule of the harmony guide (see ``harmonia.COT_POLICIES``).
+DEFAULT_COT_POLICY: Final = "guide"
+
+ConstraintFactory = Callable[[Conversation], "Constraint | None"]
+
+
+class State(enum.Enum):
+    """Where a run is."""
+
+    IDLE = "idle"
+    SAMPLING = "sampling"
+    TOOLS = "tools"
+    DONE = "done"
+
+
+# -- inputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Begin the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokensSampled:
+    """Ids the engine produced since the last input."""
+
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationFinished:
+    """The generation ended; ``error`` is the engine's failure with ``FinishReason.ERROR``."""
+
+    finish: Finish
+    error: HarmonyError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The reply to the pending call, or ``None`` when the caller must answer it."""
+
+    reply: Message | None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop now: the caller cancelled (``CANCELLED``) or time ran out (``MAX_SECONDS``)."""
+
+    reason: StopReason = StopReason.CANCELLED
+
+
+Input = Start | TokensSampled | GenerationFinished | ToolResult | Cancel
+
+# -- actions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Start a generation: ``engine.generate(prompt, params, constraint=constraint)``."""
+
+    prompt: tuple[int, ...]
+    params: SamplingParams
+    constraint: Constraint | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunTool:
+    """Run the tool call ``call`` and send back its reply (``ToolResult``)."""
+
+    call: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The run is over; stop any generation still running."""
+
+    result: AgentResult
+
+
+Action = Sample | RunTool | Finished
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one input produced: events to show, then the action to take (``None``: wait)."""
+
+    events: tuple[AgentEvent, ...]
+    action: Action | None
+
+
+_DeltaKind = type[ReasoningDelta] | type[PreambleDelta] | type[FinalDelta]
+_Handler = Callable[["AgentLoop", object], State]
+
+
+class AgentLoop:
+    """The sans-IO agent loop (see the module docstring for the states).
+
+    >>> import harmonia
+    >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
+    >>> chat = Conversation.from_messages([Message.from_role_and_content(Role.USER, "Hi")])
+    >>> loop = AgentLoop(enc, chat)
+    >>> step = loop.send(Start())
+    >>> type(step.action).__name__, loop.state.value
+    ('Sample', 'sampling')
+    >>> ids = enc.encode("<|channel|>final<|message|>Hello!<|return|>", allowed_special="all")
+    >>> [type(e).__name__ for e in loop.send(TokensSampled(tuple(ids))).events]
+    ['FinalDelta', 'FinalDelta', 'MessageCompleted']
+    >>> result = loop.send(GenerationFinished(Finish(FinishReason.STOP, ids[-1]))).action.result
+    >>> result.stop_reason.value, result.answer, result.usage.completion_tokens
+    ('final', 'Hello!', 6)
+    """
+
+    def __init__(
+        self,
+        encoding: HarmonyEncoding,
+        conversation: Conversation,
+        *,
+        params: SamplingParams | None = None,
+        limits: AgentLimits | None = None,
+        constraint: ConstraintFactory | None = None,
+        cot_policy: str = DEFAULT_COT_POLICY,
+    ) -> None:
+        self._enc = encoding
+        self._history = list(conversation.messages)  # the caller's list is never touched
+        self._new: list[Message] = []
+        self._params = params or SamplingParams()
+        self._limits = limits or AgentLimits()
+        self._constraint = constraint
+        if cot_policy not in COT_POLICIES:  # refused now rather than at the first render
+            raise InputError(
+                f"AgentLoop: unknown cot_policy {cot_policy!r}; choose one of "
+                f"{', '.join(COT_POLICIES)}"
+            )
+        self._config = RenderConversationConfig(cot_policy=cast(Any, cot_policy))
+        # <|call|> ends a step that calls a tool; <|return|> (the other one) ends the turn.
+        self._call_id = max(encoding.stop_tokens_for_assistant_actions())
+        self._state = State.IDLE
+        self._events: list[AgentEvent] = []
+        self._action: Action | None = None
+        # Per run.
+        self._steps = 0
+        self._prompt_tokens = 0
+        self._completion_tokens = 0
+        self._result: AgentResult | None = None
+        # Per step.
+        self._parser: StreamableParser | None = None
+        self._header_kind: _DeltaKind | None = None
+        self._pending: Message | None = None  # the call RunTool asked for
+
+    # -- the public face -------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """The current state."""
+        return self._state
+
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation so far: the caller's messages, then the finished new ones."""
+        return Conversation.from_messages([*self._history, *self._new])
+
+    @property
+    def limits(self) -> AgentLimits:
+        """The limits this run obeys (a driver enforces ``max_seconds`` with ``Cancel``)."""
+        return self._limits
+
+    @property
+    def result(self) -> AgentResult | None:
+        """The result once the run is ``DONE``."""
+        return self._result
+
+    def send(self, event: Input) -> Step:
+        """Feed one input; returns the events it produced and the next action."""
+        handler = _TRANSITIONS.get((self._state, type(event)))
+        if handler is None:
+            raise InputError(
+                f"AgentLoop: {type(event).__name__} cannot be sent in state "
+                f"{self._state.value!r}; {_EXPECTED[self._state]}"
+            )
+        self._events = []
+        self._action = None
+        # The one place the state changes.
+        self._state = handler(self, event)
+        return Step(tuple(self._events), self._action)
+
+    # -- transitions -----------------------------------------------------------------
+
+    def _on_start(self, _: object) -> State:
+        return self._next_sample()
+
+    def _on_tokens(self, event: object) -> State:
+        assert isinstance(event, TokensSampled) and self._parser is not None
+        for token in event.tokens:
+            self._completion_tokens += 1
+            try:
+                parsed = self._parser.feed(token)
+            except HarmonyError as exc:
+                return self._finish(StopReason.ERROR, error=exc)
+            for item in parsed:
+                self._on_parser_event(item)
+        return State.SAMPLING
+
+    def _on_generation_finished(self, event: object) -> State:
+        assert isinstance(event, GenerationFinished)
+        reason = event.finish.reason
+        if reason is FinishReason.STOP:
+            return self._on_stop(event.finish.stop_token)
+        if reason is FinishReason.LENGTH:
+            spent = self._completion_tokens >= self._limits.max_tokens
+            return self._finish(StopReason.MAX_TOKENS if spent else StopReason.LENGTH)
+        if reason is FinishReason.CANCELLED:
+            return self._finish(StopReason.CANCELLED)
+        error = event.error or ModelOutputError(event.finish.message or "the engine failed")
+        return self._finish(StopReason.ERROR, error=error)
+
+    def _on_tool_result(self, event: object) -> State:
+        assert isinstance(event, ToolResult) and self._pending is not None
+        call, self._pending = self._pending, None
+        if event.reply is None:
+            return self._finish(StopReason.TOOL_CALLS, tool_calls=(call,))
+        self._new.append(event.reply)
+        self._events.append(ToolResultReceived(call, event.reply))
+        return self._next_sample()
+
+    def _on_cancel(self, event: object) -> State:
+        assert isinstance(event, Cancel)
+        return self._finish(event.reason)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _next_sample(self) -> State:
+        if self._steps >= self._limits.max_steps:
+            return self._finish(StopReason.MAX_STEPS)
+        left = self._limits.max_tokens - self._completion_tokens
+        if left <= 0:
+            return self._finish(StopReason.MAX_TOKENS)
+        conversation = self.conversation
+        prompt = self._enc.render_conversation_for_completion(
+            conversation, Role.ASSISTANT, self._config
+        )
+        constraint = self._constraint(conversation) if self._constraint else None
+        params = self._params
+        if params.max_tokens > left:
+            params = replace(params, max_tokens=left)
+        self._steps += 1
+        self._prompt_tokens += len(prompt)
+        self._parser = StreamableParser(self._enc, Role.ASSISTANT, strict=True)
+        self._header_kind = None
+        self._action = Sample(tuple(prompt), params, constraint)
+        return State.SAMPLING
+
+    def _on_parser_event(self, item: object) -> None:
+        if isinstance(item, MessageStarted):
+            header = item.header
+            self._header_kind = _delta_kind(header.channel, header.recipient)
+        elif isinstance(item, ContentDelta):
+            if self._header_kind is not None:
+                self._events.append(self._header_kind(item.text))
+        elif isinstance(item, MessageDone):
+            message = item.message
+            self._new.append(message)
+            self._events.append(MessageCompleted(message))
+            if is_tool_call(message):
+                self._events.append(ToolCallStarted(message))
+            self._header_kind = None
+
+    def _on_stop(self, stop_token: int | None) -> State:
+        last = self._new[-1] if self._new else None
+        if stop_token == self._call_id:
+            if last is None or not is_tool_call(last):
+                error = ModelOutputError(
+                    "the model ended its turn with <|call|> on a message addressed to no tool"
+                )
+                return self._finish(StopReason.ERROR, error=error)
+            self._pending = last
+            self._action = RunTool(last)
+            return State.TOOLS
+        return self._finish(StopReason.FINAL)
+
+    def _partial(self) -> Message | None:
+        parser = self._parser
+        if parser is None or parser.current_role is None or not parser.current_content:
+            return None
+        return Message(
+            author=Author(parser.current_role),
+            content=[TextContent(parser.current_content)],
+            channel=parser.current_channel,
+            recipient=parser.current_recipient,
+            content_type=parser.current_content_type,
+        )
+
+    def _finish(
+        self,
+        reason: StopReason,
+        *,
+        error: HarmonyError | None = None,
+        tool_calls: tuple[Message, ...] = (),
+    ) -> State:
+        partial = None if reason in (StopReason.FINAL, StopReason.TOOL_CALLS) else self._partial()
+        result = AgentResult(
+            conversation=self.conversation,
+            messages=tuple(self._new),
+            stop_reason=reason,
+            usage=Usage(self._prompt_tokens, self._completion_tokens),
+            steps=self._steps,
+            tool_calls=tool_calls,
+            error=error,
+            partial=partial,
+        )
+        self._result = result
+        self._parser = None
+        self._events.append(Done(result))
+        self._action = Finished(result)
+        return State.DONE
+
+
+def _delta_kind(channel: str | None, recipient: str | None) -> _DeltaKind | None:
+    """Which delta event a message's text becomes (``None``: none, e.g. a tool call's body)."""
+    if recipient not in (None, "all", "assistant", "user"):
+        return None  # a tool call: shown whole when it is complete
+    if channel == "analysis":
+        return ReasoningDelta
+    if channel == "commentary":
+        return PreambleDelta
+    return FinalDelta
+
+
+_TRANSITIONS: Final[dict[tuple[State, type], _Handler]] = {
+    (State.IDLE, Start): AgentLoop._on_start,
+    (State.SAMPLING, TokensSampled): AgentLoop._on_tokens,
+    (State.SAMPLING, GenerationFinished): AgentLoop._on_generation_finished,
+    (State.SAMPLING, Cancel): AgentLoop._on_cancel,
+    (State.TOOLS, ToolResult): AgentLoop._on_tool_result,
+    (State.TOOLS, Cancel): AgentLoop._on_cancel,
+}
+
+_EXPECTED: Final = {
+    State.IDLE: "send Start() first",
+    State.SAMPLING: "send TokensSampled, GenerationFinished or Cancel",
+    State.TOOLS: "send the pending call's ToolResult, or Cancel",
+    State.DONE: "the run is over; read AgentLoop.result",
+}

@@ -1,0 +1,135 @@
+"""Shared helpers for the agent tests: scripted model turns, spy runtimes, the corpus."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harmonia import HarmonyEncoding, ToolError, ToolNamespaceConfig
+from harmonia.tools import ToolCall, ToolOutput
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+
+
+class Turns:
+    """Encodes scripted completions (the model's side) with the real tokenizer."""
+
+    def __init__(self, enc: HarmonyEncoding) -> None:
+        self.enc = enc
+
+    def __call__(self, text: str) -> tuple[int, ...]:
+        return tuple(self.enc.encode(text, allowed_special="all"))
+
+
+@pytest.fixture
+def turns(enc: HarmonyEncoding) -> Turns:
+    return Turns(enc)
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    return CORPUS
+
+
+class FakePython:
+    """A python runtime that evaluates one expression per call and records every call.
+
+    The real sandboxed kernel is used in its own test; this one keeps the others fast.
+    """
+
+    namespace = "python"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls: list[ToolCall] = []
+        self.delay = delay
+
+    def namespace_config(self) -> ToolNamespaceConfig:
+        return ToolNamespaceConfig.python()
+
+    async def call(self, call: ToolCall) -> ToolOutput:
+        self.calls.append(call)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        try:
+            value = eval(call.arguments, {"__builtins__": {}})
+        except Exception as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+        return ToolOutput(f"{value}\n")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_python() -> Callable[..., FakePython]:
+    return FakePython
+
+
+class Spy:
+    """Wraps a runtime and records the calls that reached it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.namespace = inner.namespace
+        self.calls: list[ToolCall] = []
+
+    def namespace_config(self) -> ToolNamespaceConfig:
+        config: ToolNamespaceConfig = self.inner.namespace_config()
+        return config
+
+    async def call(self, call: ToolCall) -> ToolOutput:
+        self.calls.append(call)
+        output: ToolOutput = await self.inner.call(call)
+        return output
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.fixture
+def spy() -> Callable[[Any], Spy]:
+    return Spy
+
+
+#: The real gpt-oss vocabulary size (logits per step).
+GPT_OSS_VOCAB = 201_088
+
+
+@pytest.fixture(scope="session")
+def random_gptoss() -> Iterator[Any]:
+    """A randomly initialised gpt-oss: real vocabulary, 2 layers, hidden 64, 4 experts.
+
+    Torch runs on one thread while it is in use: on this shared 2-core machine, two
+    threads fighting over a model this small make each step 5 to 30 times slower.
+    """
+    torch = pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is not installed (harmonia[transformers])"
+    )
+    torch.manual_seed(0)
+    config = transformers.GptOssConfig(
+        vocab_size=GPT_OSS_VOCAB,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        pad_token_id=199_999,
+        eos_token_id=200_002,
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield transformers.GptOssForCausalLM(config).eval()
+    finally:
+        torch.set_num_threads(threads)
