@@ -18,6 +18,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
+	$(PY) examples/agent_demo.py
 
 test: lint typecheck unit corpus
 

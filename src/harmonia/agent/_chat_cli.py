@@ -38,12 +38,25 @@ from ._limits import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, AgentLimits
 _EXIT_WORDS = ("/exit", "/quit")
 
 
-def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
+_EXAMPLES = """examples:
+  harmonia chat --engine vllm --url http://127.0.0.1:8000 --browser docs/ --python
+  harmonia chat --engine llama.cpp --url http://127.0.0.1:8080 --prompt "Hi" --json
+  harmonia chat --engine transformers --model ./gpt-oss-20b --device cuda
+
+exit status: 0 success; 1 an input or the engine failed (one line says what to check);
+2 a usage error"""
+
+
+def add_subcommand(
+    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
+) -> argparse.ArgumentParser:
     """Add ``chat`` to an ``argparse`` subparsers object (``parser.add_subparsers()``)."""
     chat: argparse.ArgumentParser = subparsers.add_parser(
         "chat",
         help="chat with gpt-oss in the terminal, with tools",
         description="Chat with gpt-oss over an engine; tools run locally as the model calls them.",
+        epilog=_EXAMPLES,
+        formatter_class=formatter_class,
     )
     _arguments(chat)
     chat.set_defaults(func=_cmd_chat)
@@ -52,7 +65,7 @@ def add_subcommand(subparsers: Any) -> argparse.ArgumentParser:
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     engine = p.add_argument_group("engine")
-    engine.add_argument("--engine", choices=ENGINES, required=True)
+    engine.add_argument("--engine", choices=ENGINES, required=True, help="what samples tokens")
     engine.add_argument(
         "--url",
         help=(
@@ -74,15 +87,32 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     talk.add_argument("--prompt", help="one message, one answer, then exit")
     talk.add_argument("--json", action="store_true", help="with --prompt: print the run as JSON")
     talk.add_argument("--instructions", help="developer instructions")
-    talk.add_argument("--reasoning-effort", choices=("low", "medium", "high"))
-    talk.add_argument("--reasoning", choices=("show", "hide"), default="show")
+    talk.add_argument(
+        "--reasoning-effort",
+        choices=("low", "medium", "high"),
+        help="the system message's reasoning effort (default: medium)",
+    )
+    talk.add_argument(
+        "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
+    )
     talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
     talk.add_argument("--save", metavar="FILE", help="save the conversation after each answer")
-    talk.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    talk.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the output (auto: when stdout is a terminal)",
+    )
     limits = p.add_argument_group("limits")
-    limits.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
-    limits.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS)
-    limits.add_argument("--temperature", type=float, default=SamplingParams().temperature)
+    limits.add_argument(
+        "--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="generations per answer"
+    )
+    limits.add_argument(
+        "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="sampled tokens per answer"
+    )
+    limits.add_argument(
+        "--temperature", type=float, default=SamplingParams().temperature, help="sampling"
+    )
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
