@@ -264,3 +264,27 @@ def test_dispatch_sync_refuses_a_running_loop(box: Toolbox) -> None:
             box.dispatch_sync(message)
 
     asyncio.run(inside())
+
+
+def test_bare_function_tools_share_one_functions_namespace_and_non_tools_are_refused() -> None:
+    from harmonia import InputTypeError
+    from harmonia.tools import function_tool
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @function_tool
+    def neg(a: int) -> int:
+        """Negate an integer."""
+        return -a
+
+    box = Toolbox([add, neg])
+    [functions] = box.developer_tools()
+    assert functions.name == "functions" and [t.name for t in functions.tools] == ["add", "neg"]
+    call = Message.from_role_and_content(Role.ASSISTANT, '{"a": 2, "b": 3}')
+    reply = box.dispatch_sync(call.with_recipient("functions.add").with_channel("commentary"))
+    assert reply is not None and reply.text == "5"
+    with pytest.raises(InputTypeError, match="not function: wrap functions with @function_tool"):
+        Toolbox([lambda: None])  # type: ignore[list-item]

@@ -19,11 +19,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 from .. import (
     Author,
     InputError,
+    InputTypeError,
     Message,
     Role,
     TextContent,
@@ -32,6 +33,7 @@ from .. import (
 )
 from .._names import ASSISTANT, BUILTIN_NAMESPACES
 from ._base import Tool, ToolCall, ToolOutput
+from ._functions import FunctionTool, FunctionTools
 from ._route import call_from_fields, is_tool_recipient
 
 logger = logging.getLogger("harmonia.tools")
@@ -53,19 +55,43 @@ class Toolbox:
     ['functions']
     """
 
-    def __init__(self, tools: Iterable[Tool] = (), *, timeout: float | None = DEFAULT_TIMEOUT):
+    def __init__(
+        self,
+        tools: Iterable[Tool | FunctionTool[..., Any]] = (),
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ):
         self._tools: dict[str, Tool] = {}
         self._timeouts: dict[str, float | None] = {}
         self._declared: dict[str, ToolNamespaceConfig] = {}
         self.timeout = timeout
+        # Bare @function_tool functions share one `functions` runtime.
+        functions: list[FunctionTool[..., Any]] = []
         for tool in tools:
-            self.add(tool)
+            if isinstance(tool, FunctionTool):
+                functions.append(tool)
+            else:
+                self.add(tool)
+        if functions:
+            self.add(FunctionTools(functions))
 
     # -- registration ---------------------------------------------------------
 
-    def add(self, tool: Tool, *, timeout: float | Literal["default"] | None = "default") -> None:
+    def add(
+        self,
+        tool: Tool | FunctionTool[..., Any],
+        *,
+        timeout: float | Literal["default"] | None = "default",
+    ) -> None:
         """Register a runtime for its namespace; ``timeout`` (seconds, ``None`` for none)
         overrides the toolbox's for its calls."""
+        if isinstance(tool, FunctionTool):
+            tool = FunctionTools([tool])
+        if not isinstance(tool, Tool):
+            raise InputTypeError(
+                f"a toolbox holds tool runtimes (harmonia.tools.Tool), not "
+                f"{type(tool).__name__}: wrap functions with @function_tool"
+            )
         namespace = tool.namespace
         if namespace in self._tools or namespace in self._declared:
             raise InputError(f"namespace {namespace!r} is already registered in this toolbox")
