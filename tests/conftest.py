@@ -13,4 +13,4 @@ def enc() -> harmonia.HarmonyEncoding:
 # ``--doctest-modules`` would also import every conftest.py as a plain module
 # named ``conftest`` to look for doctests; with conftest files in nested test
 # folders (and no packages) those imports collide. Conftests hold no doctests.
-collect_ignore_glob = ["**/conftest.py"]
+collect_ignore_glob = ["conftest.py", "**/conftest.py"]
