@@ -32,15 +32,8 @@ from harmonia import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-# ``../shared`` from the main checkout; a worktree sits one level deeper.
-CORPUS = next(
-    (
-        p / "shared" / "golden" / "reference-corpus.jsonl.gz"
-        for p in (ROOT.parent, ROOT.parent.parent)
-        if (p / "shared" / "golden" / "reference-corpus.jsonl.gz").exists()
-    ),
-    ROOT.parent / "shared" / "golden" / "reference-corpus.jsonl.gz",
-)
+# The reference corpus, in ``../shared/golden`` beside the checkout (as in CI).
+CORPUS = ROOT.parent / "shared" / "golden" / "reference-corpus.jsonl.gz"
 RenderModeName = Literal["conversation", "completion", "training"]
 TERMINATORS = {"<|end|>", "<|call|>", "<|return|>"}
 MODES: tuple[RenderModeName, ...] = ("conversation", "completion", "training")

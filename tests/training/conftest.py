@@ -25,11 +25,7 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def shared_corpus() -> Path:
-    """The reference corpus: ``../shared`` from the main checkout, one level up from a worktree."""
-    for base in (ROOT.parent, ROOT.parent.parent):
-        path = base / "shared" / "golden" / "reference-corpus.jsonl.gz"
-        if path.exists():
-            return path
+    """The reference corpus, in ``../shared/golden`` beside the checkout (as in CI)."""
     return ROOT.parent / "shared" / "golden" / "reference-corpus.jsonl.gz"
 
 

@@ -10,7 +10,8 @@ Three readers live here, all pure functions (plus :func:`read_header_tokens`,
 the strict reading of header *tokens*, cached):
 
 * :func:`parse_header` - the strict reading: the reference's algorithm
-  (reference-behaviour.md section 6.3) with the fixes listed below. It raises
+  (split the header text at ``<|channel|>``, then read role, recipient and
+  content type from its words) with the fixes listed below. It raises
   :class:`HeaderError` carrying the reference's error text.
 * :func:`recover_header` - the lenient reading, used by ``strict=False`` when
   the strict reading fails or yields nonsense (special-token text in a field).
@@ -343,7 +344,7 @@ def _misread(header: MessageHeader) -> bool:
 
 
 def _read(text: str, role: Role | None, *, fixes: bool) -> MessageHeader:
-    """The reference's algorithm (reference-behaviour.md 6.3); ``fixes`` adds F1-F4."""
+    """The reference's header algorithm (see the module docstring); ``fixes`` adds F1-F4."""
     channel, rest = _take_channel_strict(text)
     rest = _space_constrain(_rust_trim(rest))
     spans = [m.span() for m in _WORD.finditer(rest)]

@@ -28,7 +28,7 @@ States (``StreamState``)::
 Inputs: ``<|start|>``, ``<|message|>``, a stop token, ``<|channel|>``, any
 other token, and end-of-stream (EOS; EOS_COMPLETE when the caller says the
 completion must end between messages). The strict table (:data:`STRICT`) is the
-reference's machine (reference-behaviour.md section 6.2). The lenient table
+reference's streaming state machine. The lenient table
 (``strict=False``) overrides a few cells (:data:`LENIENT`) so that no input
 raises. An action runs first, and the cell's next state is entered when it
 returns; when it raises, the cell's ``on_error`` state is entered (the state

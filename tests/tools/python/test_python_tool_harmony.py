@@ -9,8 +9,8 @@ from harmonia import Author, Message, Role
 from harmonia.tools import ToolCall
 from harmonia.tools.python import PythonTool, PythonToolConfig
 
-# The declaration gpt-oss was trained on (docs: /work/shared/spec/harmony-format.md,
-# the `with_python_tool()` text), written out here as an independent reference.
+# The declaration gpt-oss was trained on (the harmony guide's python tool text, as
+# `with_python_tool()` renders it), written out here as an independent reference.
 TRAINED = (
     "Use this tool to execute Python code in your chain of thought. The code will not be shown "
     "to the user. This tool should be used for internal reasoning, but not for code that is "
