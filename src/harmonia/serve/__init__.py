@@ -1,0 +1,38 @@
+"""An OpenAI-compatible HTTP server for gpt-oss over any harmonia engine.
+
+:func:`create_app` builds the ASGI app (FastAPI/Starlette; run it with
+uvicorn): ``/v1/chat/completions``, ``/v1/responses`` (with a response store,
+background responses and cancellation), ``/v1/models``, ``/health`` and
+``/metrics``. Needs ``harmonia[serve]``; see ``docs/serve.md``.
+"""
+
+from ._config import API_KEYS_ENV, ServerConfig, api_keys_from_env
+from ._errors import APIError
+from ._store import MemoryStore, ResponseStore, SqliteStore, StoredResponse, open_store
+
+__all__ = [
+    "API_KEYS_ENV",
+    "APIError",
+    "MemoryStore",
+    "ResponseStore",
+    "ServerConfig",
+    "SqliteStore",
+    "StoredResponse",
+    "api_keys_from_env",
+    "ToolLoop",
+    "create_app",
+    "open_store",
+]
+
+
+def __getattr__(name: str) -> object:
+    # create_app and ToolLoop import fastapi/starlette: only when asked for.
+    if name == "create_app":
+        from ._app import create_app
+
+        return create_app
+    if name == "ToolLoop":
+        from ._responses import ToolLoop
+
+        return ToolLoop
+    raise AttributeError(f"module 'harmonia.serve' has no attribute {name!r}")
