@@ -18,8 +18,8 @@ __all__ = [
     "ServerConfig",
     "SqliteStore",
     "StoredResponse",
-    "api_keys_from_env",
     "ToolLoop",
+    "api_keys_from_env",
     "create_app",
     "open_store",
 ]
