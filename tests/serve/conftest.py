@@ -146,3 +146,27 @@ def make_server() -> Iterator[Callable[..., Server]]:
     yield make
     for server in started:
         server.stop()
+
+
+def post(server: Server, path: str, body: Any, **kwargs: Any) -> Any:
+    """A raw POST (httpx) to the server; returns the httpx response."""
+    import httpx
+
+    return httpx.post(server.base_url + path, json=body, timeout=20, **kwargs)
+
+
+def sse(server: Server, path: str, body: dict[str, Any]) -> list[Any]:
+    """POST a streaming request; the JSON payloads of its SSE ``data:`` lines, in order."""
+    import json
+
+    import httpx
+
+    payloads: list[Any] = []
+    with httpx.stream("POST", server.base_url + path, json=body, timeout=20) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                data = line[6:]
+                payloads.append(data if data == "[DONE]" else json.loads(data))
+    return payloads
