@@ -7,8 +7,9 @@ import json
 
 import openai
 import pytest
-from conftest import MODEL, post, sse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from conftest import MODEL, post, sse
 
 THINK_THEN_ANSWER = (
     "<|channel|>analysis<|message|>The user greets me.<|end|>"

@@ -8,9 +8,10 @@ import time
 
 import openai
 import pytest
-from conftest import ENC, MODEL, post, sse
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
+
+from conftest import ENC, MODEL, post, sse
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 ITEMS = TypeAdapter(ResponseItem)
@@ -106,7 +107,7 @@ def test_item_reference_expands_from_the_chain(srv):
     client = srv.client()
     srv.book.add(ANSWER)
     first = client.responses.create(model=MODEL, input="Capital of France?")
-    message_id = [i for i in first.output if i.type == "message"][0].id
+    message_id = next(i for i in first.output if i.type == "message").id
     srv.book.add(ANSWER)
     client.responses.create(
         model=MODEL,
@@ -208,11 +209,13 @@ def test_async_client_responses(srv):
     srv.book.add(ANSWER)
 
     async def run() -> str:
-        async with srv.async_client() as client:
-            async with client.responses.stream(model=MODEL, input="Capital?") as stream:
-                async for _ in stream:
-                    pass
-                return (await stream.get_final_response()).output_text
+        async with (
+            srv.async_client() as client,
+            client.responses.stream(model=MODEL, input="Capital?") as stream,
+        ):
+            async for _ in stream:
+                pass
+            return (await stream.get_final_response()).output_text
 
     assert asyncio.run(run()) == "Paris."
 
