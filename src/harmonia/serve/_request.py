@@ -110,7 +110,7 @@ def validate(model: type[_Lenient], data: JsonDict) -> Any:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        param = ".".join(str(part) for part in first["loc"]) or None
+        param = _path(data, first["loc"])
         raise APIError(
             400,
             f"{param or 'body'}: {first['msg']}"
@@ -126,3 +126,25 @@ def _too_large(limit: int) -> APIError:
         f"the request body is larger than this server's limit of {limit} bytes",
         code="request_too_large",
     )
+
+
+def _path(data: Any, loc: tuple[Any, ...]) -> str | None:
+    """A JSON path such as ``tools[0].function`` for a pydantic error location.
+
+    Only the parts that exist in the data are kept: pydantic adds the names of
+    union members (``input.str``) that mean nothing to the client.
+    """
+    path = ""
+    current = data
+    for part in loc:
+        if isinstance(part, int) and isinstance(current, list) and 0 <= part < len(current):
+            path += f"[{part}]"
+            current = current[part]
+        elif isinstance(part, str) and isinstance(current, dict):
+            path += ("." if path else "") + part
+            if part not in current:
+                break
+            current = current[part]
+        else:
+            break
+    return path or None
