@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -154,7 +155,11 @@ def test_malformed_model_output_is_an_honest_answer(srv):
 # -- a bounded fuzz: no request, however odd, gets a 5xx ---------------------------------------
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -166,6 +171,14 @@ FIELDS = st.sampled_from(
      "previous_response_id", "instructions", "store", "background", "n", "seed",
      "parallel_tool_calls", "stream_options", "reasoning_effort"]
 )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=20) as client:
+        yield client
+
+
 VALID = {
     "/chat/completions": {**CHAT, "max_tokens": 4},
     "/responses": {"model": MODEL, "input": "Hi", "max_output_tokens": 4},
@@ -183,13 +196,13 @@ VALID = {
     changes=st.dictionaries(FIELDS, JSON, max_size=3),
     raw=st.one_of(st.none(), st.binary(max_size=64)),
 )
-def test_fuzzed_requests_never_5xx(srv, path, changes, raw):
+def test_fuzzed_requests_never_5xx(srv, http, path, changes, raw):
     if raw is not None:
-        response = httpx.post(srv.base_url + path, content=raw, timeout=20)
+        response = http.post(srv.base_url + path, content=raw)
     else:
         body = {**VALID[path], **changes}
         body.pop("background", None)  # background runs outlive the request
-        response = httpx.post(srv.base_url + path, json=body, timeout=20)
+        response = http.post(srv.base_url + path, json=body)
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
         assert_openai_error(response, response.status_code)
