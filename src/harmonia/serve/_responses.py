@@ -33,6 +33,7 @@ JsonDict = dict[str, Any]
 #: Tool types that need a tool-running loop (the model calls them and the server runs them).
 BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
 _RUNNING = ("queued", "in_progress")
+_RETURN, _CALL, _END, _MESSAGE = 200002, 200012, 200007, 200008
 
 
 class ToolLoop(Protocol):
@@ -124,9 +125,12 @@ def _items(raw: object) -> list[JsonDict]:
     return items
 
 
-async def _context(service: Service, body: ResponsesBody, data: JsonDict) -> list[JsonDict]:
+async def _context(
+    service: Service, body: ResponsesBody, data: JsonDict
+) -> tuple[list[JsonDict], StoredResponse | None]:
     """Earlier turns (``previous_response_id``) then this input, references resolved."""
     earlier: list[JsonDict] = []
+    record = None
     if body.previous_response_id is not None:
         record = await _get(service, body.previous_response_id, param="previous_response_id")
         if record.status in _RUNNING:
@@ -153,7 +157,7 @@ async def _context(service: Service, body: ResponsesBody, data: JsonDict) -> lis
                     code="item_not_found",
                 )
             items[index] = copy.deepcopy(target)
-    return earlier + items
+    return earlier + items, record
 
 
 async def _get(service: Service, response_id: str, param: str | None = None) -> StoredResponse:
@@ -178,10 +182,49 @@ def _strict(body: ResponsesBody) -> bool:
     return bool(fmt.get("type") == "json_schema" and fmt.get("strict") is True)
 
 
-def _prepare(service: Service, request: JsonDict, body: ResponsesBody) -> Prepared:
+def _prepare(
+    service: Service, request: JsonDict, body: ResponsesBody, previous: StoredResponse | None
+) -> Prepared:
     conversation = responses_request_to_conversation(request, service.config.prompt_options)
+    prompt = service.render(conversation)
+    if previous is not None:
+        earlier = {**request, "input": previous.context + list(previous.response["output"])}
+        middle = service.render(
+            responses_request_to_conversation(earlier, service.config.prompt_options)
+        )
+        prompt = splice(prompt, middle, previous.prompt_tokens, previous.completion_tokens)
     choice = tool_choice_option(body.tool_choice) if body.tools else None
-    return service.prepare(conversation, choice, _strict(body))
+    return service.prepare(conversation, choice, _strict(body), prompt)
+
+
+def splice(
+    full: list[int], middle: list[int], prompt: Sequence[int], completion: Sequence[int]
+) -> list[int]:
+    """``full`` with the earlier turn's tokens put back exactly as the model sampled them.
+
+    ``middle`` renders the earlier turn's conversation (its input and output)
+    for the next turn: ``prompt``, the *canonical* rendering of ``completion``,
+    then ``<|start|>assistant``. The model may have written its turn in a form
+    the renderer does not produce (``<|channel|>commentary to=functions.f``,
+    other JSON spacing tokens); continuing from the sampled ids keeps the
+    engine's prefix cache valid. Nothing changes unless the earlier prompt is
+    still a prefix, the new input only appends, and the canonical turn has as
+    many messages as the sampled one (a CoT policy that dropped reasoning wins).
+    """
+    tail = len(middle) - 2  # without <|start|>assistant
+    canonical = middle[len(prompt) : tail]
+    if (
+        tail < len(prompt)
+        or not completion
+        or completion[-1] not in (_RETURN, _CALL)
+        or list(middle[: len(prompt)]) != list(prompt)
+        or full[:tail] != middle[:tail]
+        or canonical.count(_MESSAGE) != list(completion).count(_MESSAGE)
+    ):
+        return full
+    # In history a final answer ends with <|end|>, not the <|return|> that stopped sampling.
+    sampled = [*completion[:-1], _END if completion[-1] == _RETURN else completion[-1]]
+    return [*prompt, *sampled, *full[tail:]]
 
 
 class Responses:
@@ -220,10 +263,10 @@ class Responses:
                 code="invalid_value",
             )
         params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
-        context = await _context(service, body, data)
+        context, previous = await _context(service, body, data)
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
-        prepared = await asyncio.to_thread(_prepare, service, render, body)
+        prepared = await asyncio.to_thread(_prepare, service, render, body, previous)
         echo = dict(data)
         echo["store"] = store
         stream = ResponseStream(

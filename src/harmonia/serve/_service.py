@@ -136,12 +136,22 @@ class Service:
         }
         return SamplingParams(**{key: value for key, value in given.items() if value is not None})
 
-    def prepare(
-        self, conversation: Conversation, tool_choice: str | None, strict: bool
-    ) -> Prepared:
-        """Render ``conversation`` and build its constraint (run it in a worker thread)."""
+    def render(self, conversation: Conversation) -> list[int]:
+        """The prompt for the assistant's next turn, under the configured CoT policy."""
         config = RenderConversationConfig(cot_policy=self.config.cot_policy)  # type: ignore[arg-type]
-        prompt = self.enc.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
+        return self.enc.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
+
+    def prepare(
+        self,
+        conversation: Conversation,
+        tool_choice: str | None,
+        strict: bool,
+        prompt: list[int] | None = None,
+    ) -> Prepared:
+        """Render ``conversation`` (unless ``prompt`` is given), check its size, build the
+        constraint. Run it in a worker thread."""
+        if prompt is None:
+            prompt = self.render(conversation)
         if len(prompt) > self.config.max_input_tokens:
             raise APIError(
                 400,
