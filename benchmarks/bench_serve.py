@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -51,6 +52,7 @@ def serve(port: int, delay: float, words: int) -> None:
     text = "<|channel|>final<|message|>" + "word " * words + "<|return|>"
     script = Script(tuple(enc.encode(text, allowed_special="all")), delay=delay)
     ends: list[dict[str, Any]] = []
+    watchers: set[asyncio.Future[None]] = set()  # strong references until each ends
 
     class Engine(ScriptedEngine):
         def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Any:
@@ -62,7 +64,9 @@ def serve(port: int, delay: float, words: int) -> None:
                     {"t": time.time(), "reason": finish.reason.value, "n": len(generation.tokens)}
                 )
 
-            asyncio.ensure_future(watch())
+            task = asyncio.ensure_future(watch())
+            watchers.add(task)
+            task.add_done_callback(watchers.discard)
             return generation
 
     engine = Engine(lambda prompt: script)
@@ -108,8 +112,8 @@ async def stream(
     count = 0
     closed = 0.0
     try:
-        while (line := await reader.readline()) not in (b"\r\n", b""):
-            pass
+        while await reader.readline() not in (b"\r\n", b""):
+            pass  # the response headers
         while True:
             size = int((await reader.readline()).strip() or b"0", 16)
             if size == 0:
@@ -199,7 +203,7 @@ async def paced(streams: int, words: int) -> None:
         payload = request_bytes(server.port, words + 10)
         rss_before = rss_mb(server.process.pid)
         results = await asyncio.gather(*(stream(server.port, payload) for _ in range(streams)))
-        gaps = [b - a for _, t, _, _ in results for a, b in zip(t, t[1:], strict=False)]
+        gaps = [b - a for _, t, _, _ in results for a, b in itertools.pairwise(t)]
         ttft = [t[0] - start for start, t, _, _ in results if t]
         added = [gap - PACE for gap in gaps]
         print(
