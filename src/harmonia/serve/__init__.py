@@ -8,12 +8,14 @@ background responses and cancellation), ``/v1/models``, ``/health`` and
 
 from ._config import API_KEYS_ENV, ServerConfig, api_keys_from_env
 from ._errors import APIError
+from ._redis_store import RedisStore
 from ._store import MemoryStore, ResponseStore, SqliteStore, StoredResponse, open_store
 
 __all__ = [
     "API_KEYS_ENV",
     "APIError",
     "MemoryStore",
+    "RedisStore",
     "ResponseStore",
     "ServerConfig",
     "SqliteStore",

@@ -48,8 +48,9 @@ class ServerConfig:
     send_timeout_s: float = 30.0
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = 15.0
-    #: ``"sqlite:PATH"``, ``"memory"`` (bounded, lost on restart) or ``"none"``.
-    store: str = "sqlite:harmonia-responses.sqlite3"
+    #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas), ``"memory"``
+    #: (bounded, lost on restart) or ``"none"``. Not in the repr: a URL may hold a password.
+    store: str = field(default="sqlite:harmonia-responses.sqlite3", repr=False)
     #: Responses the in-memory store keeps (least recently used go first).
     memory_store_size: int = 1000
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
@@ -74,9 +75,13 @@ class ServerConfig:
             raise InputError(
                 f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
             )
-        if not (self.store in ("memory", "none") or self.store.startswith("sqlite:")):
+        if not (
+            self.store in ("memory", "none")
+            or self.store.startswith(("sqlite:", "redis://", "rediss://"))
+        ):
+            # Not the value itself: a Redis URL may hold a password.
             raise InputError(
-                f"ServerConfig.store {self.store!r}: use 'sqlite:PATH', 'memory' or 'none'"
+                "ServerConfig.store: use 'sqlite:PATH', 'redis://HOST:PORT/DB', 'memory' or 'none'"
             )
 
     @property

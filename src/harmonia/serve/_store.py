@@ -165,11 +165,19 @@ class SqliteStore:
 
 
 def open_store(spec: str, memory_capacity: int = 1000) -> ResponseStore | None:
-    """The store a ``ServerConfig.store`` string names (``None`` for ``"none"``)."""
+    """The store a ``ServerConfig.store`` string names (``None`` for ``"none"``).
+
+    ``"sqlite:PATH"``, ``"memory"``, ``"redis://HOST:PORT/DB"`` (``rediss://``
+    with TLS; needs ``harmonia[serve-redis]``) or ``"none"``.
+    """
     if spec == "none":
         return None
     if spec == "memory":
         return MemoryStore(memory_capacity)
     if spec.startswith("sqlite:"):
         return SqliteStore(spec.removeprefix("sqlite:"))
-    raise InputError(f"unknown store {spec!r}: use 'sqlite:PATH', 'memory' or 'none'")
+    if spec.startswith(("redis://", "rediss://")):
+        from ._redis_store import RedisStore
+
+        return RedisStore(spec)
+    raise InputError("unknown store: use 'sqlite:PATH', 'redis://HOST:PORT/DB', 'memory' or 'none'")
