@@ -96,10 +96,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(**config: Any) -> Server:
-    """A uvicorn server on a free loopback port, ready (warm-up done) when returned."""
+def start_server(engine_factory: Callable[[Book], Any] | None = None, **config: Any) -> Server:
+    """A uvicorn server on a free loopback port, ready (warm-up done) when returned.
+
+    ``engine_factory(book)`` builds another engine than the recording scripted one.
+    """
     book = Book()
-    engine = RecordingEngine(book)
+    engine = (engine_factory or RecordingEngine)(book)
     config.setdefault("model", MODEL)
     config.setdefault("store", "memory")
     port = free_port()
@@ -138,8 +141,8 @@ def make_server() -> Iterator[Callable[..., Server]]:
     """Start a server with its own config; stopped after the test."""
     started: list[Server] = []
 
-    def make(**config: Any) -> Server:
-        server = start_server(**config)
+    def make(engine_factory: Callable[[Book], Any] | None = None, **config: Any) -> Server:
+        server = start_server(engine_factory, **config)
         started.append(server)
         return server
 

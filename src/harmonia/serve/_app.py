@@ -16,6 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from harmonia import HarmonyError
+
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response
 from ._chat import chat_completions
@@ -87,8 +89,8 @@ def create_app(
             return Response(status_code=499)
         except Exception as exc:
             error = from_exception(exc)
-            if error.status >= 500:
-                log.exception("[%s] %s", request_id, error.message)
+            if error.status >= 500 and not isinstance(exc, APIError | HarmonyError):
+                log.exception("[%s] %s", request_id, error.message)  # a bug: keep the trace
             else:
                 log.info("[%s] %d %s", request_id, error.status, error.message)
             return error_response(error)
