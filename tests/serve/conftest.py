@@ -106,7 +106,8 @@ def start_server(engine_factory: Callable[[Book], Any] | None = None, **config: 
     config.setdefault("model", MODEL)
     config.setdefault("store", "memory")
     port = free_port()
-    app = create_app(engine, ServerConfig(port=port, **config))
+    tool_loop = config.pop("tool_loop", None)
+    app = create_app(engine, ServerConfig(port=port, **config), tool_loop=tool_loop)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import secrets
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,12 +36,19 @@ _RUNNING = ("queued", "in_progress")
 _RETURN, _CALL, _END, _MESSAGE = 200002, 200012, 200007, 200008
 
 
+@runtime_checkable
 class ToolLoop(Protocol):
-    """The plug for built-in tools: runs a turn, executing browser/python calls itself.
+    """The plug for built-in tools: runs a whole turn, executing browser/python calls itself.
 
-    Given the admitted job's engine, the prepared prompt and the stream to
-    feed, it yields the Responses events of the whole turn (tool calls and
-    their results included), like :meth:`Job.run` does for a plain turn.
+    Called for a Responses request that declares ``web_search*`` or
+    ``code_interpreter`` tools, once the request holds an admission slot.
+    ``service.engine`` and ``service.enc`` are the engine and encoding;
+    ``prepared`` has the conversation, the prompt ids and the constraint. The
+    loop generates, runs each built-in call it parses, renders the tool's
+    reply into the token context and continues, feeding every sampled id to
+    ``stream`` and yielding what ``stream.feed_many`` / ``stream.finish``
+    return (so the last batch ends with ``response.completed``). Cancelling
+    the iteration (a client that left) must cancel its generation.
     """
 
     def run(
@@ -280,6 +287,15 @@ class Responses:
                 response_id, response, context, tuple(prepared.prompt), tuple(completion)
             )
 
+        def admit() -> Coroutine[Any, Any, Job]:
+            return service.admit_slot() if builtin else service.admit(prepared, params)
+
+        def turn(job: Job) -> AsyncIterator[list[JsonDict]]:
+            if builtin:
+                assert self.tool_loop is not None
+                return job.wrap(self.tool_loop.run(service, prepared, params, stream))
+            return job.run(stream)
+
         if body.background:
             service.admission.check()
             queued = {**opening[0]["response"], "status": "queued"}
@@ -289,7 +305,7 @@ class Responses:
             run.publish(opening)
             self.background[response_id] = run
             run.task = asyncio.ensure_future(
-                self._background(run, prepared, params, stream, record, request_id)
+                self._background(run, admit, turn, stream, record, request_id)
             )
             if body.stream:
                 return self._sse(run.follow(-1), Disconnect(request.receive), None)
@@ -297,17 +313,17 @@ class Responses:
 
         disconnect = Disconnect(request.receive)
         try:
-            job = await disconnect.race(service.admit(prepared, params))
+            job = await disconnect.race(admit())
         except BaseException:
             disconnect.close()
             raise
 
         async def events() -> AsyncIterator[list[JsonDict]]:
             yield opening
-            async for batch in job.run(stream):
+            async for batch in turn(job):
                 if stream_finished(batch) and store:
                     assert service.store is not None
-                    await service.store.put(record(stream.response, job.generation.tokens))
+                    await service.store.put(record(stream.response, job.tokens))
                 yield batch
             log_diagnostics(stream, request_id)
 
@@ -359,8 +375,8 @@ class Responses:
     async def _background(
         self,
         run: BackgroundRun,
-        prepared: Prepared,
-        params: SamplingParams,
+        admit: Callable[[], Coroutine[Any, Any, Job]],
+        turn: Callable[[Job], AsyncIterator[list[JsonDict]]],
         stream: ResponseStream,
         record: Any,
         request_id: str,
@@ -371,11 +387,11 @@ class Responses:
         last = run.events[-1]["sequence_number"]
         job: Job | None = None
         try:
-            job = await service.admit(prepared, params)
+            job = await admit()
             await service.store.put(record({**snapshot, "status": "in_progress"}))
-            async for batch in job.run(stream):
+            async for batch in turn(job):
                 if stream_finished(batch):
-                    await service.store.put(record(stream.response, job.generation.tokens))
+                    await service.store.put(record(stream.response, job.tokens))
                 last = batch[-1]["sequence_number"] if batch else last
                 run.publish(batch)
             log_diagnostics(stream, request_id)

@@ -181,6 +181,11 @@ class Service:
             raise
         return Job(self, generation)
 
+    async def admit_slot(self) -> Job:
+        """A slot for a turn whose engine calls someone else makes (a tool loop)."""
+        await self.admission.acquire()
+        return Job(self, None)
+
     def note_disconnect(self) -> None:
         self.metrics.disconnects += 1
 
@@ -218,12 +223,25 @@ def tool_choice_option(choice: object) -> str | None:
 
 
 class Job:
-    """One admitted generation: its slot is held until :meth:`close`."""
+    """One admitted generation (or a tool loop's turn): its slot is held until :meth:`close`."""
 
-    def __init__(self, service: Service, generation: Generation) -> None:
+    def __init__(self, service: Service, generation: Generation | None) -> None:
         self.service = service
         self.generation = generation
         self._closed = False
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The ids the engine produced (none known for a tool loop's turn)."""
+        return () if self.generation is None else self.generation.tokens
+
+    async def wrap(self, source: AsyncIterator[list[JsonDict]]) -> AsyncIterator[list[JsonDict]]:
+        """Yield from ``source`` (a tool loop's turn); close the job at the end."""
+        try:
+            async for batch in source:
+                yield batch
+        finally:
+            await self.close()
 
     async def close(self) -> None:
         """Cancel the generation if it still runs and give the slot back (idempotent)."""
@@ -231,7 +249,7 @@ class Job:
             return
         self._closed = True
         try:
-            if not self.generation.done:
+            if self.generation is not None and not self.generation.done:
                 await self.generation.cancel()
         finally:
             self.service.admission.release()
@@ -244,6 +262,7 @@ class Job:
         """
         metrics = self.service.metrics
         generation = self.generation
+        assert generation is not None, "a tool loop's job runs through wrap()"
         started = time.monotonic()
         first = True
         try:
