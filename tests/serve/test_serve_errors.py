@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -208,3 +209,24 @@ def test_fuzzed_requests_never_5xx(srv, http, path, changes, raw):
         assert_openai_error(response, response.status_code)
     elif response.headers["content-type"].startswith("application/json"):
         json.loads(response.text)
+
+
+def test_hostile_inputs_never_fail_or_stall_the_loop(make_server):
+    # Inputs that make some BPE encoders quadratic or crash them (serving.md §4d): the
+    # server answers 200 or 400, and other requests are answered meanwhile.
+    server = make_server(max_input_tokens=300_000)
+    for text in ("a" * 1_000_000, " " * 1_000_000, "a" * 200_000):
+        body = {**CHAT, "messages": [{"role": "user", "content": text}], "max_tokens": 2}
+        result: list[httpx.Response] = []
+
+        def send(body: dict[str, Any] = body, result: list[httpx.Response] = result) -> None:
+            result.append(post(server, "/chat/completions", body))
+
+        worker = threading.Thread(target=send)
+        worker.start()
+        while worker.is_alive():
+            started = time.monotonic()
+            assert httpx.get(server.url + "/health", timeout=5).status_code == 200
+            assert time.monotonic() - started < 0.5
+            worker.join(timeout=0.05)
+        assert result[0].status_code in (200, 400), result[0].text

@@ -226,3 +226,25 @@ def test_not_stored_when_store_false(srv):
     response = client.responses.create(model=MODEL, input="Q", store=False)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(response.id)
+
+
+def test_background_response_streams_again_from_a_sequence_number(srv):
+    import httpx
+
+    client = srv.client()
+    srv.book.add(ANSWER, delay=0.02)
+    queued = client.responses.create(model=MODEL, input="Capital?", background=True)
+    url = f"{srv.base_url}/responses/{queued.id}?stream=true&starting_after=2"
+    with httpx.stream("GET", url, timeout=10) as response:
+        events = [
+            EVENTS.validate_python(json.loads(line[6:]))
+            for line in response.iter_lines()
+            if line.startswith("data: ")
+        ]
+    assert events[0].sequence_number == 3
+    assert [e.sequence_number for e in events] == list(range(3, 3 + len(events)))
+    assert events[-1].type == "response.completed"
+    # Finished and gone from this server's runs: re-streaming is refused, retrieving works.
+    with pytest.raises(openai.BadRequestError):
+        client.responses.retrieve(queued.id, stream=True)
+    assert client.responses.retrieve(queued.id).output_text == "Paris."

@@ -61,6 +61,10 @@ class ServerConfig:
     cors_origins: tuple[str, ...] = ()
     #: Run a one-token generation before ``/health`` turns green.
     warmup: bool = True
+    #: The BPE engine (``load_harmony_encoding(engine=...)``). ``"quicktok"`` builds its
+    #: tables at start-up (~2 s); ``"auto"`` would start in pure Python, where one long
+    #: run of a letter takes seconds and holds the GIL, stalling every request.
+    bpe_engine: str = "quicktok"
 
     def __post_init__(self) -> None:
         positive = ("max_concurrent", "max_body_bytes", "max_input_tokens", "max_output_tokens")
@@ -71,6 +75,11 @@ class ServerConfig:
             raise InputError("ServerConfig.queue_size and retry_after_s must be >= 0")
         if self.send_timeout_s <= 0 or self.ping_interval_s <= 0:
             raise InputError("ServerConfig.send_timeout_s and ping_interval_s must be > 0")
+        if self.bpe_engine not in ("auto", "python", "quicktok", "tiktoken"):
+            raise InputError(
+                f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
+                "use quicktok, auto, python or tiktoken"
+            )
         if self.cot_policy not in ("reference", "guide", "keep_all"):
             raise InputError(
                 f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"

@@ -72,17 +72,18 @@ class Service:
     async def start(self) -> None:
         """Vocabulary, then a one-token warm-up; ``/health`` is green only after both."""
         try:
-            self.encoding = await asyncio.to_thread(
-                load_harmony_encoding, HarmonyEncodingName.HARMONY_GPT_OSS
+            encoding: HarmonyEncoding = await asyncio.to_thread(
+                load_harmony_encoding,
+                HarmonyEncodingName.HARMONY_GPT_OSS,
+                engine=self.config.bpe_engine,  # type: ignore[arg-type]
             )
+            self.encoding = encoding
             if self.config.warmup:
                 self.not_ready_reason = "starting: warming up the engine"
                 conversation = Conversation.from_messages(
                     [Message.from_role_and_content(Role.USER, "Hi")]
                 )
-                prompt = self.encoding.render_conversation_for_completion(
-                    conversation, Role.ASSISTANT
-                )
+                prompt = encoding.render_conversation_for_completion(conversation, Role.ASSISTANT)
                 generation = self.engine.generate(prompt, SamplingParams(max_tokens=1))
                 await generation.result()
             self.ready = True
