@@ -70,3 +70,14 @@ def test_two_replicas_share_conversations(make_server, redis_url):
     )
     assert follow.output_text == "It was 7."
     assert "The code is 7." in ENC.decode(list(second.engine.prompts[-1]))
+
+
+def test_cancel_on_another_replica_is_409(make_server, redis_url):
+    import openai
+
+    owner, other = make_server(store=redis_url), make_server(store=redis_url)
+    owner.book.add("<|channel|>final<|message|>slow<|return|>", stall_after=2)
+    queued = owner.client().responses.create(model=MODEL, input="x", background=True)
+    with pytest.raises(openai.ConflictError):
+        other.client().responses.cancel(queued.id)
+    assert owner.client().responses.cancel(queued.id).status == "cancelled"

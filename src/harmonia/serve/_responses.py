@@ -456,6 +456,13 @@ class Responses:
             run.task.cancel()
             await asyncio.wait((run.task,))
             record = await _get(self.service, response_id)
+        elif record.status in _RUNNING:
+            raise APIError(
+                409,
+                f"response {response_id!r} is running on another server process; send the "
+                "cancel to the replica that created it (route /cancel stickily)",
+                code="response_elsewhere",
+            )
         return json_response(record.response)
 
     async def input_items(self, request: Request, response_id: str) -> Response:
