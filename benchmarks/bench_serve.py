@@ -16,6 +16,9 @@ Three runs:
     python benchmarks/bench_serve.py --quick    # smaller
 
 Client and server share this machine's cores, so the numbers are pessimistic.
+``BENCH_SERVER_COMMAND="python wrapper.py"`` runs the server through a wrapper
+(given port, delay and words as arguments; e.g. one that profiles
+``bench_serve.serve``).
 """
 
 from __future__ import annotations
@@ -152,9 +155,11 @@ class ServerProcess:
             self.port = sock.getsockname()[1]
         env = {**os.environ, "PYTHONPATH": str(SRC)}
         code = f"import bench_serve; bench_serve.serve({self.port}, {delay}, {words})"
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code], env=env, cwd=Path(__file__).parent
-        )
+        command = [sys.executable, "-c", code]
+        if os.environ.get("BENCH_SERVER_COMMAND"):  # e.g. a profiling wrapper
+            command = [*os.environ["BENCH_SERVER_COMMAND"].split(), str(self.port), str(delay),
+                       str(words)]  # fmt: skip
+        self.process = subprocess.Popen(command, env=env, cwd=Path(__file__).parent)
         import urllib.request
 
         deadline = time.monotonic() + 30
