@@ -7,9 +7,11 @@ background responses and cancellation), ``/v1/models``, ``/health`` and
 """
 
 from ._config import API_KEYS_ENV, ServerConfig, api_keys_from_env
+from ._create import create_app
 from ._errors import APIError
 from ._redis_store import RedisStore
 from ._store import MemoryStore, ResponseStore, SqliteStore, StoredResponse, open_store
+from ._tool_loop import ToolLoop
 
 __all__ = [
     "API_KEYS_ENV",
@@ -25,16 +27,3 @@ __all__ = [
     "create_app",
     "open_store",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # create_app and ToolLoop import fastapi/starlette: only when asked for.
-    if name == "create_app":
-        from ._app import create_app
-
-        return create_app
-    if name == "ToolLoop":
-        from ._responses import ToolLoop
-
-        return ToolLoop
-    raise AttributeError(f"module 'harmonia.serve' has no attribute {name!r}")

@@ -23,9 +23,10 @@ from ._asgi import ClientGone, error_response, json_response
 from ._chat import chat_completions
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
-from ._responses import Responses, ToolLoop
+from ._responses import Responses
 from ._service import Service, log
 from ._store import ResponseStore
+from ._tool_loop import ToolLoop
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 Handler = Callable[[], Awaitable[Response]]

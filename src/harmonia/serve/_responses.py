@@ -13,20 +13,20 @@ import asyncio
 import copy
 import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from harmonia import EngineError
 
-from ..engines import SamplingParams
 from ..openai_compat import ResponseStream, responses_request_to_conversation
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
 from ._errors import APIError
 from ._request import ResponsesBody, read_json, validate
 from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
 from ._store import StoredResponse
+from ._tool_loop import ToolLoop
 
 JsonDict = dict[str, Any]
 
@@ -34,26 +34,6 @@ JsonDict = dict[str, Any]
 BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
 _RUNNING = ("queued", "in_progress")
 _RETURN, _CALL, _END, _MESSAGE = 200002, 200012, 200007, 200008
-
-
-@runtime_checkable
-class ToolLoop(Protocol):
-    """The plug for built-in tools: runs a whole turn, executing browser/python calls itself.
-
-    Called for a Responses request that declares ``web_search*`` or
-    ``code_interpreter`` tools, once the request holds an admission slot.
-    ``service.engine`` and ``service.enc`` are the engine and encoding;
-    ``prepared`` has the conversation, the prompt ids and the constraint. The
-    loop generates, runs each built-in call it parses, renders the tool's
-    reply into the token context and continues, feeding every sampled id to
-    ``stream`` and yielding what ``stream.feed_many`` / ``stream.finish``
-    return (so the last batch ends with ``response.completed``). Cancelling
-    the iteration (a client that left) must cancel its generation.
-    """
-
-    def run(
-        self, service: Service, prepared: Prepared, params: SamplingParams, stream: ResponseStream
-    ) -> AsyncIterator[list[JsonDict]]: ...
 
 
 class BackgroundRun:
