@@ -230,3 +230,17 @@ def test_hostile_inputs_never_fail_or_stall_the_loop(make_server):
             assert time.monotonic() - started < 0.5
             worker.join(timeout=0.05)
         assert result[0].status_code in (200, 400), result[0].text
+
+
+def test_cors_is_off_by_default_and_opt_in(srv, make_server):
+    origin = {"Origin": "https://app.example"}
+    assert (
+        "access-control-allow-origin"
+        not in httpx.get(srv.base_url + "/models", headers=origin).headers
+    )
+    server = make_server(cors_origins=("https://app.example",))
+    preflight = httpx.options(
+        server.base_url + "/chat/completions",
+        headers={**origin, "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example"
