@@ -75,3 +75,13 @@ def test_no_store_means_404_for_continuations(make_server):
     with pytest.raises(openai.NotFoundError) as caught:
         server.client().responses.create(model=MODEL, input="y", previous_response_id=response.id)
     assert "stores no responses" in caught.value.message
+
+
+def test_shutdown_records_running_background_responses_as_cancelled(make_server, tmp_path):
+    spec = f"sqlite:{tmp_path / 'shutdown.sqlite3'}"
+    first = make_server(store=spec)
+    first.book.add("<|channel|>final<|message|>never finishes<|return|>", stall_after=2)
+    queued = first.client().responses.create(model=MODEL, input="x", background=True)
+    first.stop()
+    second = make_server(store=spec)
+    assert second.client().responses.retrieve(queued.id).status == "cancelled"

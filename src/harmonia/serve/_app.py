@@ -65,9 +65,11 @@ def create_app(
             yield
         finally:
             starting.cancel()
-            for run in list(responses.background.values()):
-                if run.task is not None:
-                    run.task.cancel()
+            tasks = [run.task for run in responses.background.values() if run.task is not None]
+            for task in tasks:
+                task.cancel()
+            # Let each cancelled run record its status before the store closes.
+            await asyncio.gather(*tasks, return_exceptions=True)
             await service.aclose()
 
     app = FastAPI(
