@@ -12,7 +12,7 @@ Three runs:
 * ``disconnects``: 50 paced streams closed after a few tokens; how long each
   engine generation took to stop after its client left.
 
-    python benchmarks/bench_serve.py            # all three, ~1 minute
+    python benchmarks/bench_serve.py            # all three, 5 runs each, ~1 minute
     python benchmarks/bench_serve.py --quick    # smaller
 
 Client and server share this machine's cores, so the numbers are pessimistic.
@@ -184,42 +184,51 @@ class ServerProcess:
         self.process.wait(timeout=10)
 
 
-async def unpaced(streams: int, words: int) -> None:
+def spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    """The median, then every repetition: 'median (a, b, c)'."""
+    return fmt.format(statistics.median(values)) + " (" + ", ".join(map(fmt.format, values)) + ")"
+
+
+async def unpaced(streams: int, words: int, repeat: int) -> None:
     server = ServerProcess(0.0, words)
     try:
         payload = request_bytes(server.port, words + 10)
         await asyncio.gather(*(stream(server.port, payload) for _ in range(4)))  # warm
-        started = time.perf_counter()
-        results = await asyncio.gather(*(stream(server.port, payload) for _ in range(streams)))
-        elapsed = time.perf_counter() - started
-        chunks = sum(r[2] for r in results)
+        rates = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            results = await asyncio.gather(*(stream(server.port, payload) for _ in range(streams)))
+            rates.append(sum(r[2] for r in results) / (time.perf_counter() - started))
         print(
-            f"unpaced: {streams} streams x {words} tokens: {chunks} SSE chunks in "
-            f"{elapsed:.2f} s = {chunks / elapsed:,.0f} chunks/s; "
-            f"server RSS {rss_mb(server.process.pid):.0f} MB"
+            f"unpaced: {streams} streams x {words} tokens, {repeat} runs: SSE chunks/s median "
+            f"{spread(rates, '{:,.0f}')}; server RSS {rss_mb(server.process.pid):.0f} MB"
         )
     finally:
         server.stop()
 
 
-async def paced(streams: int, words: int) -> None:
+async def paced(streams: int, words: int, repeat: int) -> None:
     server = ServerProcess(PACE, words)
     try:
         payload = request_bytes(server.port, words + 10)
         rss_before = rss_mb(server.process.pid)
-        results = await asyncio.gather(*(stream(server.port, payload) for _ in range(streams)))
-        gaps = [b - a for _, t, _, _ in results for a, b in itertools.pairwise(t)]
-        ttft = [t[0] - start for start, t, _, _ in results if t]
-        added = [gap - PACE for gap in gaps]
+        runs: dict[str, list[float]] = {"p50": [], "p99": [], "ttft50": [], "ttft99": []}
+        for _ in range(repeat):
+            results = await asyncio.gather(*(stream(server.port, payload) for _ in range(streams)))
+            gaps = [b - a for _, t, _, _ in results for a, b in itertools.pairwise(t)]
+            ttft = [t[0] - start for start, t, _, _ in results if t]
+            runs["p50"].append(percentile(gaps, 0.5) * 1000)
+            runs["p99"].append(percentile(gaps, 0.99) * 1000)
+            runs["ttft50"].append(percentile(ttft, 0.5) * 1000)
+            runs["ttft99"].append(percentile(ttft, 0.99) * 1000)
+        added = {key: [v - PACE * 1000 for v in runs[key]] for key in ("p50", "p99")}
         print(
-            f"paced: {streams} streams at {1 / PACE:.0f} tokens/s, {words} tokens each: "
-            f"ITL p50 {percentile(gaps, 0.5) * 1000:.1f} ms, p99 "
-            f"{percentile(gaps, 0.99) * 1000:.1f} ms (server-added p50 "
-            f"{percentile(added, 0.5) * 1000:.1f} ms, p99 {percentile(added, 0.99) * 1000:.1f} ms);"
-            f" TTFT p50 {percentile(ttft, 0.5) * 1000:.0f} ms, p99 "
-            f"{percentile(ttft, 0.99) * 1000:.0f} ms (overhead over the first {PACE * 1000:.0f}"
-            f" ms token: p50 {(percentile(ttft, 0.5) - PACE) * 1000:.0f} ms); server RSS "
-            f"{rss_before:.0f} -> {rss_mb(server.process.pid):.0f} MB"
+            f"paced: {streams} streams at {1 / PACE:.0f} tokens/s, {words} tokens each, "
+            f"{repeat} runs (medians, then each run), in ms: ITL p50 {spread(runs['p50'])}, "
+            f"p99 {spread(runs['p99'])}; server-added (minus the {PACE * 1000:.0f} ms pace) "
+            f"p50 {spread(added['p50'])}, p99 {spread(added['p99'])}; TTFT p50 "
+            f"{spread(runs['ttft50'], '{:.0f}')}, p99 {spread(runs['ttft99'], '{:.0f}')}; "
+            f"server RSS {rss_before:.0f} -> {rss_mb(server.process.pid):.0f} MB"
         )
     finally:
         server.stop()
@@ -253,13 +262,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="unpaced,paced,disconnects")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of unpaced and paced")
     args = parser.parse_args()
     only = set(args.only.split(","))
     scale = 4 if args.quick else 1
     if "unpaced" in only:
-        asyncio.run(unpaced(64 // scale, 500))
+        asyncio.run(unpaced(64 // scale, 500, args.repeat))
     if "paced" in only:
-        asyncio.run(paced(200 // scale, 100))
+        asyncio.run(paced(200 // scale, 100, args.repeat))
     if "disconnects" in only:
         asyncio.run(disconnects(50))
 

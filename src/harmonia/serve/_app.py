@@ -200,6 +200,9 @@ class _Guard:
         given = headers.get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _REQUEST_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
         scope.setdefault("state", {})["request_id"] = request_id
+        # The SSE writer sends body chunks here, past the framework's per-message wrappers
+        # (they only act on the response start, which still goes through all of them).
+        scope["harmonia.body_send"] = send
         path = scope["path"]
         status = 500
         started = time.monotonic()

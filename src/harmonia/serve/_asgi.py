@@ -124,6 +124,7 @@ class SSEResponse(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        send = scope.get("harmonia.body_send", send)  # the hot path: no wrappers per chunk
         stream = asyncio.ensure_future(self._stream(send))
         gone = asyncio.ensure_future(self.disconnect.event.wait())
         watchdog = asyncio.ensure_future(self._watchdog(send, stream))
