@@ -248,3 +248,25 @@ def test_background_response_streams_again_from_a_sequence_number(srv):
     with pytest.raises(openai.BadRequestError):
         client.responses.retrieve(queued.id, stream=True)
     assert client.responses.retrieve(queued.id).output_text == "Paris."
+
+
+def test_continuing_a_running_response_is_409(srv):
+    client = srv.client()
+    srv.book.add(ANSWER, stall_after=2)
+    queued = client.responses.create(model=MODEL, input="Q", background=True)
+    with pytest.raises(openai.ConflictError) as caught:
+        client.responses.create(model=MODEL, input="more", previous_response_id=queued.id)
+    assert caught.value.body["param"] == "previous_response_id"
+    assert client.responses.cancel(queued.id).status == "cancelled"
+
+
+def test_request_ids_are_echoed_or_made(srv):
+    srv.book.add(ANSWER)
+    given = post(
+        srv, "/responses", {"model": MODEL, "input": "Q"}, headers={"x-request-id": "abc-1"}
+    )
+    assert given.headers["x-request-id"] == "abc-1"
+    odd = post(
+        srv, "/responses", {"model": MODEL, "input": "Q"}, headers={"x-request-id": "a b\\n"}
+    )
+    assert odd.headers["x-request-id"].startswith("req_")
