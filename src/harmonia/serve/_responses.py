@@ -10,8 +10,6 @@ from exactly what the model saw. Built-in tools (``web_search*``,
 from __future__ import annotations
 
 import asyncio
-import copy
-import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
@@ -20,11 +18,12 @@ from starlette.responses import Response
 
 from harmonia import EngineError
 
-from ..openai_compat import ResponseStream, responses_request_to_conversation
+from ..openai_compat import ResponseStream
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
 from ._errors import APIError
 from ._request import ResponsesBody, read_json, validate
-from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
+from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
+from ._service import Job, Service, log, log_diagnostics
 from ._store import StoredResponse
 from ._tool_loop import ToolLoop
 
@@ -32,8 +31,6 @@ JsonDict = dict[str, Any]
 
 #: Tool types that need a tool-running loop (the model calls them and the server runs them).
 BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
-_RUNNING = ("queued", "in_progress")
-_RETURN, _CALL, _END, _MESSAGE = 200002, 200012, 200007, 200008
 
 
 class BackgroundRun:
@@ -73,147 +70,6 @@ def _frame(event: JsonDict) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + dumps(event) + b"\n\n"
 
 
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
-
-
-def _items(raw: object) -> list[JsonDict]:
-    """The request's ``input`` as items with ids (copies; the request is not changed)."""
-    if raw is None:
-        return []
-    if isinstance(raw, str):
-        raw = [{"type": "message", "role": "user", "content": raw}]
-    assert isinstance(raw, list)  # validated
-    items: list[JsonDict] = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise APIError(
-                400,
-                f"input[{index}] must be an object",
-                param=f"input[{index}]",
-                code="invalid_type",
-            )
-        item = copy.deepcopy(item)
-        if "type" not in item and "role" in item:
-            item["type"] = "message"
-        if item.get("type") == "message":
-            if isinstance(item.get("content"), str):
-                kind = "output_text" if item.get("role") == "assistant" else "input_text"
-                part: JsonDict = {"type": kind, "text": item["content"]}
-                if kind == "output_text":
-                    part["annotations"] = []
-                item["content"] = [part]
-            item.setdefault("id", _new_id("msg"))
-            item.setdefault("status", "completed")
-        elif item.get("type") == "function_call_output":
-            item.setdefault("id", _new_id("fco"))
-            item.setdefault("status", "completed")
-        items.append(item)
-    return items
-
-
-async def _context(
-    service: Service, body: ResponsesBody, data: JsonDict
-) -> tuple[list[JsonDict], StoredResponse | None]:
-    """Earlier turns (``previous_response_id``) then this input, references resolved."""
-    earlier: list[JsonDict] = []
-    record = None
-    if body.previous_response_id is not None:
-        record = await _get(service, body.previous_response_id, param="previous_response_id")
-        if record.status in _RUNNING:
-            raise APIError(
-                409,
-                f"previous response {record.id!r} is still {record.status}; wait for it to "
-                "finish (or cancel it) before continuing it",
-                param="previous_response_id",
-                code="response_in_progress",
-            )
-        earlier = record.context + list(record.response.get("output") or [])
-    items = _items(data.get("input"))
-    known = {item["id"]: item for item in earlier if isinstance(item.get("id"), str)}
-    for index, item in enumerate(items):
-        if item.get("type") == "item_reference":
-            target = known.get(str(item.get("id")))
-            if target is None:
-                raise APIError(
-                    404,
-                    f"input[{index}]: item {item.get('id')!r} is not an item of the previous "
-                    "response chain (item_reference resolves within previous_response_id's "
-                    "conversation)",
-                    param=f"input[{index}].id",
-                    code="item_not_found",
-                )
-            items[index] = copy.deepcopy(target)
-    return earlier + items, record
-
-
-async def _get(service: Service, response_id: str, param: str | None = None) -> StoredResponse:
-    record = None if service.store is None else await service.store.get(response_id)
-    if record is None:
-        why = "" if service.store is not None else " (this server stores no responses)"
-        raise APIError(
-            404,
-            f"no response with id {response_id!r}{why}",
-            param=param,
-            code="previous_response_not_found" if param else "response_not_found",
-        )
-    return record
-
-
-def _strict(body: ResponsesBody) -> bool:
-    # Responses function tools are strict unless they say otherwise (OpenAI's default).
-    for tool in body.tools or ():
-        if tool.get("type") == "function" and tool.get("strict", True) is not False:
-            return True
-    fmt = (body.text or {}).get("format") or {}
-    return bool(fmt.get("type") == "json_schema" and fmt.get("strict") is True)
-
-
-def _prepare(
-    service: Service, request: JsonDict, body: ResponsesBody, previous: StoredResponse | None
-) -> Prepared:
-    conversation = responses_request_to_conversation(request, service.config.prompt_options)
-    prompt = service.render(conversation)
-    if previous is not None:
-        earlier = {**request, "input": previous.context + list(previous.response["output"])}
-        middle = service.render(
-            responses_request_to_conversation(earlier, service.config.prompt_options)
-        )
-        prompt = splice(prompt, middle, previous.prompt_tokens, previous.completion_tokens)
-    choice = tool_choice_option(body.tool_choice) if body.tools else None
-    return service.prepare(conversation, choice, _strict(body), prompt)
-
-
-def splice(
-    full: list[int], middle: list[int], prompt: Sequence[int], completion: Sequence[int]
-) -> list[int]:
-    """``full`` with the earlier turn's tokens put back exactly as the model sampled them.
-
-    ``middle`` renders the earlier turn's conversation (its input and output)
-    for the next turn: ``prompt``, the *canonical* rendering of ``completion``,
-    then ``<|start|>assistant``. The model may have written its turn in a form
-    the renderer does not produce (``<|channel|>commentary to=functions.f``,
-    other JSON spacing tokens); continuing from the sampled ids keeps the
-    engine's prefix cache valid. Nothing changes unless the earlier prompt is
-    still a prefix, the new input only appends, and the canonical turn has as
-    many messages as the sampled one (a CoT policy that dropped reasoning wins).
-    """
-    tail = len(middle) - 2  # without <|start|>assistant
-    canonical = middle[len(prompt) : tail]
-    if (
-        tail < len(prompt)
-        or not completion
-        or completion[-1] not in (_RETURN, _CALL)
-        or list(middle[: len(prompt)]) != list(prompt)
-        or full[:tail] != middle[:tail]
-        or canonical.count(_MESSAGE) != list(completion).count(_MESSAGE)
-    ):
-        return full
-    # In history a final answer ends with <|end|>, not the <|return|> that stopped sampling.
-    sampled = [*completion[:-1], _END if completion[-1] == _RETURN else completion[-1]]
-    return [*prompt, *sampled, *full[tail:]]
-
-
 class Responses:
     """The Responses routes over one :class:`Service`."""
 
@@ -250,10 +106,10 @@ class Responses:
                 code="invalid_value",
             )
         params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
-        context, previous = await _context(service, body, data)
+        context, previous = await expand_context(service, body, data)
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
-        prepared = await asyncio.to_thread(_prepare, service, render, body, previous)
+        prepared = await asyncio.to_thread(prepare_responses, service, render, body, previous)
         echo = dict(data)
         echo["store"] = store
         stream = ResponseStream(
@@ -358,7 +214,7 @@ class Responses:
         admit: Callable[[], Coroutine[Any, Any, Job]],
         turn: Callable[[Job], AsyncIterator[list[JsonDict]]],
         stream: ResponseStream,
-        record: Any,
+        record: Callable[..., StoredResponse],
         request_id: str,
     ) -> None:
         service = self.service
@@ -396,7 +252,7 @@ class Responses:
     # -- GET / DELETE / cancel / input_items ---------------------------------------------------
 
     async def retrieve(self, request: Request, response_id: str) -> Response:
-        record = await _get(self.service, response_id)
+        record = await get_record(self.service, response_id)
         if request.query_params.get("stream") in ("true", "1"):
             run = self.background.get(response_id)
             if run is None:
@@ -414,7 +270,7 @@ class Responses:
         return json_response(record.response)
 
     async def delete(self, response_id: str) -> Response:
-        await _get(self.service, response_id)
+        await get_record(self.service, response_id)
         run = self.background.get(response_id)
         if run is not None and run.task is not None:
             run.task.cancel()
@@ -423,7 +279,7 @@ class Responses:
         return json_response({"id": response_id, "object": "response", "deleted": True})
 
     async def cancel(self, response_id: str) -> Response:
-        record = await _get(self.service, response_id)
+        record = await get_record(self.service, response_id)
         if record.response.get("background") is not True:
             raise APIError(
                 400,
@@ -435,8 +291,8 @@ class Responses:
         if run is not None and run.task is not None and not run.task.done():
             run.task.cancel()
             await asyncio.wait((run.task,))
-            record = await _get(self.service, response_id)
-        elif record.status in _RUNNING:
+            record = await get_record(self.service, response_id)
+        elif record.status in RUNNING:
             raise APIError(
                 409,
                 f"response {response_id!r} is running on another server process; send the "
@@ -446,7 +302,7 @@ class Responses:
         return json_response(record.response)
 
     async def input_items(self, request: Request, response_id: str) -> Response:
-        record = await _get(self.service, response_id)
+        record = await get_record(self.service, response_id)
         query = request.query_params
         order = query.get("order", "desc")
         limit_text = query.get("limit", "20")
