@@ -197,3 +197,11 @@ def test_max_tokens_cuts_and_says_length(srv):
     reply = srv.client().chat.completions.create(model=MODEL, messages=user(), max_tokens=3)
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage.completion_tokens == 3
+
+
+def test_reasoning_field_is_configurable(make_server):
+    server = make_server(chat_reasoning_field="reasoning")
+    server.book.add(THINK_THEN_ANSWER)
+    message = post(server, "/chat/completions", {"model": MODEL, "messages": user()}).json()
+    message = message["choices"][0]["message"]
+    assert message["reasoning"] == "The user greets me." and "reasoning_content" not in message

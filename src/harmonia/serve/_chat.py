@@ -57,6 +57,7 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
         model=body.model,
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
         prompt_tokens=len(prepared.prompt),
+        reasoning_field=service.config.chat_reasoning_field,
     )
     disconnect = Disconnect(request.receive)
     try:

@@ -92,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="conversation start date in the system message (YYYY-MM-DD or 'today'); "
         "a date that changes daily invalidates the engine's prefix cache daily",
     )
+    server.add_argument(
+        "--reasoning-field",
+        default=_DEFAULTS.chat_reasoning_field,
+        choices=("reasoning_content", "reasoning"),
+        help="the Chat field that carries reasoning",
+    )
     server.add_argument("--cors-origin", action="append", default=[])
     server.add_argument("--no-warmup", action="store_true")
     server.add_argument("--log-level", default="info")
@@ -118,6 +124,7 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
         memory_store_size=args.memory_store_size,
         cot_policy=args.cot_policy,
         prompt_options=PromptOptions(conversation_start_date=date),
+        chat_reasoning_field=args.reasoning_field,
         cors_origins=tuple(args.cors_origin),
         warmup=not args.no_warmup,
     )

@@ -57,6 +57,9 @@ class ServerConfig:
     cot_policy: str = "guide"
     #: What the system message says beyond the request (identity, date, ...).
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
+    #: The Chat message/delta field that carries reasoning: ``"reasoning_content"`` (the
+    #: older vLLM/DeepSeek name most clients read) or ``"reasoning"`` (vLLM's newer one).
+    chat_reasoning_field: str = "reasoning_content"
     #: Allowed CORS origins; empty: no CORS headers at all.
     cors_origins: tuple[str, ...] = ()
     #: Run a one-token generation before ``/health`` turns green.
@@ -75,6 +78,11 @@ class ServerConfig:
             raise InputError("ServerConfig.queue_size and retry_after_s must be >= 0")
         if self.send_timeout_s <= 0 or self.ping_interval_s <= 0:
             raise InputError("ServerConfig.send_timeout_s and ping_interval_s must be > 0")
+        if self.chat_reasoning_field not in ("reasoning_content", "reasoning"):
+            raise InputError(
+                f"ServerConfig.chat_reasoning_field {self.chat_reasoning_field!r}: "
+                "use reasoning_content or reasoning"
+            )
         if self.bpe_engine not in ("auto", "python", "quicktok", "tiktoken"):
             raise InputError(
                 f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
