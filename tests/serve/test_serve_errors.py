@@ -244,3 +244,12 @@ def test_cors_is_off_by_default_and_opt_in(srv, make_server):
         headers={**origin, "Access-Control-Request-Method": "POST"},
     )
     assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+
+
+def test_a_strict_schema_the_grammar_cannot_compile_is_400(srv):
+    schema = {"type": "string", "pattern": "(?=a)b"}  # look-ahead: no regular grammar has it
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": schema}}
+    error = assert_openai_error(
+        post(srv, "/chat/completions", {**CHAT, "response_format": fmt}), 400
+    )
+    assert "look-around" in error["message"]
