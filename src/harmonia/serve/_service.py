@@ -86,6 +86,9 @@ class Service:
                 prompt = encoding.render_conversation_for_completion(conversation, Role.ASSISTANT)
                 generation = self.engine.generate(prompt, SamplingParams(max_tokens=1))
                 await generation.result()
+                # llguidance builds its tokenizer tables on first use (about a second):
+                # here, off the loop, rather than inside the first strict request.
+                await asyncio.to_thread(_warm_constraints, conversation)
             self.ready = True
             log.info("ready: engine %s, model %s", self.engine.name, self.config.model)
         except Exception as exc:  # the server stays up and says why it is not ready
@@ -193,6 +196,13 @@ class Service:
     async def aclose(self) -> None:
         if self.store is not None:
             await self.store.aclose()
+
+
+def _warm_constraints(conversation: Conversation) -> None:
+    try:
+        Constraint.from_conversation(conversation).new_matcher()
+    except Exception as exc:  # constrained decoding is optional (harmonia[constrained])
+        log.info("strict output will not be available in process: %s", exc)
 
 
 def log_diagnostics(stream: AssembledStream | Any, request_id: str) -> None:
