@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from harmonia import (
     Conversation,
@@ -26,9 +26,6 @@ from ._errors import APIError
 from ._metrics import Metrics
 from ._store import ResponseStore, open_store
 
-if TYPE_CHECKING:
-    from ..openai_compat._stream import AssembledStream
-
 log = logging.getLogger("harmonia.serve")
 JsonDict = dict[str, Any]
 
@@ -39,6 +36,9 @@ class Feedable(Protocol):
     def feed_many(self, tokens: Sequence[int]) -> list[JsonDict]: ...
 
     def finish(self, *, finished: bool = True) -> list[JsonDict]: ...
+
+    @property
+    def diagnostics(self) -> Sequence[object]: ...
 
 
 @dataclass(frozen=True)
@@ -205,9 +205,9 @@ def _warm_constraints(conversation: Conversation) -> None:
         log.info("strict output will not be available in process: %s", exc)
 
 
-def log_diagnostics(stream: AssembledStream | Any, request_id: str) -> None:
+def log_diagnostics(stream: Feedable, request_id: str) -> None:
     """Model-output repairs go to the log, never to a 500."""
-    for diagnostic in getattr(stream, "diagnostics", ()):
+    for diagnostic in stream.diagnostics:
         log.warning("[%s] model output repaired: %s", request_id, diagnostic)
 
 
