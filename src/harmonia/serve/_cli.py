@@ -177,9 +177,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Build the engine and app and serve until interrupted."""
     import asyncio
 
-    import uvicorn
+    try:
+        import uvicorn
 
-    from ._app import create_app
+        from ._app import create_app
+    except ImportError as exc:
+        raise InputError(
+            f"harmonia serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'harmonia[serve]'"
+        ) from None
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
