@@ -331,10 +331,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
     # The apps' commands: each module adds its own and imports its extras only when run.
     from ..agent._chat_cli import add_subcommand as add_chat_command
+    from ..serve._cli import add_subcommand as add_serve_command
     from ..tools.mcp._cli import add_subcommand as add_tools_command
     from ..training._cli import add_subcommand as add_data_command
 
     add_chat_command(sub, _HelpFormatter)
+    add_serve_command(sub, _HelpFormatter)
     add_tools_command(sub, _HelpFormatter)
     add_data_command(sub, _HelpFormatter)
     return parser

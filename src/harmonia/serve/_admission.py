@@ -1,0 +1,48 @@
+"""Admission control: a limit of running generations and a bounded queue, then 429."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._errors import APIError
+
+
+class Admission:
+    """At most ``limit`` generations at once; ``queue_size`` more may wait.
+
+    A request beyond that is answered 429 at once with ``Retry-After``: an
+    unbounded queue would turn overload into timeouts.
+    """
+
+    def __init__(self, limit: int, queue_size: int, retry_after_s: int) -> None:
+        self.limit = limit
+        self.queue_size = queue_size
+        self.retry_after_s = retry_after_s
+        self.running = 0
+        self.waiting = 0
+        self._free = asyncio.Semaphore(limit)
+
+    def check(self) -> None:
+        """429 now if a new request could not even wait in the queue."""
+        if self.running >= self.limit and self.waiting >= self.queue_size:
+            raise APIError(
+                429,
+                f"the server is at capacity ({self.limit} generations running, "
+                f"{self.waiting} waiting); retry after {self.retry_after_s} s",
+                code="server_overloaded",
+                headers={"Retry-After": str(self.retry_after_s)},
+            )
+
+    async def acquire(self) -> None:
+        """Take a slot, waiting in the queue if needed; 429 when the queue is full."""
+        self.check()
+        self.waiting += 1
+        try:
+            await self._free.acquire()
+        finally:
+            self.waiting -= 1
+        self.running += 1
+
+    def release(self) -> None:
+        self.running -= 1
+        self._free.release()

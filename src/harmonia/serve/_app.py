@@ -1,0 +1,258 @@
+"""The ASGI application: routes, API keys, request ids, errors in OpenAI's shape."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from harmonia import HarmonyError
+
+from ..engines import Engine
+from ._asgi import ClientGone, error_response, json_response
+from ._chat import chat_completions
+from ._config import ServerConfig
+from ._errors import APIError, from_exception
+from ._responses import Responses
+from ._service import Service, log
+from ._store import ResponseStore
+from ._tool_loop import ToolLoop
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+Handler = Callable[[], Awaitable[Response]]
+
+
+def create_app(
+    engine: Engine,
+    config: ServerConfig | None = None,
+    *,
+    store: ResponseStore | None = None,
+    tool_loop: ToolLoop | None = None,
+) -> FastAPI:
+    """An OpenAI-compatible ASGI app serving ``engine`` (run it with uvicorn).
+
+    ``store`` overrides the store ``config.store`` names; ``tool_loop`` runs
+    built-in tools (without one, requests that declare them get a 400). The
+    engine is not closed with the app: its owner closes it.
+
+    .. code-block:: python
+
+        import uvicorn
+        from harmonia.engines import ScriptedEngine
+        from harmonia.serve import ServerConfig, create_app
+
+        app = create_app(ScriptedEngine([...]), ServerConfig(store="memory"))
+        uvicorn.run(app, host="127.0.0.1", port=8000)
+    """
+    config = config or ServerConfig()
+    service = Service(engine, config, store)
+    responses = Responses(service, tool_loop)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        starting = asyncio.ensure_future(service.start())
+        try:
+            yield
+        finally:
+            starting.cancel()
+            tasks = [run.task for run in responses.background.values() if run.task is not None]
+            for task in tasks:
+                task.cancel()
+            # Let each cancelled run record its status before the store closes.
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await service.aclose()
+
+    app = FastAPI(
+        title="harmonia",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.service = service
+    app.state.responses = responses
+
+    async def guarded(request: Request, handler: Handler) -> Response:
+        request_id = request.state.request_id
+        try:
+            return await handler()
+        except ClientGone:
+            service.note_disconnect()
+            log.info("[%s] client disconnected; generation cancelled", request_id)
+            return Response(status_code=499)
+        except Exception as exc:
+            error = from_exception(exc)
+            if error.status >= 500 and not isinstance(exc, APIError | HarmonyError):
+                log.exception("[%s] %s", request_id, error.message)  # a bug: keep the trace
+            else:
+                log.info("[%s] %d %s", request_id, error.status, error.message)
+            return error_response(error)
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        rid = request.state.request_id
+        return await guarded(request, lambda: chat_completions(service, request, rid))
+
+    @app.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        rid = request.state.request_id
+        return await guarded(request, lambda: responses.create(request, rid))
+
+    @app.get("/v1/responses/{response_id}")
+    async def retrieve_response(request: Request, response_id: str) -> Response:
+        return await guarded(request, lambda: responses.retrieve(request, response_id))
+
+    @app.delete("/v1/responses/{response_id}")
+    async def delete_response(request: Request, response_id: str) -> Response:
+        return await guarded(request, lambda: responses.delete(response_id))
+
+    @app.post("/v1/responses/{response_id}/cancel")
+    async def cancel_response(request: Request, response_id: str) -> Response:
+        return await guarded(request, lambda: responses.cancel(response_id))
+
+    @app.get("/v1/responses/{response_id}/input_items")
+    async def input_items(request: Request, response_id: str) -> Response:
+        return await guarded(request, lambda: responses.input_items(request, response_id))
+
+    def model_object(name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": 0, "owned_by": "harmonia"}
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return json_response(
+            {"object": "list", "data": [model_object(name) for name in config.model_names]}
+        )
+
+    @app.get("/v1/models/{model}")
+    async def model(request: Request, model: str) -> Response:
+        async def one() -> Response:
+            service.check_model(model)
+            return json_response(model_object(model))
+
+        return await guarded(request, one)
+
+    @app.get("/health")
+    async def health() -> Response:
+        if service.ready:
+            return json_response({"status": "ok", "engine": engine.name})
+        return json_response(
+            {"status": "unavailable", "reason": service.not_ready_reason},
+            status=503,
+            headers={"Retry-After": "1"},
+        )
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        admission = service.admission
+        text = service.metrics.render(
+            {
+                "harmonia_generations_running": lambda: admission.running,
+                "harmonia_queue_depth": lambda: admission.waiting,
+                "harmonia_background_responses": lambda: len(responses.background),
+                "harmonia_ready": lambda: int(service.ready),
+            }
+        )
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = {404: f"no route {request.url.path!r}", 405: "method not allowed"}.get(
+            exc.status_code, str(exc.detail)
+        )
+        return error_response(APIError(exc.status_code, message, code="unknown_route"))
+
+    if config.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(_Guard, config=config, service=service)
+    return app
+
+
+class _Guard:
+    """Pure ASGI (no per-chunk cost): request ids, API keys, access log, metrics, a last 500."""
+
+    def __init__(self, app: Any, config: ServerConfig, service: Service) -> None:
+        self.app = app
+        self.keys = [key.encode() for key in config.api_keys]
+        self.service = service
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or ())
+        given = headers.get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if _REQUEST_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
+        scope.setdefault("state", {})["request_id"] = request_id
+        # The SSE writer sends body chunks here, past the framework's per-message wrappers
+        # (they only act on the response start, which still goes through all of them).
+        scope["harmonia.body_send"] = send
+        path = scope["path"]
+        status = 500
+        started = time.monotonic()
+        response_started = False
+
+        async def send_wrapper(message: Any) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", ()),
+                    (b"x-request-id", request_id.encode()),
+                ]
+            await send(message)
+
+        try:
+            if self.keys and path.startswith("/v1/") and not self._authorized(headers):
+                await error_response(
+                    APIError(
+                        401,
+                        "missing or invalid API key: send Authorization: Bearer <key>",
+                        code="invalid_api_key",
+                    )
+                )(scope, receive, send_wrapper)
+            else:
+                await self.app(scope, receive, send_wrapper)
+        except Exception:
+            log.exception("[%s] unhandled error", request_id)
+            if not response_started:
+                await error_response(from_exception(RuntimeError()))(scope, receive, send_wrapper)
+        finally:
+            route = path if not path.startswith("/v1/responses/") else "/v1/responses/{id}"
+            self.service.metrics.request(route, status)
+            log.info(
+                "[%s] %s %s %d %.1f ms",
+                request_id,
+                scope["method"],
+                path,
+                status,
+                (time.monotonic() - started) * 1000,
+            )
+
+    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+        value = headers.get(b"authorization", b"")
+        if not value.startswith(b"Bearer "):
+            return False
+        token = value[7:].strip()
+        # Compare against every key, each in constant time: no early exit that leaks which.
+        found = False
+        for key in self.keys:
+            found |= hmac.compare_digest(token, key)
+        return found

@@ -1,0 +1,180 @@
+"""The HTTP plumbing under the routes: disconnect watching, SSE writing, JSON answers.
+
+The SSE path is plain ASGI (no middleware per chunk): one write per engine
+step, a watchdog that sends keep-alive comments when the stream is quiet and
+drops a client that stops reading, and cancellation of the producer (and so
+of the engine generation) as soon as the client disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
+from typing import Any, TypeVar
+
+from starlette.responses import Response
+
+from ._errors import APIError
+
+T = TypeVar("T")
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_PING = b": keep-alive\n\n"
+
+
+def dumps(data: Any) -> bytes:
+    """Compact JSON bytes (the hot path: one call per chunk)."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(dumps(data), status_code=status, headers=headers, media_type="application/json")
+
+
+def error_response(error: APIError) -> Response:
+    return Response(
+        error.json_bytes(),
+        status_code=error.status,
+        headers=error.headers,
+        media_type="application/json",
+    )
+
+
+class ClientGone(Exception):
+    """The client disconnected before the answer was ready."""
+
+
+class Disconnect:
+    """Watches one request's ASGI ``receive`` for ``http.disconnect`` (after the body)."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.event = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.event.set()
+                return
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    async def race(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine``; cancel it and raise :class:`ClientGone` if the client leaves."""
+        if self.event.is_set():
+            coroutine.close()
+            raise ClientGone
+        task = asyncio.ensure_future(coroutine)
+        waiter = asyncio.ensure_future(self.event.wait())
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            waiter.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise ClientGone
+
+
+class SSEResponse(Response):
+    """A ``text/event-stream`` answer from an async iterator of ready-made frames."""
+
+    def __init__(
+        self,
+        frames: AsyncIterator[bytes],
+        disconnect: Disconnect,
+        *,
+        send_timeout_s: float,
+        ping_interval_s: float,
+        cancel_on_disconnect: bool = True,
+        on_disconnect: Callable[[], None] | None = None,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        # Not Response.__init__: it would declare a Content-Length for an empty body.
+        self.status_code = 200
+        self.media_type = "text/event-stream"
+        self.background = None
+        self.init_headers(
+            {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})}
+        )
+        self.frames = frames
+        self.disconnect = disconnect
+        self.send_timeout_s = send_timeout_s
+        self.ping_interval_s = ping_interval_s
+        self.cancel_on_disconnect = cancel_on_disconnect
+        self.on_disconnect = on_disconnect
+        self.on_close = on_close
+        self._lock = asyncio.Lock()
+        self._last_send = time.monotonic()
+        self._sending_since: float | None = None
+        self._dropped = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        send = scope.get("harmonia.body_send", send)  # the hot path: no wrappers per chunk
+        stream = asyncio.ensure_future(self._stream(send))
+        gone = asyncio.ensure_future(self.disconnect.event.wait())
+        watchdog = asyncio.ensure_future(self._watchdog(send, stream))
+        try:
+            await asyncio.wait((stream, gone), return_when=asyncio.FIRST_COMPLETED)
+            if gone.done() and not stream.done():
+                if self.on_disconnect is not None:
+                    self.on_disconnect()
+                if self.cancel_on_disconnect:
+                    stream.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await stream
+            elif stream.done() and not stream.cancelled():
+                stream.result()  # re-raise a bug in the producer
+        finally:
+            for task in (stream, gone, watchdog):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await self.frames.aclose()  # type: ignore[attr-defined]
+            if self.on_close is not None:
+                await self.on_close()
+            self.disconnect.close()
+        if not self.disconnect.event.is_set() and not self._dropped:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _write(self, send: Send, data: bytes) -> None:
+        async with self._lock:
+            self._sending_since = time.monotonic()
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+            self._sending_since = None
+            self._last_send = time.monotonic()
+
+    async def _stream(self, send: Send) -> None:
+        try:
+            async for frame in self.frames:
+                await self._write(send, frame)
+        except OSError:  # the socket closed under us: same as a disconnect
+            return
+
+    async def _watchdog(self, send: Send, stream: asyncio.Future[None]) -> None:
+        tick = min(self.ping_interval_s, self.send_timeout_s) / 4
+        while not stream.done():
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            since = self._sending_since
+            if since is not None and now - since > self.send_timeout_s:
+                self._dropped = True
+                stream.cancel()  # a client that stopped reading: drop it
+                return
+            if since is None and now - self._last_send >= self.ping_interval_s:
+                with contextlib.suppress(OSError):
+                    await self._write(send, _PING)

@@ -1,0 +1,106 @@
+"""``POST /v1/chat/completions``: streaming and not, on one code path."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from harmonia import EngineError
+
+from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
+from ._asgi import Disconnect, SSEResponse, dumps, json_response
+from ._errors import APIError
+from ._request import ChatBody, read_json, validate
+from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
+
+_DONE = b"data: [DONE]\n\n"
+
+
+def _strict(body: ChatBody) -> bool:
+    """Whether the request asks for schema-exact output (strict tools or response format)."""
+    for tool in body.tools or ():
+        function = tool.get("function")
+        if isinstance(function, dict) and function.get("strict") is True:
+            return True
+    fmt = body.response_format or {}
+    schema = fmt.get("json_schema")
+    return (
+        fmt.get("type") == "json_schema"
+        and isinstance(schema, dict)
+        and schema.get("strict") is True
+    )
+
+
+def _prepare(service: Service, data: dict[str, Any], body: ChatBody) -> Prepared:
+    conversation = chat_request_to_conversation(data, service.config.prompt_options)
+    choice = tool_choice_option(body.tool_choice)
+    if not body.tools:
+        choice = None
+    return service.prepare(conversation, choice, _strict(body))
+
+
+async def chat_completions(service: Service, request: Request, request_id: str) -> Response:
+    data = await read_json(request, service.config.max_body_bytes)
+    body: ChatBody = validate(ChatBody, data)
+    service.check_model(body.model)
+    enc = service.enc
+    params = service.sampling(
+        body.max_completion_tokens or body.max_tokens, body.temperature, body.top_p, body.seed
+    )
+    prepared = await asyncio.to_thread(_prepare, service, data, body)
+    stream = ChatCompletionStream(
+        enc,
+        model=body.model,
+        include_usage=bool(body.stream_options and body.stream_options.include_usage),
+        prompt_tokens=len(prepared.prompt),
+        reasoning_field=service.config.chat_reasoning_field,
+    )
+    disconnect = Disconnect(request.receive)
+    try:
+        job = await disconnect.race(service.admit(prepared, params))
+    except BaseException:
+        disconnect.close()
+        raise
+    if body.stream:
+        return SSEResponse(
+            _frames(job, stream, request_id),
+            disconnect,
+            send_timeout_s=service.config.send_timeout_s,
+            ping_interval_s=service.config.ping_interval_s,
+            on_close=job.close,
+            on_disconnect=service.note_disconnect,
+        )
+    try:
+        return json_response(await disconnect.race(_complete(job, stream, request_id)))
+    finally:
+        disconnect.close()
+        await job.close()
+
+
+async def _complete(job: Job, stream: ChatCompletionStream, request_id: str) -> dict[str, Any]:
+    try:
+        async for _ in job.run(stream):
+            pass
+    except EngineError as exc:
+        log.error("[%s] engine failed: %s", request_id, exc)
+        raise APIError(500, f"the engine failed: {exc}", code="engine_error") from None
+    log_diagnostics(stream, request_id)
+    return stream.completion
+
+
+async def _frames(job: Job, stream: ChatCompletionStream, request_id: str) -> AsyncIterator[bytes]:
+    try:
+        async for chunks in job.run(stream):
+            yield b"".join(b"data: " + dumps(chunk) + b"\n\n" for chunk in chunks)
+    except EngineError as exc:
+        # After the headers an error can only travel in the stream; the SDK raises APIError.
+        log.error("[%s] engine failed mid-stream: %s", request_id, exc)
+        error = APIError(500, f"the engine failed: {exc}", code="engine_error")
+        yield b"data: " + error.json_bytes() + b"\n\n"
+        return
+    log_diagnostics(stream, request_id)
+    yield _DONE

@@ -1,0 +1,293 @@
+"""``harmonia serve``: the OpenAI-compatible server from the command line.
+
+The lead wires it into the ``harmonia`` command with
+``harmonia.serve._cli.add_subcommand(subparsers)``; ``python -m
+harmonia.serve._cli ...`` runs it alone. Exit status: 0 after a clean
+shutdown, 1 when harmonia refuses the configuration, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from harmonia import HarmonyError, InputError
+
+from .._names import COT_POLICY_NAMES
+from ..engines import Engine, Script, ScriptedEngine
+from ..openai_compat import PromptOptions
+from ._config import ServerConfig, api_keys_from_env
+
+_DEMO_REPLY = (
+    "<|channel|>analysis<|message|>A scripted engine: there is no model behind it.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Hello from harmonia's scripted engine."
+    "<|return|>"
+)
+_DEFAULTS = ServerConfig()
+
+
+_EXAMPLES = """examples:
+  harmonia serve --engine vllm --url http://127.0.0.1:8001 --port 8000
+  harmonia serve --engine llama.cpp --url http://127.0.0.1:8080
+  harmonia serve --engine transformers --model-path ./gpt-oss-20b --device cuda
+  harmonia serve --engine scripted          # a demo model that replays a reply
+
+exit status: 0 after a clean shutdown; 1 a bad option or an engine that cannot start;
+2 a usage error"""
+
+
+def add_subcommand(
+    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
+) -> argparse.ArgumentParser:
+    """Add ``serve`` to an ``argparse`` sub-command set (``func(args, out) -> int``)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="an OpenAI-compatible HTTP server (Chat Completions, Responses) over an engine",
+        description="Serve gpt-oss over /v1/chat/completions and /v1/responses. "
+        "API keys come from --api-key or HARMONIA_API_KEYS (comma-separated).",
+        epilog=_EXAMPLES,
+        formatter_class=formatter_class,
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    engine = parser.add_argument_group("engine")
+    engine.add_argument(
+        "--engine",
+        required=True,
+        choices=("scripted", "transformers", "vllm", "llama.cpp"),
+        help="what samples the tokens",
+    )
+    engine.add_argument("--url", help="vllm / llama.cpp: the engine server's base URL")
+    engine.add_argument("--model-path", help="transformers: a model directory or hub id")
+    engine.add_argument("--device", default=None, help="transformers: cpu, cuda, ...")
+    engine.add_argument("--dtype", default=None, help="transformers: float32, bfloat16, ...")
+    engine.add_argument("--engine-model", help="vllm: the model name its server expects")
+    engine.add_argument(
+        "--json-args",
+        choices=("refuse", "any"),
+        default="refuse",
+        help="llama.cpp: refuse JSON schemas it cannot enforce, or enforce any JSON",
+    )
+    engine.add_argument(
+        "--script", help="scripted: a JSON list of harmony completions (text) to replay in turn"
+    )
+    engine.add_argument("--script-delay", type=float, default=0.0, help="scripted: s per token")
+
+    server = parser.add_argument_group("server")
+    server.add_argument("--host", default=_DEFAULTS.host, help="address to listen on")
+    server.add_argument("--port", type=int, default=_DEFAULTS.port, help="port to listen on")
+    server.add_argument("--model", default=_DEFAULTS.model, help="the model name to serve")
+    server.add_argument("--alias", action="append", default=[], help="another accepted name")
+    server.add_argument(
+        "--api-key", action="append", default=[], help="an accepted Bearer key (repeatable)"
+    )
+    server.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=_DEFAULTS.max_concurrent,
+        help="generations at once; more wait in the queue",
+    )
+    server.add_argument(
+        "--queue-size",
+        type=int,
+        default=_DEFAULTS.queue_size,
+        help="requests that may wait; beyond, 429 with Retry-After",
+    )
+    server.add_argument(
+        "--max-body-bytes", type=int, default=_DEFAULTS.max_body_bytes, help="request size limit"
+    )
+    server.add_argument(
+        "--max-input-tokens",
+        type=int,
+        default=_DEFAULTS.max_input_tokens,
+        help="prompt tokens a request may render to",
+    )
+    server.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=_DEFAULTS.max_output_tokens,
+        help="the cap on a request's max_tokens / max_output_tokens",
+    )
+    server.add_argument(
+        "--send-timeout",
+        type=float,
+        default=_DEFAULTS.send_timeout_s,
+        help="seconds a client may stop reading before it is dropped",
+    )
+    server.add_argument(
+        "--ping-interval",
+        type=float,
+        default=_DEFAULTS.ping_interval_s,
+        help="seconds between SSE keep-alive comments while the engine is silent",
+    )
+    server.add_argument(
+        "--store", default=_DEFAULTS.store, help="sqlite:PATH (default), memory or none"
+    )
+    server.add_argument(
+        "--memory-store-size",
+        type=int,
+        default=_DEFAULTS.memory_store_size,
+        help="responses the memory store keeps (the least recently used go first)",
+    )
+    server.add_argument(
+        "--cot-policy",
+        default=_DEFAULTS.cot_policy,
+        choices=COT_POLICY_NAMES,
+        help="which earlier reasoning the prompt keeps",
+    )
+    server.add_argument(
+        "--date",
+        default=None,
+        help="conversation start date in the system message (YYYY-MM-DD or 'today'); "
+        "a date that changes daily invalidates the engine's prefix cache daily",
+    )
+    server.add_argument(
+        "--reasoning-field",
+        default=_DEFAULTS.chat_reasoning_field,
+        choices=("reasoning_content", "reasoning"),
+        help="the Chat field that carries reasoning",
+    )
+    server.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        help="an origin browsers may call from (repeatable; CORS is off without one)",
+    )
+    server.add_argument(
+        "--no-warmup", action="store_true", help="report healthy without a warm-up generation"
+    )
+    server.add_argument("--log-level", default="info", help="debug, info, warning or error")
+
+
+def build_config(args: argparse.Namespace) -> ServerConfig:
+    date = args.date
+    if date == "today":
+        date = datetime.date.today().isoformat()
+    return ServerConfig(
+        model=args.model,
+        model_aliases=tuple(args.alias),
+        host=args.host,
+        port=args.port,
+        api_keys=tuple(args.api_key) or api_keys_from_env(),
+        max_concurrent=args.max_concurrent,
+        queue_size=args.queue_size,
+        max_body_bytes=args.max_body_bytes,
+        max_input_tokens=args.max_input_tokens,
+        max_output_tokens=args.max_output_tokens,
+        send_timeout_s=args.send_timeout,
+        ping_interval_s=args.ping_interval,
+        store=args.store,
+        memory_store_size=args.memory_store_size,
+        cot_policy=args.cot_policy,
+        prompt_options=PromptOptions(conversation_start_date=date),
+        chat_reasoning_field=args.reasoning_field,
+        cors_origins=tuple(args.cors_origin),
+        warmup=not args.no_warmup,
+    )
+
+
+def build_engine(args: argparse.Namespace) -> Engine:
+    """The engine the arguments name (its optional dependencies imported only now)."""
+    if args.engine == "scripted":
+        return _scripted(args.script, args.script_delay)
+    if args.engine == "transformers":
+        if not args.model_path:
+            raise InputError("--engine transformers needs --model-path (a directory or hub id)")
+        from ..engines.transformers import TransformersEngine
+
+        kwargs = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v}
+        return TransformersEngine.from_pretrained(args.model_path, **kwargs)
+    if not args.url:
+        raise InputError(f"--engine {args.engine} needs --url (the engine server's base URL)")
+    if args.engine == "vllm":
+        from ..engines.vllm import VLLMEngine
+
+        return VLLMEngine(args.url, model=args.engine_model)
+    from ..engines.llamacpp import LlamaCppEngine
+
+    return LlamaCppEngine(args.url, json_args=args.json_args)
+
+
+def _scripted(path: str | None, delay: float) -> ScriptedEngine:
+    from harmonia import HarmonyEncodingName, load_harmony_encoding
+
+    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    texts = [_DEMO_REPLY]
+    if path is not None:
+        with open(path, encoding="utf-8") as file:
+            texts = json.load(file)
+        if not (isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)):
+            raise InputError(f"{path}: expected a JSON list of harmony completion strings")
+    scripts = [Script(tuple(enc.encode(t, allowed_special="all")), delay=delay) for t in texts]
+    count = 0
+
+    def next_script(prompt: tuple[int, ...]) -> Script:
+        nonlocal count
+        count += 1
+        return scripts[(count - 1) % len(scripts)]
+
+    return ScriptedEngine(next_script)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Build the engine and app and serve until interrupted."""
+    import asyncio
+
+    try:
+        import uvicorn
+
+        from ._app import create_app
+    except ImportError as exc:
+        raise InputError(
+            f"harmonia serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'harmonia[serve]'"
+        ) from None
+
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = build_config(args)
+    engine = build_engine(args)
+    app = create_app(engine, config)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=args.log_level,
+            access_log=False,  # the app logs each request with its id
+            timeout_graceful_shutdown=5,
+        )
+    )
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises the signal after its graceful shutdown
+        pass
+    finally:
+        asyncio.run(engine.aclose())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``harmonia serve`` on its own: parse ``argv`` and serve."""
+    parser = argparse.ArgumentParser(prog="harmonia serve")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args, sys.stdout)
+    except HarmonyError as exc:
+        print(f"harmonia serve: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

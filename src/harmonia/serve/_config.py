@@ -1,0 +1,112 @@
+"""The server's settings: every limit and default lives here, once."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from harmonia import InputError
+
+from ..openai_compat import PromptOptions
+
+#: The environment variable read for API keys when none are given (comma-separated).
+API_KEYS_ENV = "HARMONIA_API_KEYS"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Limits, defaults and policies of one harmonia server.
+
+    The defaults are safe for one machine: loopback only, no API keys, CORS
+    off, a bounded queue, a SQLite response store. API keys are never shown
+    in the repr.
+
+    >>> config = ServerConfig(api_keys=("sk-secret",))
+    >>> "sk-secret" in repr(config)
+    False
+    """
+
+    #: The model name ``/v1/models`` lists and requests must name (or an alias).
+    model: str = "gpt-oss-120b"
+    model_aliases: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 8000
+    #: Accepted Bearer tokens; empty: no authentication.
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    #: Generations running at once; more wait in a queue of ``queue_size``, then 429.
+    max_concurrent: int = 64
+    queue_size: int = 256
+    #: Seconds a client is told to wait (``Retry-After``) when the queue is full.
+    retry_after_s: int = 1
+    #: Largest request body, in bytes (413 beyond).
+    max_body_bytes: int = 4 * 1024 * 1024
+    #: Largest rendered prompt, in tokens (400 ``context_length_exceeded`` beyond).
+    max_input_tokens: int = 120_000
+    #: Largest ``max_tokens`` / ``max_output_tokens`` a request may ask for.
+    max_output_tokens: int = 32_768
+    #: A client that takes longer than this to accept one SSE write is dropped.
+    send_timeout_s: float = 30.0
+    #: An SSE comment is sent after this long without data (long prefills).
+    ping_interval_s: float = 15.0
+    #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas), ``"memory"``
+    #: (bounded, lost on restart) or ``"none"``. Not in the repr: a URL may hold a password.
+    store: str = field(default="sqlite:harmonia-responses.sqlite3", repr=False)
+    #: Responses the in-memory store keeps (least recently used go first).
+    memory_store_size: int = 1000
+    #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
+    cot_policy: str = "guide"
+    #: What the system message says beyond the request (identity, date, ...).
+    prompt_options: PromptOptions = field(default_factory=PromptOptions)
+    #: The Chat message/delta field that carries reasoning: ``"reasoning_content"`` (the
+    #: older vLLM/DeepSeek name most clients read) or ``"reasoning"`` (vLLM's newer one).
+    chat_reasoning_field: str = "reasoning_content"
+    #: Allowed CORS origins; empty: no CORS headers at all.
+    cors_origins: tuple[str, ...] = ()
+    #: Run a one-token generation before ``/health`` turns green.
+    warmup: bool = True
+    #: The BPE engine (``load_harmony_encoding(engine=...)``). ``"quicktok"`` builds its
+    #: tables at start-up (~2 s); ``"auto"`` would start in pure Python, where one long
+    #: run of a letter takes seconds and holds the GIL, stalling every request.
+    bpe_engine: str = "quicktok"
+
+    def __post_init__(self) -> None:
+        positive = ("max_concurrent", "max_body_bytes", "max_input_tokens", "max_output_tokens")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise InputError(f"ServerConfig.{name} must be at least 1")
+        if self.queue_size < 0 or self.retry_after_s < 0:
+            raise InputError("ServerConfig.queue_size and retry_after_s must be >= 0")
+        if self.send_timeout_s <= 0 or self.ping_interval_s <= 0:
+            raise InputError("ServerConfig.send_timeout_s and ping_interval_s must be > 0")
+        if self.chat_reasoning_field not in ("reasoning_content", "reasoning"):
+            raise InputError(
+                f"ServerConfig.chat_reasoning_field {self.chat_reasoning_field!r}: "
+                "use reasoning_content or reasoning"
+            )
+        if self.bpe_engine not in ("auto", "python", "quicktok", "tiktoken"):
+            raise InputError(
+                f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
+                "use quicktok, auto, python or tiktoken"
+            )
+        if self.cot_policy not in ("reference", "guide", "keep_all"):
+            raise InputError(
+                f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
+            )
+        if not (
+            self.store in ("memory", "none")
+            or self.store.startswith(("sqlite:", "redis://", "rediss://"))
+        ):
+            # Not the value itself: a Redis URL may hold a password.
+            raise InputError(
+                "ServerConfig.store: use 'sqlite:PATH', 'redis://HOST:PORT/DB', 'memory' or 'none'"
+            )
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return (self.model, *self.model_aliases)
+
+
+def api_keys_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The API keys in ``HARMONIA_API_KEYS`` (comma-separated), if any."""
+    raw = (os.environ if environ is None else environ).get(API_KEYS_ENV, "")
+    return tuple(key.strip() for key in raw.split(",") if key.strip())

@@ -1,0 +1,32 @@
+"""``create_app`` without importing FastAPI until it is called."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from ..engines import Engine
+    from ._config import ServerConfig
+    from ._store import ResponseStore
+    from ._tool_loop import ToolLoop
+
+
+def create_app(
+    engine: Engine,
+    config: ServerConfig | None = None,
+    *,
+    store: ResponseStore | None = None,
+    tool_loop: ToolLoop | None = None,
+) -> FastAPI:
+    """An OpenAI-compatible ASGI app serving ``engine`` (run it with uvicorn).
+
+    ``store`` overrides the store ``config.store`` names; ``tool_loop`` runs
+    built-in tools (without one, requests that declare them get a 400). The
+    engine is not closed with the app: its owner closes it. FastAPI is
+    imported only now, so ``import harmonia.serve`` stays light.
+    """
+    from ._app import create_app as build
+
+    return build(engine, config, store=store, tool_loop=tool_loop)

@@ -1,0 +1,81 @@
+"""Errors in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harmonia import EngineError, HarmonyError, InputError
+
+from ..engines import UnsupportedConstraintError
+from ..openai_compat import RequestError
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    503: "server_error",
+}
+
+
+class APIError(HarmonyError):
+    """An HTTP error answer: status, message, and OpenAI's ``type``/``param``/``code``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    @property
+    def type(self) -> str:
+        return _TYPES.get(
+            self.status, "server_error" if self.status >= 500 else "invalid_request_error"
+        )
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def json_bytes(self) -> bytes:
+        return json.dumps(self.body()).encode()
+
+
+def from_exception(exc: BaseException) -> APIError:
+    """The answer for an exception raised while preparing a request."""
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, RequestError):
+        return APIError(400, str(exc), param=exc.path or None, code="invalid_value")
+    if isinstance(exc, UnsupportedConstraintError):
+        return APIError(
+            400,
+            f"this server's engine cannot enforce what the request asks for: {exc}",
+            code="unsupported_constraint",
+        )
+    if isinstance(exc, InputError):
+        return APIError(400, str(exc), code="invalid_value")
+    if isinstance(exc, EngineError):
+        return APIError(500, f"the engine failed: {exc}", code="engine_error")
+    return APIError(500, "internal server error; the server log has the details", code="internal")

@@ -1,0 +1,71 @@
+"""Prometheus text metrics, kept by hand (no dependency): counters and a TTFT histogram."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Callable
+
+_TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """Request, error, token and latency counters for ``GET /metrics``."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str, int]] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.disconnects = 0
+        self.generated_tokens = 0
+        self.generation_seconds = 0.0
+        self.ttft_counts = [0] * (len(_TTFT_BUCKETS) + 1)
+        self.ttft_sum = 0.0
+
+    def request(self, path: str, status: int) -> None:
+        self.requests[(path, status)] += 1
+        if status >= 400:
+            self.errors["http_" + str(status)] += 1
+
+    def first_token(self, seconds: float) -> None:
+        self.ttft_counts[bisect.bisect_left(_TTFT_BUCKETS, seconds)] += 1
+        self.ttft_sum += seconds
+
+    def generation(self, tokens: int, seconds: float) -> None:
+        self.generated_tokens += tokens
+        self.generation_seconds += seconds
+
+    def render(self, gauges: dict[str, Callable[[], float]]) -> str:
+        lines = [
+            "# HELP harmonia_requests_total HTTP requests by route and status.",
+            "# TYPE harmonia_requests_total counter",
+        ]
+        for (path, status), count in sorted(self.requests.items()):
+            lines.append(f'harmonia_requests_total{{path="{path}",status="{status}"}} {count}')
+        lines += [
+            "# HELP harmonia_errors_total Errors by kind.",
+            "# TYPE harmonia_errors_total counter",
+        ]
+        for kind, count in sorted(self.errors.items()):
+            lines.append(f'harmonia_errors_total{{kind="{kind}"}} {count}')
+        lines += [
+            "# TYPE harmonia_client_disconnects_total counter",
+            f"harmonia_client_disconnects_total {self.disconnects}",
+            "# HELP harmonia_generated_tokens_total Tokens the engine produced.",
+            "# TYPE harmonia_generated_tokens_total counter",
+            f"harmonia_generated_tokens_total {self.generated_tokens}",
+            "# HELP harmonia_generation_seconds_total Time spent generating (for tokens/s).",
+            "# TYPE harmonia_generation_seconds_total counter",
+            f"harmonia_generation_seconds_total {self.generation_seconds:.6f}",
+            "# HELP harmonia_time_to_first_token_seconds From admission to the first token.",
+            "# TYPE harmonia_time_to_first_token_seconds histogram",
+        ]
+        cumulative = 0
+        for bound, count in zip((*_TTFT_BUCKETS, float("inf")), self.ttft_counts, strict=True):
+            cumulative += count
+            le = "+Inf" if bound == float("inf") else repr(bound)
+            lines.append(f'harmonia_time_to_first_token_seconds_bucket{{le="{le}"}} {cumulative}')
+        lines.append(f"harmonia_time_to_first_token_seconds_sum {self.ttft_sum:.6f}")
+        lines.append(f"harmonia_time_to_first_token_seconds_count {cumulative}")
+        for name, read in gauges.items():
+            lines += [f"# TYPE {name} gauge", f"{name} {read():g}"]
+        return "\n".join(lines) + "\n"

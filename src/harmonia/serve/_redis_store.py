@@ -1,0 +1,50 @@
+"""A response store on Redis (redis-py's asyncio client): shared by replicas on many hosts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harmonia import InputError
+
+from ._store import StoredResponse
+
+
+class RedisStore:
+    """Responses as JSON strings under ``{prefix}{id}``, each kept ``ttl_s`` seconds.
+
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://...`` for
+    TLS); a password in it is never shown in a repr or an error. Needs the
+    ``redis`` package (``harmonia[serve-redis]``).
+    """
+
+    def __init__(
+        self, url: str, *, ttl_s: int | None = 30 * 24 * 3600, prefix: str = "harmonia:response:"
+    ) -> None:
+        try:
+            import redis.asyncio
+        except ImportError as exc:
+            raise InputError(
+                "the Redis response store needs the redis package: "
+                "pip install 'harmonia[serve-redis]'"
+            ) from exc
+        if ttl_s is not None and ttl_s < 1:
+            raise InputError("RedisStore ttl_s must be at least 1 second, or None to keep forever")
+        self._client: Any = redis.asyncio.Redis.from_url(url)
+        self._ttl = ttl_s
+        self._prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"RedisStore(prefix={self._prefix!r}, ttl_s={self._ttl})"
+
+    async def put(self, record: StoredResponse) -> None:
+        await self._client.set(self._prefix + record.id, record.to_json(), ex=self._ttl)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        raw = await self._client.get(self._prefix + response_id)
+        return None if raw is None else StoredResponse.from_json(raw.decode())
+
+    async def delete(self, response_id: str) -> bool:
+        return bool(await self._client.delete(self._prefix + response_id))
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,356 @@
+"""``/v1/responses``: create (streaming, background), retrieve, delete, cancel, input items.
+
+A response's whole input (earlier turns expanded) and its prompt and
+completion tokens are stored together, so ``previous_response_id`` continues
+from exactly what the model saw. Built-in tools (``web_search*``,
+``code_interpreter``) need a tool-running loop, plugged in as a
+:class:`ToolLoop`; without one such a request is refused with a 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from harmonia import EngineError
+
+from ..openai_compat import ResponseStream
+from ._asgi import Disconnect, SSEResponse, dumps, json_response
+from ._errors import APIError
+from ._request import ResponsesBody, read_json, validate
+from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
+from ._service import Job, Service, log, log_diagnostics
+from ._store import StoredResponse
+from ._tool_loop import ToolLoop
+
+JsonDict = dict[str, Any]
+
+#: Tool types that need a tool-running loop (the model calls them and the server runs them).
+BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
+
+
+class BackgroundRun:
+    """A background response running in this process: its task and its event log."""
+
+    def __init__(self) -> None:
+        self.events: list[JsonDict] = []
+        self.done = False
+        self.task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    def publish(self, events: Sequence[JsonDict]) -> None:
+        self.events.extend(events)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def end(self) -> None:
+        self.done = True
+        self._changed.set()
+
+    async def follow(self, after: int) -> AsyncIterator[bytes]:
+        """SSE frames of every event with ``sequence_number > after``, until the run ends."""
+        position = 0
+        while True:
+            while position < len(self.events):
+                event = self.events[position]
+                position += 1
+                if event.get("sequence_number", -1) > after:
+                    yield _frame(event)
+            if self.done:
+                return
+            await self._changed.wait()
+
+
+def _frame(event: JsonDict) -> bytes:
+    kind: str = event["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + dumps(event) + b"\n\n"
+
+
+class Responses:
+    """The Responses routes over one :class:`Service`."""
+
+    def __init__(self, service: Service, tool_loop: ToolLoop | None = None) -> None:
+        self.service = service
+        self.tool_loop = tool_loop
+        self.background: dict[str, BackgroundRun] = {}
+
+    # -- POST /v1/responses ----------------------------------------------------------------
+
+    async def create(self, request: Request, request_id: str) -> Response:
+        service = self.service
+        data = await read_json(request, service.config.max_body_bytes)
+        body: ResponsesBody = validate(ResponsesBody, data)
+        service.check_model(body.model)
+        enc = service.enc
+        builtin = [t.get("type") for t in body.tools or () if t.get("type") in BUILTIN_TOOL_TYPES]
+        if builtin and self.tool_loop is None:
+            raise APIError(
+                400,
+                f"this server cannot run the built-in tool(s) {', '.join(map(str, builtin))}: "
+                "no tool-running loop is configured; declare them as function tools and run "
+                "them yourself",
+                param="tools",
+                code="unsupported_tool",
+            )
+        store = body.store is not False and service.store is not None
+        if body.background and not store:
+            raise APIError(
+                400,
+                "background responses must be stored: send store=true (and run the server "
+                "with a store)",
+                param="background",
+                code="invalid_value",
+            )
+        params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
+        context, previous = await expand_context(service, body, data)
+        render = {k: v for k, v in data.items() if k != "previous_response_id"}
+        render["input"] = context
+        prepared = await asyncio.to_thread(prepare_responses, service, render, body, previous)
+        echo = dict(data)
+        echo["store"] = store
+        stream = ResponseStream(
+            enc, model=body.model, request=echo, prompt_tokens=len(prepared.prompt)
+        )
+        opening = stream.start()
+        response_id = opening[0]["response"]["id"]
+
+        def record(response: JsonDict, completion: Sequence[int] = ()) -> StoredResponse:
+            return StoredResponse(
+                response_id, response, context, tuple(prepared.prompt), tuple(completion)
+            )
+
+        def admit() -> Coroutine[Any, Any, Job]:
+            return service.admit_slot() if builtin else service.admit(prepared, params)
+
+        def turn(job: Job) -> AsyncIterator[list[JsonDict]]:
+            if builtin:
+                assert self.tool_loop is not None
+                return job.wrap(self.tool_loop.run(service, prepared, params, stream))
+            return job.run(stream)
+
+        if body.background:
+            service.admission.check()
+            queued = {**opening[0]["response"], "status": "queued"}
+            assert service.store is not None
+            await service.store.put(record(queued))
+            run = BackgroundRun()
+            run.publish(opening)
+            self.background[response_id] = run
+            run.task = asyncio.ensure_future(
+                self._background(run, admit, turn, stream, record, request_id)
+            )
+            if body.stream:
+                return self._sse(run.follow(-1), Disconnect(request.receive), None)
+            return json_response(queued)
+
+        disconnect = Disconnect(request.receive)
+        try:
+            job = await disconnect.race(admit())
+        except BaseException:
+            disconnect.close()
+            raise
+
+        async def events() -> AsyncIterator[list[JsonDict]]:
+            yield opening
+            async for batch in turn(job):
+                if stream_finished(batch) and store:
+                    assert service.store is not None
+                    await service.store.put(record(stream.response, job.tokens))
+                yield batch
+            log_diagnostics(stream, request_id)
+
+        if body.stream:
+            frames = self._frames(events(), opening[0]["response"], request_id)
+            return self._sse(frames, disconnect, job)
+
+        async def drain() -> None:
+            async for _ in events():
+                pass
+
+        try:
+            await disconnect.race(drain())
+        except EngineError as exc:
+            log.error("[%s] engine failed: %s", request_id, exc)
+            raise APIError(500, f"the engine failed: {exc}", code="engine_error") from None
+        finally:
+            disconnect.close()
+            await job.close()
+        return json_response(stream.response)
+
+    def _sse(
+        self, frames: AsyncIterator[bytes], disconnect: Disconnect, job: Job | None
+    ) -> SSEResponse:
+        config = self.service.config
+        return SSEResponse(
+            frames,
+            disconnect,
+            send_timeout_s=config.send_timeout_s,
+            ping_interval_s=config.ping_interval_s,
+            on_close=None if job is None else job.close,
+            on_disconnect=self.service.note_disconnect,
+        )
+
+    async def _frames(
+        self, events: AsyncIterator[list[JsonDict]], snapshot: JsonDict, request_id: str
+    ) -> AsyncIterator[bytes]:
+        last = 0
+        try:
+            async for batch in events:
+                if batch:
+                    last = batch[-1]["sequence_number"]
+                yield b"".join(_frame(event) for event in batch)
+        except EngineError as exc:
+            log.error("[%s] engine failed mid-stream: %s", request_id, exc)
+            for event in _failure(snapshot, last, str(exc)):
+                yield _frame(event)
+
+    async def _background(
+        self,
+        run: BackgroundRun,
+        admit: Callable[[], Coroutine[Any, Any, Job]],
+        turn: Callable[[Job], AsyncIterator[list[JsonDict]]],
+        stream: ResponseStream,
+        record: Callable[..., StoredResponse],
+        request_id: str,
+    ) -> None:
+        service = self.service
+        assert service.store is not None
+        snapshot = run.events[0]["response"]
+        last = run.events[-1]["sequence_number"]
+        job: Job | None = None
+        try:
+            job = await admit()
+            await service.store.put(record({**snapshot, "status": "in_progress"}))
+            async for batch in turn(job):
+                if stream_finished(batch):
+                    await service.store.put(record(stream.response, job.tokens))
+                last = batch[-1]["sequence_number"] if batch else last
+                run.publish(batch)
+            log_diagnostics(stream, request_id)
+        except asyncio.CancelledError:
+            await service.store.put(record({**snapshot, "status": "cancelled"}))
+        except EngineError as exc:
+            log.error("[%s] engine failed in background: %s", request_id, exc)
+            failure = _failure(snapshot, last, str(exc))
+            await service.store.put(record(failure[0]["response"]))
+            run.publish(failure)
+        except Exception:
+            log.exception("[%s] background response failed", request_id)
+            failure = _failure(snapshot, last, "internal server error")
+            await service.store.put(record(failure[0]["response"]))
+            run.publish(failure)
+        finally:
+            if job is not None:
+                await job.close()
+            run.end()
+            self.background.pop(snapshot["id"], None)
+
+    # -- GET / DELETE / cancel / input_items ---------------------------------------------------
+
+    async def retrieve(self, request: Request, response_id: str) -> Response:
+        record = await get_record(self.service, response_id)
+        if request.query_params.get("stream") in ("true", "1"):
+            run = self.background.get(response_id)
+            if run is None:
+                raise APIError(
+                    400,
+                    f"response {response_id!r} is not a background response running on this "
+                    "server; only those can be streamed again",
+                    param="stream",
+                    code="invalid_value",
+                )
+            after = request.query_params.get("starting_after", "-1")
+            if not after.lstrip("-").isdigit():
+                raise APIError(400, "starting_after must be an integer", param="starting_after")
+            return self._sse(run.follow(int(after)), Disconnect(request.receive), None)
+        return json_response(record.response)
+
+    async def delete(self, response_id: str) -> Response:
+        await get_record(self.service, response_id)
+        run = self.background.get(response_id)
+        if run is not None and run.task is not None:
+            run.task.cancel()
+        assert self.service.store is not None
+        await self.service.store.delete(response_id)
+        return json_response({"id": response_id, "object": "response", "deleted": True})
+
+    async def cancel(self, response_id: str) -> Response:
+        record = await get_record(self.service, response_id)
+        if record.response.get("background") is not True:
+            raise APIError(
+                400,
+                f"response {response_id!r} was not created with background=true; only "
+                "background responses can be cancelled",
+                code="invalid_value",
+            )
+        run = self.background.get(response_id)
+        if run is not None and run.task is not None and not run.task.done():
+            run.task.cancel()
+            await asyncio.wait((run.task,))
+            record = await get_record(self.service, response_id)
+        elif record.status in RUNNING:
+            raise APIError(
+                409,
+                f"response {response_id!r} is running on another server process; send the "
+                "cancel to the replica that created it (route /cancel stickily)",
+                code="response_elsewhere",
+            )
+        return json_response(record.response)
+
+    async def input_items(self, request: Request, response_id: str) -> Response:
+        record = await get_record(self.service, response_id)
+        query = request.query_params
+        order = query.get("order", "desc")
+        limit_text = query.get("limit", "20")
+        if (
+            order not in ("asc", "desc")
+            or not limit_text.isdigit()
+            or not 1 <= int(limit_text) <= 100
+        ):
+            raise APIError(
+                400, "order must be asc or desc and limit between 1 and 100", code="invalid_value"
+            )
+        items = list(record.context if order == "asc" else reversed(record.context))
+        after = query.get("after")
+        if after is not None:
+            ids = [item.get("id") for item in items]
+            if after not in ids:
+                raise APIError(
+                    404, f"no input item {after!r}", param="after", code="item_not_found"
+                )
+            items = items[ids.index(after) + 1 :]
+        page = items[: int(limit_text)]
+        return json_response(
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0].get("id") if page else None,
+                "last_id": page[-1].get("id") if page else None,
+                "has_more": len(items) > len(page),
+            }
+        )
+
+
+def stream_finished(batch: Sequence[JsonDict]) -> bool:
+    """Whether ``batch`` ends the response (its last event is the terminal one)."""
+    return bool(batch) and batch[-1].get("type") in ("response.completed", "response.incomplete")
+
+
+def _failure(snapshot: JsonDict, last: int, message: str) -> list[JsonDict]:
+    """``response.failed`` then ``error``, numbered after event ``last``."""
+    text = f"the engine failed: {message}"
+    response = {**snapshot, "status": "failed", "error": {"code": "server_error", "message": text}}
+    return [
+        {"type": "response.failed", "sequence_number": last + 1, "response": response},
+        {
+            "type": "error",
+            "sequence_number": last + 2,
+            "code": "server_error",
+            "message": text,
+            "param": None,
+        },
+    ]

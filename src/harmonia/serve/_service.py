@@ -1,0 +1,292 @@
+"""The server's state and the one loop every endpoint shares: engine ids in, API objects out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harmonia import (
+    Conversation,
+    HarmonyEncoding,
+    HarmonyEncodingName,
+    Message,
+    RenderConversationConfig,
+    Role,
+    load_harmony_encoding,
+)
+
+from ..engines import Constraint, Engine, FinishReason, Generation, SamplingParams
+from ._admission import Admission
+from ._config import ServerConfig
+from ._errors import APIError
+from ._metrics import Metrics
+from ._store import ResponseStore, open_store
+
+log = logging.getLogger("harmonia.serve")
+JsonDict = dict[str, Any]
+
+
+class Feedable(Protocol):
+    """What the loop feeds: a ``ChatCompletionStream`` or a ``ResponseStream``."""
+
+    def feed_many(self, tokens: Sequence[int]) -> list[JsonDict]: ...
+
+    def finish(self, *, finished: bool = True) -> list[JsonDict]: ...
+
+    @property
+    def diagnostics(self) -> Sequence[object]: ...
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request made ready to run: its conversation, prompt ids and constraint."""
+
+    conversation: Conversation
+    prompt: list[int]
+    constraint: Constraint | None
+
+
+class Service:
+    """What every route needs: engine, encoding, config, store, admission, metrics."""
+
+    def __init__(
+        self, engine: Engine, config: ServerConfig, store: ResponseStore | None = None
+    ) -> None:
+        self.engine = engine
+        self.config = config
+        self.store = (
+            store if store is not None else open_store(config.store, config.memory_store_size)
+        )
+        self.admission = Admission(config.max_concurrent, config.queue_size, config.retry_after_s)
+        self.metrics = Metrics()
+        self.encoding: HarmonyEncoding | None = None
+        self.ready = False
+        self.not_ready_reason = "starting: loading the vocabulary"
+
+    # -- start-up ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Vocabulary, then a one-token warm-up; ``/health`` is green only after both."""
+        try:
+            encoding: HarmonyEncoding = await asyncio.to_thread(
+                load_harmony_encoding,
+                HarmonyEncodingName.HARMONY_GPT_OSS,
+                engine=self.config.bpe_engine,  # type: ignore[arg-type]
+            )
+            self.encoding = encoding
+            if self.config.warmup:
+                self.not_ready_reason = "starting: warming up the engine"
+                conversation = Conversation.from_messages(
+                    [Message.from_role_and_content(Role.USER, "Hi")]
+                )
+                prompt = encoding.render_conversation_for_completion(conversation, Role.ASSISTANT)
+                generation = self.engine.generate(prompt, SamplingParams(max_tokens=1))
+                await generation.result()
+                # llguidance builds its tokenizer tables on first use (about a second):
+                # here, off the loop, rather than inside the first strict request.
+                await asyncio.to_thread(_warm_constraints, conversation)
+            self.ready = True
+            log.info("ready: engine %s, model %s", self.engine.name, self.config.model)
+        except Exception as exc:  # the server stays up and says why it is not ready
+            self.not_ready_reason = f"start-up failed: {type(exc).__name__}: {exc}"
+            log.exception("start-up failed")
+
+    @property
+    def enc(self) -> HarmonyEncoding:
+        if self.encoding is None or not self.ready:
+            raise APIError(
+                503,
+                f"the server is not ready yet ({self.not_ready_reason})",
+                code="not_ready",
+                headers={"Retry-After": "1"},
+            )
+        return self.encoding
+
+    # -- request helpers ---------------------------------------------------------------------
+
+    def check_model(self, model: str) -> None:
+        if model not in self.config.model_names:
+            raise APIError(
+                404,
+                f"the model {model!r} does not exist on this server; it serves "
+                + ", ".join(repr(name) for name in self.config.model_names),
+                param="model",
+                code="model_not_found",
+            )
+
+    def sampling(
+        self,
+        max_tokens: int | None,
+        temperature: float | None,
+        top_p: float | None,
+        seed: int | None = None,
+    ) -> SamplingParams:
+        if max_tokens is not None and max_tokens > self.config.max_output_tokens:
+            raise APIError(
+                400,
+                f"max tokens {max_tokens} is more than this server allows "
+                f"({self.config.max_output_tokens})",
+                code="invalid_value",
+            )
+        given: dict[str, Any] = {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            "seed": seed,
+        }
+        return SamplingParams(**{key: value for key, value in given.items() if value is not None})
+
+    def render(self, conversation: Conversation) -> list[int]:
+        """The prompt for the assistant's next turn, under the configured CoT policy."""
+        config = RenderConversationConfig(cot_policy=self.config.cot_policy)  # type: ignore[arg-type]
+        return self.enc.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
+
+    def prepare(
+        self,
+        conversation: Conversation,
+        tool_choice: str | None,
+        strict: bool,
+        prompt: list[int] | None = None,
+    ) -> Prepared:
+        """Render ``conversation`` (unless ``prompt`` is given), check its size, build the
+        constraint. Run it in a worker thread."""
+        if prompt is None:
+            prompt = self.render(conversation)
+        if len(prompt) > self.config.max_input_tokens:
+            raise APIError(
+                400,
+                f"the prompt is {len(prompt)} tokens, more than this server's limit of "
+                f"{self.config.max_input_tokens}; shorten the input",
+                code="context_length_exceeded",
+            )
+        constraint = None
+        if strict or tool_choice not in (None, "auto", "none"):
+            from ..constrained import GrammarOptions
+
+            options = GrammarOptions(tool_choice=tool_choice or "auto")
+            constraint = Constraint.from_conversation(conversation, options)
+        return Prepared(conversation, prompt, constraint)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def admit(self, prepared: Prepared, params: SamplingParams) -> Job:
+        """Wait for a slot (429 when the queue is full), then start the engine."""
+        await self.admission.acquire()
+        try:
+            generation = self.engine.generate(
+                prepared.prompt, params, constraint=prepared.constraint
+            )
+        except BaseException:
+            self.admission.release()
+            raise
+        return Job(self, generation)
+
+    async def admit_slot(self) -> Job:
+        """A slot for a turn whose engine calls someone else makes (a tool loop)."""
+        await self.admission.acquire()
+        return Job(self, None)
+
+    def note_disconnect(self) -> None:
+        self.metrics.disconnects += 1
+
+    async def aclose(self) -> None:
+        if self.store is not None:
+            await self.store.aclose()
+
+
+def _warm_constraints(conversation: Conversation) -> None:
+    try:
+        Constraint.from_conversation(conversation).new_matcher()
+    except Exception as exc:  # constrained decoding is optional (harmonia[constrained])
+        log.info("strict output will not be available in process: %s", exc)
+
+
+def log_diagnostics(stream: Feedable, request_id: str) -> None:
+    """Model-output repairs go to the log, never to a 500."""
+    for diagnostic in stream.diagnostics:
+        log.warning("[%s] model output repaired: %s", request_id, diagnostic)
+
+
+def tool_choice_option(choice: object) -> str | None:
+    """A request's ``tool_choice`` as ``GrammarOptions.tool_choice`` (``None``: not given)."""
+    if choice is None or isinstance(choice, str):
+        return choice
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        if kind == "function":
+            function = choice.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
+            if isinstance(name, str):
+                return name
+        if kind == "allowed_tools":
+            mode = choice.get("mode")
+            return mode if isinstance(mode, str) else None
+    raise APIError(
+        400,
+        "tool_choice must be 'auto', 'none', 'required' or name a function",
+        param="tool_choice",
+        code="invalid_value",
+    )
+
+
+class Job:
+    """One admitted generation (or a tool loop's turn): its slot is held until :meth:`close`."""
+
+    def __init__(self, service: Service, generation: Generation | None) -> None:
+        self.service = service
+        self.generation = generation
+        self._closed = False
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The ids the engine produced (none known for a tool loop's turn)."""
+        return () if self.generation is None else self.generation.tokens
+
+    async def wrap(self, source: AsyncIterator[list[JsonDict]]) -> AsyncIterator[list[JsonDict]]:
+        """Yield from ``source`` (a tool loop's turn); close the job at the end."""
+        try:
+            async for batch in source:
+                yield batch
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Cancel the generation if it still runs and give the slot back (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.generation is not None and not self.generation.done:
+                await self.generation.cancel()
+        finally:
+            self.service.admission.release()
+
+    async def run(self, stream: Feedable) -> AsyncIterator[list[JsonDict]]:
+        """Feed each engine step to ``stream``; yield what it gives; close at the end.
+
+        Leaving early (a disconnect, a cancelled task) cancels the generation;
+        an engine failure is raised as the engine's ``EngineError``.
+        """
+        metrics = self.service.metrics
+        generation = self.generation
+        assert generation is not None, "a tool loop's job runs through wrap()"
+        started = time.monotonic()
+        first = True
+        try:
+            async for ids in generation:
+                if first:
+                    metrics.first_token(time.monotonic() - started)
+                    first = False
+                out = stream.feed_many(ids)
+                if out:
+                    yield out
+            finish = generation.finish
+            finished = finish is not None and finish.reason is FinishReason.STOP
+            yield stream.finish(finished=finished)
+        finally:
+            metrics.generation(len(generation.tokens), time.monotonic() - started)
+            await self.close()

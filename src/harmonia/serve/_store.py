@@ -1,0 +1,183 @@
+"""Where stored responses live: a small async interface and two backends.
+
+A record keeps what the model saw and said *as tokens* next to the API
+objects, so a conversation continued with ``previous_response_id`` starts from
+exactly the ids of the earlier turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from harmonia import InputError
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """One stored response: the response object, its whole input, its tokens."""
+
+    id: str
+    response: JsonDict
+    #: Every input item the model saw (earlier turns expanded), in order.
+    context: list[JsonDict] = field(default_factory=list)
+    prompt_tokens: tuple[int, ...] = ()
+    completion_tokens: tuple[int, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return str(self.response.get("status", ""))
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "id": self.id,
+                "response": self.response,
+                "context": self.context,
+                "prompt_tokens": list(self.prompt_tokens),
+                "completion_tokens": list(self.completion_tokens),
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> StoredResponse:
+        data = json.loads(text)
+        return cls(
+            id=data["id"],
+            response=data["response"],
+            context=data["context"],
+            prompt_tokens=tuple(data["prompt_tokens"]),
+            completion_tokens=tuple(data["completion_tokens"]),
+        )
+
+
+@runtime_checkable
+class ResponseStore(Protocol):
+    """What the server needs from a store; every method is safe to call concurrently."""
+
+    async def put(self, record: StoredResponse) -> None: ...
+
+    async def get(self, response_id: str) -> StoredResponse | None: ...
+
+    async def delete(self, response_id: str) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+
+class MemoryStore:
+    """A bounded in-process store: the ``capacity`` most recently used responses.
+
+    >>> import asyncio
+    >>> store = MemoryStore(capacity=1)
+    >>> async def demo():
+    ...     await store.put(StoredResponse("resp_a", {"status": "completed"}))
+    ...     await store.put(StoredResponse("resp_b", {"status": "completed"}))
+    ...     return await store.get("resp_a"), (await store.get("resp_b")).id
+    >>> asyncio.run(demo())
+    (None, 'resp_b')
+    """
+
+    def __init__(self, capacity: int = 1000) -> None:
+        if capacity < 1:
+            raise InputError("MemoryStore capacity must be at least 1")
+        self._capacity = capacity
+        self._records: OrderedDict[str, StoredResponse] = OrderedDict()
+
+    async def put(self, record: StoredResponse) -> None:
+        self._records[record.id] = record
+        self._records.move_to_end(record.id)
+        while len(self._records) > self._capacity:
+            self._records.popitem(last=False)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        record = self._records.get(response_id)
+        if record is not None:
+            self._records.move_to_end(response_id)
+        return record
+
+    async def delete(self, response_id: str) -> bool:
+        return self._records.pop(response_id, None) is not None
+
+    async def aclose(self) -> None:
+        self._records.clear()
+
+
+class SqliteStore:
+    """Responses in a SQLite file: survives restarts; replicas on one host can share it.
+
+    Calls run in a worker thread (never on the event loop); WAL mode lets
+    several processes read while one writes.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+        with self._lock:
+            if path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, record TEXT NOT NULL)"
+            )
+            self._db.commit()
+
+    def _put(self, record: StoredResponse) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (id, record) VALUES (?, ?)",
+                (record.id, record.to_json()),
+            )
+            self._db.commit()
+
+    def _get(self, response_id: str) -> StoredResponse | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT record FROM responses WHERE id = ?", (response_id,)
+            ).fetchone()
+        return None if row is None else StoredResponse.from_json(row[0])
+
+    def _delete(self, response_id: str) -> bool:
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+            self._db.commit()
+        return cursor.rowcount > 0
+
+    async def put(self, record: StoredResponse) -> None:
+        await asyncio.to_thread(self._put, record)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        return await asyncio.to_thread(self._get, response_id)
+
+    async def delete(self, response_id: str) -> bool:
+        return await asyncio.to_thread(self._delete, response_id)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def open_store(spec: str, memory_capacity: int = 1000) -> ResponseStore | None:
+    """The store a ``ServerConfig.store`` string names (``None`` for ``"none"``).
+
+    ``"sqlite:PATH"``, ``"memory"``, ``"redis://HOST:PORT/DB"`` (``rediss://``
+    with TLS; needs ``harmonia[serve-redis]``) or ``"none"``.
+    """
+    if spec == "none":
+        return None
+    if spec == "memory":
+        return MemoryStore(memory_capacity)
+    if spec.startswith("sqlite:"):
+        return SqliteStore(spec.removeprefix("sqlite:"))
+    if spec.startswith(("redis://", "rediss://")):
+        from ._redis_store import RedisStore
+
+        return RedisStore(spec)
+    raise InputError("unknown store: use 'sqlite:PATH', 'redis://HOST:PORT/DB', 'memory' or 'none'")

@@ -1,0 +1,65 @@
+"""``harmonia serve`` as a process: starts on loopback, answers, stops on SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from conftest import free_port
+from harmonia.serve._cli import add_subcommand, build_config, main
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def test_process_serves_and_stops_cleanly(tmp_path):
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps(["<|channel|>final<|message|>From the file.<|return|>"]))
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": SRC, "HARMONIA_API_KEYS": "sk-cli-secret"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harmonia.serve._cli", "--engine", "scripted", "--port",
+         str(port), "--store", "memory", "--script", str(script), "--model", "m"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, "the server did not start"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        import openai
+
+        client = openai.OpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-cli-secret", max_retries=0
+        )
+        reply = client.responses.create(model="m", input="Hi")
+        assert reply.output_text == "From the file."
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models").status_code == 401
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=20)
+    assert process.returncode == 0, output
+    assert "sk-cli-secret" not in output
+    assert "127.0.0.1" in output
+
+
+def test_defaults_and_refusals(capsys):
+    parser = argparse.ArgumentParser()
+    add_subcommand(parser.add_subparsers())
+    args = parser.parse_args(["serve", "--engine", "scripted", "--date", "2026-01-02"])
+    config = build_config(args)
+    assert config.host == "127.0.0.1" and config.cors_origins == ()
+    assert config.prompt_options.conversation_start_date == "2026-01-02"
+    assert main(["--engine", "vllm"]) == 1
+    assert "--url" in capsys.readouterr().err
