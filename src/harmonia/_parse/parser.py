@@ -122,6 +122,7 @@ from .events import (
     MessageStarted,
     Output,
     ParserEvent,
+    content_delta,
     make_message,
 )
 from .header import HeaderError, MessageHeader, read_header_tokens
@@ -431,6 +432,7 @@ class StreamableParser:
         "_messages",
         "_next_role",
         "_out",
+        "_plain",
         "_recovery",
         "_row",
         "_strict",
@@ -459,26 +461,40 @@ class StreamableParser:
         self._recovery = None if self._strict else LenientRecovery(self._table, self._default_role)
         rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
         self._row = rows[_HEADER if role is not None else _EXPECT_START]  # the current state's
+        self._plain = False  # whether process() may take its hot path (see _enter)
 
     # -- feeding -------------------------------------------------------------------
 
     def process(self, token: int) -> StreamableParser:
         """Feed one token. Strict mode raises :class:`ParseError` where the reference raises."""
         self._tokens.append(token)
+        if self._plain and 0 <= token < _FIRST_SPECIAL:
+            # The hot path: an ordinary token in content, the decoder ready, no
+            # events wanted. The table's content cell (ContentDecoder.add) would
+            # take this same step; taking it here saves a call per token.
+            try:
+                text = self._table[token].decode()
+            except UnicodeDecodeError:
+                pass  # half a character, or not UTF-8: the decoder's to handle, below
+            else:
+                content = self._content
+                content.pieces.append(text)
+                content.delta = text
+                return self
         row = self._row
         # Only special tokens have cells of their own; most tokens skip the lookup.
         action, nxt, on_error, of_decoder = (
             row.other if token < _FIRST_SPECIAL else row.specials.get(token, row.other)
         )
-        if of_decoder:  # a content token, the hot path (the decoder raises nothing)
+        if of_decoder:  # a content token (the decoder raises nothing)
             action(self._content, token)
         else:
             try:
                 action(self, token)
             except ParseError:
-                self._row = on_error
+                self._enter(on_error)
                 raise
-        self._row = nxt
+        self._enter(nxt)
         return self
 
     def process_eos(self, *, complete: bool = False) -> StreamableParser:
@@ -495,29 +511,46 @@ class StreamableParser:
         try:
             action(self._content if of_decoder else self, None)
         except ParseError:
-            self._row = on_error
+            self._enter(on_error)
             raise
-        self._row = nxt
+        self._enter(nxt)
         return self
 
     def feed(self, token: int) -> list[ParserEvent]:
         """Like :meth:`process`, returning what happened as events."""
+        if self._plain and 0 <= token < _FIRST_SPECIAL:
+            # process()'s hot path, and the one event it makes.
+            try:
+                text = self._table[token].decode()
+            except UnicodeDecodeError:
+                pass
+            else:
+                tokens = self._tokens
+                tokens.append(token)
+                content = self._content
+                content.pieces.append(text)
+                content.delta = text
+                return [content_delta(text, len(tokens) - 1)]
         events: list[ParserEvent] = []
         self._out.events = events
+        self._plain = False  # process() must take the path that makes events
         try:
             self.process(token)
         finally:
             self._out.events = None
+            self._enter(self._row)
         return events
 
     def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
         """Like :meth:`process_eos`, returning what happened as events."""
         events: list[ParserEvent] = []
         self._out.events = events
+        self._plain = False
         try:
             self.process_eos(complete=complete)
         finally:
             self._out.events = None
+            self._enter(self._row)
         return events
 
     # -- the reference's properties ----------------------------------------------------
@@ -616,6 +649,15 @@ class StreamableParser:
         recovery = self._recovery
         assert recovery is not None
         return recovery
+
+    def _enter(self, row: _Row) -> None:
+        """Enter a state (only a cell's; see process()), and say whether the hot path is open.
+
+        It is open in content while the decoder is ready and no events are
+        wanted; only the paths that end here change any of that.
+        """
+        self._row = row
+        self._plain = row.state == _CONTENT and self._content.ready and self._out.events is None
 
     def _token_text(self, token: int) -> str | None:
         if 0 <= token < len(self._table):
