@@ -49,7 +49,12 @@ The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
 The tables point at the actions themselves: the functions below, each taking
 the parser and the token (``None`` at the end of the stream), and the
 decoder's :meth:`~.content.ContentDecoder.add`, which the parser calls on its
-decoder, so that a content token (nearly every token) costs one call.
+decoder. Nearly every token is an ordinary token in content, so
+:meth:`~StreamableParser.process` takes the content cell's step itself while
+that step is the simple one (the decoder :attr:`~.content.ContentDecoder.ready`,
+no events wanted): one table lookup, a ``decode`` and an append, no further
+call. A flag says when; it is set wherever the parser enters a state (after
+each cell's action), so nothing else needs to know about it.
 
 Two ways to consume a stream: read the reference's properties after each
 token (``current_channel``, ``last_content_delta``, ...), or call
@@ -57,8 +62,10 @@ token (``current_channel``, ``last_content_delta``, ...), or call
 (with the header), :class:`ContentDelta`, :class:`MessageDone` and
 :class:`Diagnostic` - so a server does not have to diff properties. The deltas
 of a message's events always join to its final text. Batch parsing
-(:mod:`.batch`) is a loop over :meth:`~StreamableParser.process` plus
-:meth:`~StreamableParser.process_eos`: batch and streaming cannot disagree.
+(:mod:`.batch`) gives what a loop over :meth:`~StreamableParser.process` plus
+:meth:`~StreamableParser.process_eos` gives: completions the loop reads without
+an error or a diagnostic take a faster path to the same messages
+(:mod:`.fastpath`), and all others are that loop.
 
 Lenient recoveries (``strict=False``)
 -------------------------------------
