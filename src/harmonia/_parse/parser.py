@@ -112,8 +112,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .._enums import Role, StreamState
 from .._errors import ParseError
@@ -446,6 +445,7 @@ class StreamableParser:
         "_table",
         "_tokenizer",
         "_tokens",
+        "last_content_delta",
     )
 
     def __init__(self, encoding: EncodingLike, role: Role | None, *, strict: bool = True) -> None:
@@ -469,6 +469,11 @@ class StreamableParser:
         rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
         self._row = rows[_HEADER if role is not None else _EXPECT_START]  # the current state's
         self._plain = False  # whether process() may take its hot path (see _enter)
+        # An attribute, not a property: streaming servers read it after every
+        # token, and a slot is the cheapest read there is. It is the decoder's
+        # delta: the hot path sets both, and _enter copies it after any other step.
+        self.last_content_delta: str | None = None
+        """The text the last token added (``None`` if none, e.g. half a character). Read only."""
 
     # -- feeding -------------------------------------------------------------------
 
@@ -486,7 +491,7 @@ class StreamableParser:
             else:
                 content = self._content
                 content.pieces.append(text)
-                content.delta = text
+                content.delta = self.last_content_delta = text
                 return self
         row = self._row
         # Only special tokens have cells of their own; most tokens skip the lookup.
@@ -536,7 +541,7 @@ class StreamableParser:
                 tokens.append(token)
                 content = self._content
                 content.pieces.append(text)
-                content.delta = text
+                content.delta = self.last_content_delta = text
                 return [content_delta(text, len(tokens) - 1)]
         events: list[ParserEvent] = []
         self._out.events = events
@@ -596,19 +601,6 @@ class StreamableParser:
             return ""
         return self._content.text()
 
-    if TYPE_CHECKING:
-
-        @property
-        def last_content_delta(self) -> str | None:
-            """The text the last token added (``None`` if none, e.g. half a character)."""
-
-    else:
-        # Read after every token by streaming servers: a C getter, no Python frame.
-        last_content_delta = property(
-            attrgetter("_content.delta"),
-            doc="The text the last token added (``None`` if none, e.g. half a character).",
-        )
-
     @property
     def messages(self) -> list[Message]:
         """The completed messages, as fresh objects."""
@@ -658,12 +650,13 @@ class StreamableParser:
         return recovery
 
     def _enter(self, row: _Row) -> None:
-        """Enter a state (only a cell's; see process()), and say whether the hot path is open.
+        """Enter a state (only a cell's; see process()); update the delta and the hot path's flag.
 
         It is open in content while the decoder is ready and no events are
         wanted; only the paths that end here change any of that.
         """
         self._row = row
+        self.last_content_delta = self._content.delta
         self._plain = row.state == _CONTENT and self._content.ready and self._out.events is None
 
     def _token_text(self, token: int) -> str | None:
