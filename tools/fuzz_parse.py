@@ -11,7 +11,13 @@ Checks, for each of N token sequences (with and without a role given):
 * batch parsing, streaming with :meth:`~harmonia.StreamableParser.process` (the
   properties read after every token) and the event API
   (:meth:`~harmonia.StreamableParser.feed`) agree: the same messages, the same
-  diagnostics, the same error; each message's deltas join to its text.
+  diagnostics, the same error; each message's deltas join to its text;
+* batch parsing's fast path (:mod:`harmonia._parse.fastpath`) changes nothing:
+  ``parse_completion`` gives exactly what a plain loop over the streaming parser
+  gives (messages, diagnostics, or the error's type, text, state, token, token
+  text and index), strict and lenient, with ``complete`` false and true; and
+  whatever the fast path accepts, the streaming parser reads without an error
+  or a diagnostic, to the same messages.
 
 The sequences are renderings of random messages (harmonia's renderer), mutated
 (tokens deleted, inserted, duplicated, swapped, cut off), or random tokens.
@@ -28,11 +34,21 @@ import random
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Final
 
 import harmonia as h
-from harmonia import ContentDelta, Diagnostic, HarmonyError, MessageDone, MessageStarted, Role
+from harmonia import (
+    ContentDelta,
+    Diagnostic,
+    HarmonyError,
+    MessageDone,
+    MessageStarted,
+    ParseError,
+    Role,
+)
+from harmonia._parse.fastpath import read_clean
 
 START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL = (
     200006,
@@ -169,9 +185,79 @@ def _stream(
     return p.messages, p.diagnostics, problems
 
 
-def check(enc: h.HarmonyEncoding, tokens: list[int], role: Role | None) -> list[str]:
-    """Every property above for one input; the problems found (none: all hold)."""
+Outcome = tuple[list[h.Message], tuple[Diagnostic, ...]] | str
+
+
+def _error(exc: HarmonyError) -> str:
+    """Everything an error says: its type and text, and a ParseError's fields."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ParseError):
+        text += f" [{exc.state} {exc.token} {exc.token_text!r} {exc.token_index}]"
+    return text
+
+
+def _loop(
+    enc: h.HarmonyEncoding, tokens: list[int], role: Role | None, strict: bool, complete: bool
+) -> Outcome:
+    """What the streaming parser alone makes of the tokens (what batch parsing must give)."""
+    p = h.StreamableParser(enc, role, strict=strict)
+    try:
+        for t in tokens:
+            p.process(t)
+        p.process_eos(complete=complete)
+    except HarmonyError as exc:
+        return _error(exc)
+    return p.messages, p.diagnostics
+
+
+def check_fast_path(
+    enc: h.HarmonyEncoding, tokens: list[int], role: Role | None
+) -> tuple[list[str], int]:
+    """The fast-path property above; (problems, how many of the 4 modes it accepted)."""
     problems: list[str] = []
+    taken = 0
+    table = enc.tokenizer.token_bytes_table
+    for strict in (True, False):
+        for complete in (False, True):
+            mode = f"{'strict' if strict else 'lenient'} complete={complete}"
+            expected = _loop(enc, tokens, role, strict, complete)
+            try:
+                result = h.parse_completion(enc, tokens, role, strict=strict, complete=complete)
+                got: Outcome = (result.messages, result.diagnostics)
+            except HarmonyError as exc:
+                got = _error(exc)
+            if got != expected:
+                problems.append(f"{mode}: parse_completion gives {got!r}, the loop {expected!r}")
+            clean = read_clean(table, list(tokens), role, strict=strict, complete=complete)
+            if clean is None:
+                continue
+            taken += 1
+            messages = [
+                h.Message(
+                    h.Author(hd.role, hd.name),
+                    [h.TextContent(text)],
+                    hd.channel,
+                    hd.recipient,
+                    hd.content_type,
+                )
+                for hd, text in clean
+            ]
+            if expected != (messages, ()):
+                problems.append(f"{mode}: the fast path gives {messages!r}, the loop {expected!r}")
+    return problems, taken
+
+
+def check(
+    enc: h.HarmonyEncoding, tokens: list[int], role: Role | None, stats: Counter[str] | None = None
+) -> list[str]:
+    """Every property above for one input; the problems found (none: all hold).
+
+    ``stats`` counts the parses tried (``parses``) and those the fast path took (``fast``).
+    """
+    problems, taken = check_fast_path(enc, tokens, role)
+    if stats is not None:
+        stats["parses"] += 4
+        stats["fast"] += taken
     for strict in (True, False):
         mode = "strict" if strict else "lenient"
         try:
@@ -281,17 +367,21 @@ class Inputs:
 # -- running --------------------------------------------------------------------------
 
 
-def _work(job: tuple[int, int]) -> tuple[int, list[tuple[list[int], Role | None, list[str]]]]:
+Failure = tuple[list[int], Role | None, list[str]]
+
+
+def _work(job: tuple[int, int]) -> tuple[int, list[Failure], Counter[str]]:
     seed, n = job
     enc = _encoding()
     failures = []
+    stats: Counter[str] = Counter()
     inputs = Inputs(enc, seed)
     for _ in range(n):
         tokens, role = next(inputs)
-        problems = check(enc, tokens, role)
+        problems = check(enc, tokens, role, stats)
         if problems:
             failures.append((tokens, role, problems))
-    return n, failures
+    return n, failures, stats
 
 
 _ENC: h.HarmonyEncoding | None = None
@@ -317,11 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     done = 0
     failures: list[Any] = []
+    stats: Counter[str] = Counter()
     began = time.perf_counter()
     with multiprocessing.Pool(args.processes) as pool:
-        for n, found in pool.imap_unordered(_work, jobs):
+        for n, found, counts in pool.imap_unordered(_work, jobs):
             done += n
             failures += found
+            stats += counts
             elapsed = time.perf_counter() - began
             print(
                 f"\r{done:,}/{args.n:,} checked, {len(failures)} failing, {done / elapsed:,.0f}/s",
@@ -335,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{done:,} sequences ({2 * done:,} parses per mode) in {elapsed:.1f} s "
         f"({done / elapsed:,.0f}/s on {args.processes} processes): {len(failures)} failing"
     )
+    if stats["parses"]:
+        print(
+            f"batch parsing's fast path took {stats['fast']:,} of {stats['parses']:,} batch "
+            f"parses ({stats['fast'] / stats['parses']:.0%}); the streaming parser, the rest"
+        )
     for tokens, role, problems in failures[:20]:
         print(f"role={role} tokens={tokens}")
         for problem in problems:

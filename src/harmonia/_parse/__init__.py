@@ -2,7 +2,8 @@
 
 :mod:`.parser` is the one class and its transition tables; :mod:`.content`,
 :mod:`.recovery` and :mod:`.header` are its parts; :mod:`.events` the values it
-produces; :mod:`.batch` the whole-completion entry points.
+produces; :mod:`.batch` the whole-completion entry points, with :mod:`.fastpath`
+for the completions that need none of the parser's recoveries.
 """
 
 from .batch import ParseResult, parse_completion, parse_text, parse_tokens

@@ -1,4 +1,10 @@
-"""Batch parsing: a loop over :class:`~.parser.StreamableParser`, so batch and streaming agree."""
+"""Batch parsing: the fast path of :mod:`.fastpath`, else a loop over the streaming parser.
+
+The fast path accepts only completions that the streaming parser reads without
+an error or a diagnostic, and reads them as the streaming parser does; anything
+else is parsed by a loop over :class:`~.parser.StreamableParser`. Batch and
+streaming agree either way.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ from typing import NamedTuple
 
 from .._enums import Role
 from .._message import Message
-from .events import Diagnostic, EncodingLike
+from .events import Diagnostic, EncodingLike, make_message
+from .fastpath import read_clean
 from .parser import StreamableParser
 
 
@@ -28,16 +35,29 @@ def parse_completion(
 ) -> ParseResult:
     """Parse a whole completion (token ids, or text with special tokens spelled out).
 
-    A loop over :class:`StreamableParser`, then end of stream. A last message
+    The messages, diagnostics and errors of a loop over :class:`StreamableParser`
+    and then the end of the stream (most completions take a faster path to the
+    same answer: :mod:`harmonia._parse.fastpath`). A last message
     without its stop token is returned as it is; lenient mode reports it with a
     ``truncated`` diagnostic, and ``complete=True`` makes strict mode raise
     :class:`~harmonia.ParseError` for it (see :meth:`StreamableParser.process_eos`).
     """
     if isinstance(completion, str):
         completion = encoding.tokenizer.encode(completion, allowed_special="all")
+    tokens = completion if isinstance(completion, list) else list(completion)
+    if role is None or isinstance(role, Role):  # otherwise the parser converts or refuses it
+        clean = read_clean(
+            encoding.tokenizer.token_bytes_table,
+            tokens,
+            role,
+            strict=bool(strict),
+            complete=complete,
+        )
+        if clean is not None:
+            return ParseResult([make_message(header, text) for header, text in clean], ())
     parser = StreamableParser(encoding, role, strict=strict)
     process = parser.process
-    for token in completion:
+    for token in tokens:
         process(token)
     parser.process_eos(complete=complete)
     return ParseResult(parser.messages, parser.diagnostics)

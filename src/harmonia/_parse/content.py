@@ -44,11 +44,11 @@ class ContentDecoder:
         "_lookup",
         "_out",
         "_pending",
-        "_pieces",
         "_strict",
         "_swallow",
         "_table",
         "delta",
+        "pieces",
     )
 
     def __init__(self, table: list[bytes], *, strict: bool, out: Output) -> None:
@@ -56,7 +56,8 @@ class ContentDecoder:
         self._lookup: Sequence[bytes] = table  # () while the rest of a message is swallowed
         self._strict = strict
         self._out = out
-        self._pieces: list[str] = []
+        self.pieces: list[str] = []
+        """The text added so far, one piece per :meth:`add` that added any (do not modify)."""
         self._joined = ""
         self._joined_n = 0
         self._pending = b""
@@ -66,7 +67,7 @@ class ContentDecoder:
 
     def reset(self) -> None:
         """Forget the message: no text, no pending bytes, no delta."""
-        self._pieces = []
+        self.pieces = []
         self._joined = ""
         self._joined_n = 0
         self._pending = b""
@@ -75,19 +76,25 @@ class ContentDecoder:
         self.delta = None
 
     @property
-    def pieces(self) -> list[str]:
-        """The text added so far, one piece per :meth:`add` that added any (do not modify)."""
-        return self._pieces
-
-    @property
     def pending(self) -> bytes:
         """Bytes held back for the rest of a character (or, strict, after an invalid one)."""
         return self._pending
 
+    @property
+    def ready(self) -> bool:
+        """Whether the next token's text is its bytes decoded on their own.
+
+        True unless bytes are pending or (strict) an unknown id swallows the rest
+        of the message. While it is true, a token whose bytes are valid UTF-8 adds
+        exactly their text: appended to :attr:`pieces`, and the :attr:`delta`.
+        The parser takes that step itself for content tokens (its hot path).
+        """
+        return not self._pending and not self._swallow
+
     def text(self) -> str:
         """The text added so far (what :meth:`flush` adds not included)."""
         # Join only the pieces added since the last call: O(new) per call.
-        pieces = self._pieces
+        pieces = self.pieces
         if self._joined_n < len(pieces):
             self._joined += "".join(pieces[self._joined_n :])
             self._joined_n = len(pieces)
@@ -113,7 +120,7 @@ class ContentDecoder:
             if not text:
                 self.delta = None
                 return None
-        self._pieces.append(text)
+        self.pieces.append(text)
         self.delta = text
         out = self._out
         if out.events is not None:
@@ -213,7 +220,7 @@ class ContentDecoder:
                 tokens=(token,),
             )
         )
-        self._pieces.append(text)
+        self.pieces.append(text)
         self.delta = text
         self._out.emit(ContentDelta(text, len(self._out.tokens) - 1))
         return text

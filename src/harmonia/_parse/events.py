@@ -94,6 +94,22 @@ class ContentDelta:
     token_index: int
 
 
+# A frozen dataclass sets each field with object.__setattr__, a call per field;
+# feed() makes a ContentDelta per token, so it fills the slots directly (what
+# the generated __init__ does, without the calls it makes to get there).
+_new_object = object.__new__
+_set_text = vars(ContentDelta)["text"].__set__  # the slots' member descriptors
+_set_token_index = vars(ContentDelta)["token_index"].__set__
+
+
+def content_delta(text: str, token_index: int) -> ContentDelta:
+    """``ContentDelta(text, token_index)``, built faster (for the parser's hot path)."""
+    delta: ContentDelta = _new_object(ContentDelta)
+    _set_text(delta, text)
+    _set_token_index(delta, token_index)
+    return delta
+
+
 @dataclass(frozen=True, slots=True)
 class MessageDone:
     """A message is complete.

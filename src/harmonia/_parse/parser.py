@@ -49,7 +49,12 @@ The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
 The tables point at the actions themselves: the functions below, each taking
 the parser and the token (``None`` at the end of the stream), and the
 decoder's :meth:`~.content.ContentDecoder.add`, which the parser calls on its
-decoder, so that a content token (nearly every token) costs one call.
+decoder. Nearly every token is an ordinary token in content, so
+:meth:`~StreamableParser.process` takes the content cell's step itself while
+that step is the simple one (the decoder :attr:`~.content.ContentDecoder.ready`,
+no events wanted): one table lookup, a ``decode`` and an append, no further
+call. A flag says when; it is set wherever the parser enters a state (after
+each cell's action), so nothing else needs to know about it.
 
 Two ways to consume a stream: read the reference's properties after each
 token (``current_channel``, ``last_content_delta``, ...), or call
@@ -57,8 +62,10 @@ token (``current_channel``, ``last_content_delta``, ...), or call
 (with the header), :class:`ContentDelta`, :class:`MessageDone` and
 :class:`Diagnostic` - so a server does not have to diff properties. The deltas
 of a message's events always join to its final text. Batch parsing
-(:mod:`.batch`) is a loop over :meth:`~StreamableParser.process` plus
-:meth:`~StreamableParser.process_eos`: batch and streaming cannot disagree.
+(:mod:`.batch`) gives what a loop over :meth:`~StreamableParser.process` plus
+:meth:`~StreamableParser.process_eos` gives: completions the loop reads without
+an error or a diagnostic take a faster path to the same messages
+(:mod:`.fastpath`), and all others are that loop.
 
 Lenient recoveries (``strict=False``)
 -------------------------------------
@@ -105,8 +112,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .._enums import Role, StreamState
 from .._errors import ParseError
@@ -122,6 +128,7 @@ from .events import (
     MessageStarted,
     Output,
     ParserEvent,
+    content_delta,
     make_message,
 )
 from .header import HeaderError, MessageHeader, read_header_tokens
@@ -431,12 +438,14 @@ class StreamableParser:
         "_messages",
         "_next_role",
         "_out",
+        "_plain",
         "_recovery",
         "_row",
         "_strict",
         "_table",
         "_tokenizer",
         "_tokens",
+        "last_content_delta",
     )
 
     def __init__(self, encoding: EncodingLike, role: Role | None, *, strict: bool = True) -> None:
@@ -459,26 +468,45 @@ class StreamableParser:
         self._recovery = None if self._strict else LenientRecovery(self._table, self._default_role)
         rows = _STRICT_ROWS if self._strict else _LENIENT_ROWS
         self._row = rows[_HEADER if role is not None else _EXPECT_START]  # the current state's
+        self._plain = False  # whether process() may take its hot path (see _enter)
+        # An attribute, not a property: streaming servers read it after every
+        # token, and a slot is the cheapest read there is. It is the decoder's
+        # delta: the hot path sets both, and _enter copies it after any other step.
+        self.last_content_delta: str | None = None
+        """The text the last token added (``None`` if none, e.g. half a character). Read only."""
 
     # -- feeding -------------------------------------------------------------------
 
     def process(self, token: int) -> StreamableParser:
         """Feed one token. Strict mode raises :class:`ParseError` where the reference raises."""
         self._tokens.append(token)
+        if self._plain and 0 <= token < _FIRST_SPECIAL:
+            # The hot path: an ordinary token in content, the decoder ready, no
+            # events wanted. The table's content cell (ContentDecoder.add) would
+            # take this same step; taking it here saves a call per token.
+            try:
+                text = self._table[token].decode()
+            except UnicodeDecodeError:
+                pass  # half a character, or not UTF-8: the decoder's to handle, below
+            else:
+                content = self._content
+                content.pieces.append(text)
+                content.delta = self.last_content_delta = text
+                return self
         row = self._row
         # Only special tokens have cells of their own; most tokens skip the lookup.
         action, nxt, on_error, of_decoder = (
             row.other if token < _FIRST_SPECIAL else row.specials.get(token, row.other)
         )
-        if of_decoder:  # a content token, the hot path (the decoder raises nothing)
+        if of_decoder:  # a content token (the decoder raises nothing)
             action(self._content, token)
         else:
             try:
                 action(self, token)
             except ParseError:
-                self._row = on_error
+                self._enter(on_error)
                 raise
-        self._row = nxt
+        self._enter(nxt)
         return self
 
     def process_eos(self, *, complete: bool = False) -> StreamableParser:
@@ -495,29 +523,46 @@ class StreamableParser:
         try:
             action(self._content if of_decoder else self, None)
         except ParseError:
-            self._row = on_error
+            self._enter(on_error)
             raise
-        self._row = nxt
+        self._enter(nxt)
         return self
 
     def feed(self, token: int) -> list[ParserEvent]:
         """Like :meth:`process`, returning what happened as events."""
+        if self._plain and 0 <= token < _FIRST_SPECIAL:
+            # process()'s hot path, and the one event it makes.
+            try:
+                text = self._table[token].decode()
+            except UnicodeDecodeError:
+                pass
+            else:
+                tokens = self._tokens
+                tokens.append(token)
+                content = self._content
+                content.pieces.append(text)
+                content.delta = self.last_content_delta = text
+                return [content_delta(text, len(tokens) - 1)]
         events: list[ParserEvent] = []
         self._out.events = events
+        self._plain = False  # process() must take the path that makes events
         try:
             self.process(token)
         finally:
             self._out.events = None
+            self._enter(self._row)
         return events
 
     def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
         """Like :meth:`process_eos`, returning what happened as events."""
         events: list[ParserEvent] = []
         self._out.events = events
+        self._plain = False
         try:
             self.process_eos(complete=complete)
         finally:
             self._out.events = None
+            self._enter(self._row)
         return events
 
     # -- the reference's properties ----------------------------------------------------
@@ -555,19 +600,6 @@ class StreamableParser:
         if self._row.state != _CONTENT:
             return ""
         return self._content.text()
-
-    if TYPE_CHECKING:
-
-        @property
-        def last_content_delta(self) -> str | None:
-            """The text the last token added (``None`` if none, e.g. half a character)."""
-
-    else:
-        # Read after every token by streaming servers: a C getter, no Python frame.
-        last_content_delta = property(
-            attrgetter("_content.delta"),
-            doc="The text the last token added (``None`` if none, e.g. half a character).",
-        )
 
     @property
     def messages(self) -> list[Message]:
@@ -616,6 +648,16 @@ class StreamableParser:
         recovery = self._recovery
         assert recovery is not None
         return recovery
+
+    def _enter(self, row: _Row) -> None:
+        """Enter a state (only a cell's; see process()); update the delta and the hot path's flag.
+
+        It is open in content while the decoder is ready and no events are
+        wanted; only the paths that end here change any of that.
+        """
+        self._row = row
+        self.last_content_delta = self._content.delta
+        self._plain = row.state == _CONTENT and self._content.ready and self._out.events is None
 
     def _token_text(self, token: int) -> str | None:
         if 0 <= token < len(self._table):
