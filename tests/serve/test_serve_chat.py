@@ -8,8 +8,7 @@ import json
 import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-
-from conftest import MODEL, post, sse
+from serve_support import MODEL, post, sse
 
 THINK_THEN_ANSWER = (
     "<|channel|>analysis<|message|>The user greets me.<|end|>"
@@ -114,7 +113,7 @@ def test_several_function_calls_in_a_chain(srv):
     assert final.choices[0].message.content == "Both sunny."
     # Both results reached the model's prompt.
     prompt_text = srv.engine.prompts[-1]
-    from conftest import ENC
+    from serve_support import ENC
 
     text = ENC.decode(list(prompt_text))
     assert "Tokyo: sunny" in text and "Paris: sunny" in text
@@ -187,7 +186,7 @@ def test_tool_choice_required_and_named_are_enforced(srv):
     client.chat.completions.create(
         model=MODEL, messages=user(), tools=[WEATHER], tool_choice="none"
     )
-    from conftest import ENC
+    from serve_support import ENC
 
     assert "get_weather" not in ENC.decode(list(srv.engine.prompts[-1]))
 

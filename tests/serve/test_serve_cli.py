@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import httpx
+from serve_support import free_port
 
-from conftest import free_port
 from harmonia.serve._cli import add_subcommand, build_config, main
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

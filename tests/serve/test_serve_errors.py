@@ -14,8 +14,7 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import MODEL, post
+from serve_support import MODEL, post
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
 

@@ -6,8 +6,7 @@ import socket
 import time
 
 import httpx
-
-from conftest import MODEL
+from serve_support import MODEL
 
 LONG = "<|channel|>final<|message|>" + "word " * 200 + "<|return|>"
 DELAY = 0.05  # seconds per token: one engine step

@@ -8,7 +8,8 @@ the renderer never produces; the settings that break it are shown too.
 
 from __future__ import annotations
 
-from conftest import ENC, MODEL
+from serve_support import ENC, MODEL
+
 from harmonia.openai_compat import PromptOptions
 
 TOOL = {

@@ -9,8 +9,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from serve_support import ENC, MODEL, free_port
 
-from conftest import ENC, MODEL, free_port
 from harmonia.serve import RedisStore, StoredResponse
 
 pytest.importorskip("redis", reason="the redis package (harmonia[serve-redis]) is not installed")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import openai
 import pytest
-
-from conftest import MODEL
+from serve_support import MODEL
 
 pytest.importorskip("httpx", reason="httpx (harmonia[engines-http]) is not installed")
 

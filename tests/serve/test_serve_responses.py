@@ -10,8 +10,7 @@ import openai
 import pytest
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-
-from conftest import ENC, MODEL, post, sse
+from serve_support import ENC, MODEL, post, sse
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 ITEMS = TypeAdapter(ResponseItem)

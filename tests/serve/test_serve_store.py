@@ -6,8 +6,8 @@ import asyncio
 
 import openai
 import pytest
+from serve_support import MODEL
 
-from conftest import MODEL
 from harmonia.serve import MemoryStore, SqliteStore, StoredResponse
 
 
@@ -64,7 +64,7 @@ def test_server_restart_keeps_responses(make_server, tmp_path):
         model=MODEL, input="Which number?", previous_response_id=response.id
     )
     assert follow.output_text == "It was 42."
-    from conftest import ENC
+    from serve_support import ENC
 
     assert "Remember 42." in ENC.decode(list(second.engine.prompts[-1]))
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import MODEL
+from serve_support import MODEL
+
 from harmonia.serve import ToolLoop
 
 
@@ -37,7 +38,7 @@ def test_tool_loop_runs_builtin_turns(make_server):
     assert loop.turns == 1 and loop.running_seen == [1]  # it ran inside an admission slot
     assert server.app.state.service.admission.running == 0
     # The prompt declared the built-in browser tool.
-    from conftest import ENC
+    from serve_support import ENC
 
     assert "## browser" in ENC.decode(list(server.engine.prompts[-1]))
     # Streaming and stored, like any response.

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import openai
 import pytest
-
-from conftest import MODEL, Book
+from serve_support import MODEL, Book
 
 torch = pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
 transformers = pytest.importorskip(
@@ -83,7 +82,8 @@ class ForcingEngine:
 
 @pytest.fixture(scope="module")
 def hf_server():
-    from conftest import start_server
+    from serve_support import start_server
+
     from harmonia.engines.transformers import TransformersEngine
 
     torch.manual_seed(0)
