@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 from datetime import datetime
@@ -16,7 +17,22 @@ from harmonia.training._hf_template import render_hf
 jinja2 = pytest.importorskip("jinja2", reason="jinja2 (the dev extra) renders the template")
 from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
 
-TEMPLATE = (Path(__file__).parent / "data" / "gpt_oss_chat_template.jinja").read_text("utf-8")
+
+def _trl_template(name: str) -> str:
+    """A chat template as the ``trl`` package ships it (read, never imported: only the file
+    is needed, so CI installs it with ``pip install --no-deps``). Its ``gptoss.jinja`` is
+    the gpt-oss checkpoints' chat template; ``gptoss_training.jinja`` TRL's variant with
+    ``{% generation %}`` blocks for ``assistant_only_loss``."""
+    spec = importlib.util.find_spec("trl")
+    if spec is None or spec.origin is None:
+        pytest.skip(
+            "the gpt-oss chat template is read from the trl package: pip install --no-deps trl",
+            allow_module_level=True,
+        )
+    return (Path(spec.origin).parent / "chat_templates" / name).read_text("utf-8")
+
+
+TEMPLATE = _trl_template("gptoss.jinja")
 DATE = "2025-08-01"
 
 
@@ -227,9 +243,7 @@ def test_the_template_is_not_harmony(enc: HarmonyEncoding) -> None:
     assert '<|message|>"3"<|end|>' in call  # the result is JSON-quoted
 
 
-TRAINING_TEMPLATE = (Path(__file__).parent / "data" / "gpt_oss_training_template.jinja").read_text(
-    "utf-8"
-)
+TRAINING_TEMPLATE = _trl_template("gptoss_training.jinja")
 
 
 def char_runs(enc: HarmonyEncoding, ids: list[int], mask: bytes) -> list[tuple[int, int]]:
