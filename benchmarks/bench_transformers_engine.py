@@ -26,7 +26,6 @@ import time
 from typing import Any
 
 import torch
-import transformers
 
 from harmonia import (
     Conversation,
@@ -37,28 +36,11 @@ from harmonia import (
     load_harmony_encoding,
 )
 from harmonia.engines import Constraint, SamplingParams
-from harmonia.engines.transformers import TransformersEngine
+from harmonia.engines.transformers import TransformersEngine, random_gpt_oss
 
 
 def build_model(device: str) -> Any:
-    torch.manual_seed(0)
-    config = transformers.GptOssConfig(
-        vocab_size=201_088,
-        hidden_size=64,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        sliding_window=128,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-        pad_token_id=199_999,
-        eos_token_id=200_002,
-    )
-    return transformers.GptOssForCausalLM(config).eval().to(device)
+    return random_gpt_oss(seed=0).to(device)
 
 
 def main() -> None:

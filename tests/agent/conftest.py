@@ -96,7 +96,6 @@ def spy() -> Callable[[Any], Spy]:
 
 
 #: The real gpt-oss vocabulary size (logits per step).
-GPT_OSS_VOCAB = 201_088
 
 
 @pytest.fixture(scope="session")
@@ -107,29 +106,15 @@ def random_gptoss() -> Iterator[Any]:
     threads fighting over a model this small make each step 5 to 30 times slower.
     """
     torch = pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
-    transformers = pytest.importorskip(
+    pytest.importorskip(
         "transformers", reason="transformers is not installed (harmonia[transformers])"
     )
-    torch.manual_seed(0)
-    config = transformers.GptOssConfig(
-        vocab_size=GPT_OSS_VOCAB,
-        hidden_size=64,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        sliding_window=128,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-        pad_token_id=199_999,
-        eos_token_id=200_002,
-    )
+    from harmonia.engines.transformers import random_gpt_oss
+
+    model = random_gpt_oss(seed=0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield transformers.GptOssForCausalLM(config).eval()
+        yield model
     finally:
         torch.set_num_threads(threads)

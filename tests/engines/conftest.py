@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 #: The real gpt-oss vocabulary size (logits per step).
-GPT_OSS_VOCAB = 201_088
 
 
 class ForcedMatcher:
@@ -78,25 +77,9 @@ def torch_modules() -> tuple[Any, Any]:
 @pytest.fixture(scope="session")
 def gptoss_model(torch_modules: tuple[Any, Any]) -> Any:
     """A randomly initialised gpt-oss: real vocabulary, 2 layers, hidden 64, 4 experts."""
-    torch, transformers = torch_modules
-    torch.manual_seed(0)
-    config = transformers.GptOssConfig(
-        vocab_size=GPT_OSS_VOCAB,
-        hidden_size=64,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        num_local_experts=4,
-        num_experts_per_tok=2,
-        sliding_window=128,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-        pad_token_id=199_999,
-        eos_token_id=200_002,
-    )
-    return transformers.GptOssForCausalLM(config).eval()
+    from harmonia.engines.transformers import random_gpt_oss
+
+    return random_gpt_oss(seed=0)
 
 
 @pytest.fixture(scope="session")

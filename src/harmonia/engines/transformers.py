@@ -38,6 +38,9 @@ __all__ = ["TransformersEngine"]
 _NAME = "transformers"
 _INSTALL_HINT = "pip install 'harmonia[transformers]'"
 
+#: The size of gpt-oss's vocabulary (o200k_harmony, reserved ids included).
+GPT_OSS_VOCAB_SIZE = 201_088
+
 #: What the worker posts to the event loop: ids, the finish, or its failure.
 _Post = Callable[["list[int] | Finish | BaseException"], None]
 
@@ -51,6 +54,40 @@ def _import_torch() -> Any:
             engine=_NAME,
         ) from exc
     return torch
+
+
+def random_gpt_oss(seed: int = 0) -> Any:
+    """A tiny, randomly initialised gpt-oss with the real 201,088-token vocabulary.
+
+    The gpt-oss architecture (mixture of experts, attention sinks, a sliding
+    window) at 2 layers and hidden size 64: about 26 M parameters, built from a
+    config in well under a second, no download. It says nothing sensible, but
+    with a harmony mask (or one allowed id per step: teacher forcing) it runs
+    the real decode and masking path deterministically, which is what tests,
+    benchmarks and demos of an engine need. ``seed`` seeds torch first.
+    """
+    torch = _import_torch()
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.GptOssConfig(
+        vocab_size=GPT_OSS_VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        pad_token_id=199_999,  # <|endoftext|>
+        eos_token_id=200_002,  # <|return|>
+    )
+    model: Any = transformers.GptOssForCausalLM(config)
+    return model.eval()
 
 
 class TransformersEngine:
