@@ -19,7 +19,10 @@ become ``url_citation`` annotations (``response.output_text.annotation.added``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from harmonia import InputError
 
 from ._errors import APIError
 
@@ -84,11 +87,12 @@ class AgentToolLoop:
                 code="unsupported_tool",
             )
         if "code_interpreter" in tool_types:
-            why = self._python_unavailable()
+            why = self.python_unavailable()
             if why is not None:
                 raise APIError(400, why, param="tools", code="unsupported_tool")
 
-    def _python_unavailable(self) -> str | None:
+    def python_unavailable(self) -> str | None:
+        """Why ``code_interpreter`` cannot run here, or ``None`` when it can."""
         if not self.python:
             return (
                 "this server does not run code_interpreter: start it with --python (needs "
@@ -165,3 +169,25 @@ class _Borrowed:
 
     async def aclose(self) -> None:
         """The backend outlives the response: its owner closes it."""
+
+
+def open_backend(spec: str) -> Backend:
+    """The search backend ``harmonia serve --browser`` names: a folder, ``exa`` or ``you``.
+
+    Web backends read their API key from the environment (``EXA_API_KEY``,
+    ``YDC_API_KEY``); a folder is indexed once, in memory.
+    """
+    from harmonia.tools.browser import ExaBackend, LocalCorpusBackend, YouComBackend
+
+    if spec == "exa":
+        return ExaBackend()
+    if spec == "you":
+        return YouComBackend()
+    if not Path(spec).is_dir():
+        raise InputError(
+            f"--browser {spec!r}: not a folder; give a folder of documents to search, "
+            "'exa' or 'you'"
+        )
+    backend = LocalCorpusBackend(spec)
+    backend.index()
+    return backend
