@@ -9,7 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -219,3 +222,29 @@ def test_unavailable_builtin_is_a_400_naming_why(make_server):
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=MODEL, input="x", tools=PYTHON)
     assert "--python" in caught.value.message
+
+
+# -- a bounded fuzz of requests with built-in tools: never a 5xx ---------------------------
+
+TOOL = st.sampled_from([SEARCH[0], {"type": "web_search"}, PYTHON[0], WEATHER, {"type": "x"}])
+ODD = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=8))
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    tools=st.lists(TOOL, min_size=1, max_size=3),
+    changes=st.dictionaries(
+        st.sampled_from(["tool_choice", "max_output_tokens", "stream", "input", "store"]),
+        ODD,
+        max_size=2,
+    ),
+)
+def test_fuzzed_builtin_tool_requests_never_5xx(tools_server, tools, changes):
+    body = {"model": MODEL, "input": "Hi", "max_output_tokens": 8, "tools": tools, **changes}
+    response = httpx.post(tools_server.base_url + "/responses", json=body, timeout=20)
+    assert response.status_code < 500, response.text
