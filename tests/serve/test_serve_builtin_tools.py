@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,44 @@ def test_fuzzed_builtin_tool_requests_never_5xx(tools_server, tools, changes):
     body = {"model": MODEL, "input": "Hi", "max_output_tokens": 8, "tools": tools, **changes}
     response = httpx.post(tools_server.base_url + "/responses", json=body, timeout=20)
     assert response.status_code < 500, response.text
+
+
+class RecordingLoop(AgentToolLoop):
+    """Counts the per-response toolboxes closed (the runtimes a response owns)."""
+
+    closed = 0
+
+    def _toolbox(self, tool_types: Any) -> Any:
+        box, browser = super()._toolbox(tool_types)
+        close = box.aclose
+
+        async def aclose() -> None:
+            RecordingLoop.closed += 1
+            await close()
+
+        box.aclose = aclose  # type: ignore[method-assign]
+        return box, browser
+
+
+def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server):
+    backend = LocalCorpusBackend(corpus)
+    server = make_server(tool_loop=RecordingLoop(browser=backend))
+    server.book.add(SEARCH_STEPS[0])
+    server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.05)
+    body = {"model": MODEL, "input": "Tides?", "tools": SEARCH, "stream": True}
+    with httpx.stream("POST", server.base_url + "/responses", json=body) as response:
+        for line in response.iter_lines():
+            if "response.output_text.delta" in line:
+                break  # the search ran; the answer is being written: leave
+    generation = server.engine.generations[-1]
+    deadline = time.monotonic() + 5
+    while not (generation.done and RecordingLoop.closed):
+        assert time.monotonic() < deadline, "the generation or the tools were not stopped"
+        time.sleep(0.01)
+    assert generation.finish.reason.value == "cancelled"
+    assert len(generation.tokens) < 100  # it did not run to the end
+    assert RecordingLoop.closed == 1
+    while server.app.state.service.admission.running:
+        assert time.monotonic() < deadline, "the admission slot was not given back"
+        time.sleep(0.01)
+    backend.close()
