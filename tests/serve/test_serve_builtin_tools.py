@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from conftest import MODEL, Server, start_server
+from conftest import MODEL, Server, harmony, start_server
+from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
 from harmonia.tools.browser import LocalCorpusBackend
 from harmonia.tools.python import sandbox_status
@@ -289,4 +290,30 @@ def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server)
     while server.app.state.service.admission.running:
         assert time.monotonic() < deadline, "the admission slot was not given back"
         time.sleep(0.01)
+    backend.close()
+
+
+def test_agent_limits_cut_the_response_short(corpus, make_server):
+    """max_seconds stops a slow answer; max_steps stops a model that keeps searching."""
+    backend = LocalCorpusBackend(corpus)
+    limits = AgentLimits(max_seconds=0.5, max_steps=2)
+    server = make_server(tool_loop=AgentToolLoop(browser=backend, limits=limits))
+    client = server.client()
+    server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.02)
+    started = time.monotonic()
+    slow = client.responses.create(model=MODEL, input="x", tools=SEARCH)
+    assert slow.status == "incomplete" and time.monotonic() - started < 3
+    assert server.engine.generations[-1].finish.reason.value == "cancelled"
+    for _ in range(3):
+        server.book.add(SEARCH_STEPS[0])
+    looping = client.responses.create(model=MODEL, input="x", tools=SEARCH)
+    assert looping.status == "incomplete"
+    assert [item.type for item in looping.output] == ["web_search_call", "web_search_call"]
+    Response.model_validate(looping.model_dump())
+    # max_output_tokens bounds the whole response, not each step.
+    server.book.add(SEARCH_STEPS[0])
+    server.book.add("<|channel|>final<|message|>" + "word " * 50 + "<|return|>")
+    budget = len(harmony(SEARCH_STEPS[0])) + 5
+    capped = client.responses.create(model=MODEL, input="x", tools=SEARCH, max_output_tokens=budget)
+    assert capped.status == "incomplete" and capped.usage.output_tokens == budget
     backend.close()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harmonia import Conversation, EngineError, Message
 from harmonia.agent import (
     AgentLimits,
     AgentLoop,
+    Cancel,
     Finished,
     GenerationFinished,
     RunTool,
@@ -60,11 +62,14 @@ class Driver:
         # The request's constraint (strict functions, a JSON format) fits its first step;
         # after a tool reply the loop's own prompt follows, unconstrained.
         self._first_constraint: Constraint | None = prepared.constraint
+        limits = limits or AgentLimits()
+        # max_output_tokens bounds the whole response (every step), as OpenAI's does.
+        budget = min(limits.max_tokens, params.max_tokens)
         self.loop = AgentLoop(
             service.enc,
             prepared.conversation,
             params=params,
-            limits=limits,
+            limits=replace(limits, max_tokens=budget),
             constraint=self._constraint,
         )
         # The header the prompt ends with; the stream reads the steps as one turn.
@@ -73,12 +78,18 @@ class Driver:
         self._held: list[JsonDict] = []
         self._held_ids: set[str] = set()
         self._annotations: dict[str, list[JsonDict]] = {}
+        self._deadline: float | None = None
 
     def _constraint(self, conversation: Conversation) -> Constraint | None:
         constraint, self._first_constraint = self._first_constraint, None
         return constraint
 
+    def _late(self) -> bool:
+        return self._deadline is not None and time.monotonic() > self._deadline
+
     async def events(self) -> AsyncIterator[list[JsonDict]]:
+        seconds = self.loop.limits.max_seconds
+        self._deadline = None if seconds is None else time.monotonic() + seconds
         step = self.loop.send(Start())
         steps = 0
         while True:
@@ -86,6 +97,9 @@ class Driver:
             if isinstance(action, Finished):
                 yield self._finish(action.result)
                 return
+            if self._late():  # the wall-time limit counts tools too
+                step = self.loop.send(Cancel(StopReason.MAX_SECONDS))
+                continue
             if isinstance(action, RunTool):
                 reply = await self.toolbox.dispatch(action.call)
                 if reply is not None:
@@ -120,6 +134,9 @@ class Driver:
                 yield self._shape(self.stream.feed_many(ids)), step
                 if isinstance(step.action, Finished):
                     return  # the model wrote something the strict parser refused
+                if self._late():  # leaving the block stops the engine
+                    yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
+                    return
         metrics.generation(len(generation.tokens), time.monotonic() - started)
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         yield [], self.loop.send(GenerationFinished(finish))
