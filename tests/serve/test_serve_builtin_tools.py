@@ -111,6 +111,8 @@ def test_web_search_cites_the_page(ts, corpus):
     search = response.output[0]
     assert search.status == "completed" and search.action.type == "search"
     assert search.action.query == "high water"
+    opened = response.output[1].action
+    assert opened.type == "open_page" and opened.url == (corpus / "tides.md").as_uri()
     check_citation(response, corpus)
     # The model read the search results before its next step.
     second_prompt = ts.engine.prompts[-2]

@@ -101,9 +101,10 @@ class Driver:
                 step = self.loop.send(Cancel(StopReason.MAX_SECONDS))
                 continue
             if isinstance(action, RunTool):
+                pages = 0 if self.browser is None else len(self.browser.state)
                 reply = await self.toolbox.dispatch(action.call)
                 if reply is not None:
-                    self._complete_call(reply)
+                    self._complete_call(reply, pages)
                     released, self._held = self._held, []
                     self._held_ids.clear()
                     if released:
@@ -211,14 +212,26 @@ class Driver:
             for index, annotation in enumerate(annotations)
         ]
 
-    def _complete_call(self, reply: Message) -> None:
-        """Put the tool's output on the held ``code_interpreter_call`` item."""
+    def _complete_call(self, reply: Message, pages: int) -> None:
+        """Put what the tool did on its held item: python's output, the page a browser opened.
+
+        ``pages``: how many pages the browser had before the call.
+        """
         for event in self._held:
             item = event.get("item")
-            if (
-                event["type"] == "response.output_item.done"
-                and isinstance(item, dict)
-                and item.get("type") == "code_interpreter_call"
-            ):
+            if event["type"] != "response.output_item.done" or not isinstance(item, dict):
+                continue
+            if item.get("type") == "code_interpreter_call":
                 text = "".join(getattr(part, "text", "") for part in reply.content)
                 item["outputs"] = [{"type": "logs", "logs": text}]
+            action = item.get("action")
+            if (
+                item.get("type") == "web_search_call"
+                and isinstance(action, dict)
+                and action.get("type") in ("open_page", "find_in_page")
+                and self.browser is not None
+                and len(self.browser.state) > pages
+            ):
+                url = self.browser.state.page().url
+                if url:  # a page the call opened (a search-results page has none)
+                    action["url"] = url
