@@ -319,3 +319,18 @@ def test_agent_limits_cut_the_response_short(corpus, make_server):
     capped = client.responses.create(model=MODEL, input="x", tools=SEARCH, max_output_tokens=budget)
     assert capped.status == "incomplete" and capped.usage.output_tokens == budget
     backend.close()
+
+
+def test_background_response_runs_the_tools(ts, corpus):
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    client = ts.client()
+    queued = client.responses.create(
+        model=MODEL, input="High water?", tools=SEARCH, background=True
+    )
+    deadline = time.monotonic() + 10
+    response = client.responses.retrieve(queued.id)
+    while response.status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline, "the background response did not end"
+        time.sleep(0.05)
+        response = client.responses.retrieve(queued.id)
+    check_citation(Response.model_validate(response.model_dump()), corpus)
