@@ -18,11 +18,12 @@ become ``url_citation`` annotations (``response.output_text.annotation.added``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harmonia import InputError
+from harmonia import HarmonyError, InputError
 
 from ._errors import APIError
 
@@ -37,12 +38,6 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 
-#: Events of a built-in call item held back until its tool has run.
-_AFTER_TOOL = (
-    "response.web_search_call.completed",
-    "response.code_interpreter_call.completed",
-    "response.output_item.done",
-)
 _SEARCH_TYPES = ("web_search", "web_search_preview")
 
 
@@ -143,7 +138,10 @@ class AgentToolLoop:
                 yield batch
         finally:
             # A client that left, a cancel or the end: the kernel and the pages go.
-            await toolbox.aclose()
+            try:
+                await toolbox.aclose()
+            except HarmonyError as exc:  # the response is over: log it, do not mask it
+                logging.getLogger("harmonia.serve").warning("closing the tools failed: %s", exc)
 
 
 def _request_tools(stream: ResponseStream) -> list[JsonDict]:
