@@ -334,3 +334,17 @@ def test_background_response_runs_the_tools(ts, corpus):
         time.sleep(0.05)
         response = client.responses.retrieve(queued.id)
     check_citation(Response.model_validate(response.model_dump()), corpus)
+
+
+def test_a_sandbox_that_cannot_start_is_a_400_with_its_reason(monkeypatch):
+    import harmonia.tools.python as python_tool
+    from harmonia.serve import APIError
+    from harmonia.tools.python import SandboxStatus
+
+    broken = SandboxStatus(ok=False, reason="bwrap: no user namespaces")
+    monkeypatch.setattr(python_tool, "sandbox_status", lambda config=None: broken)
+    loop = AgentToolLoop(python=True)
+    with pytest.raises(APIError) as caught:
+        loop.check(["code_interpreter"])
+    assert caught.value.status == 400 and "bwrap: no user namespaces" in str(caught.value)
+    loop.check(["function"])  # nothing built-in: nothing to refuse
