@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 from serve_support import free_port
 
-from harmonia.serve._cli import add_subcommand, build_config, main
+from harmonia.serve import AgentToolLoop
+from harmonia.serve._cli import add_subcommand, build_config, build_tool_loop, main
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -63,3 +64,23 @@ def test_defaults_and_refusals(capsys):
     assert config.prompt_options.conversation_start_date == "2026-01-02"
     assert main(["--engine", "vllm"]) == 1
     assert "--url" in capsys.readouterr().err
+
+
+def test_builtin_tool_options(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    serve = add_subcommand(parser.add_subparsers())
+    for option in ("--browser", "--python"):
+        (action,) = [a for a in serve._actions if option in a.option_strings]
+        assert action.help and "default" in action.help
+    args = parser.parse_args(["serve", "--engine", "scripted"])
+    assert build_tool_loop(args) == (None, None)  # no built-in tools unless asked
+    (tmp_path / "a.md").write_text("# A\n\nalpha\n")
+    args = parser.parse_args(
+        ["serve", "--engine", "scripted", "--browser", str(tmp_path), "--python"]
+    )
+    loop, backend = build_tool_loop(args)
+    assert isinstance(loop, AgentToolLoop) and loop.python and loop.browser is backend
+    assert backend is not None
+    backend.close()
+    assert main(["--engine", "scripted", "--browser", str(tmp_path / "missing")]) == 1
+    assert "not a folder" in capsys.readouterr().err

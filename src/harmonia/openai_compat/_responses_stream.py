@@ -92,6 +92,11 @@ class ResponseStream(AssembledStream):
         self._override: str | None = None
 
     @property
+    def request(self) -> Mapping[str, Any]:
+        """The request this stream answers (as given; empty when none was)."""
+        return self._builder.request
+
+    @property
     def response(self) -> JsonDict:
         """The final ``response`` object (after :meth:`finish`)."""
         if self._result is None:

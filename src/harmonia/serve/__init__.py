@@ -6,6 +6,7 @@ background responses and cancellation), ``/v1/models``, ``/health`` and
 ``/metrics``. Needs ``harmonia[serve]``; see ``docs/serve.md``.
 """
 
+from ._agent_tool_loop import AgentToolLoop
 from ._config import API_KEYS_ENV, ServerConfig, api_keys_from_env
 from ._create import create_app
 from ._errors import APIError
@@ -16,6 +17,7 @@ from ._tool_loop import ToolLoop
 __all__ = [
     "API_KEYS_ENV",
     "APIError",
+    "AgentToolLoop",
     "MemoryStore",
     "RedisStore",
     "ResponseStore",

@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from harmonia import HarmonyError, InputError
 
@@ -22,6 +22,10 @@ from .._names import COT_POLICY_NAMES
 from ..engines import Engine, Script, ScriptedEngine
 from ..openai_compat import PromptOptions
 from ._config import ServerConfig, api_keys_from_env
+
+if TYPE_CHECKING:
+    from ..tools.browser import Backend
+    from ._agent_tool_loop import AgentToolLoop
 
 _DEMO_REPLY = (
     "<|channel|>analysis<|message|>A scripted engine: there is no model behind it.<|end|>"
@@ -36,6 +40,7 @@ _EXAMPLES = """examples:
   harmonia serve --engine llama.cpp --url http://127.0.0.1:8080
   harmonia serve --engine transformers --model-path ./gpt-oss-20b --device cuda
   harmonia serve --engine scripted          # a demo model that replays a reply
+  harmonia serve --engine vllm --url http://127.0.0.1:8001 --browser ./notes --python
 
 exit status: 0 after a clean shutdown; 1 a bad option or an engine that cannot start;
 2 a usage error"""
@@ -166,6 +171,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-warmup", action="store_true", help="report healthy without a warm-up generation"
     )
     server.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    tools = parser.add_argument_group("built-in tools (Responses API)")
+    tools.add_argument(
+        "--browser",
+        metavar="DIR|exa|you",
+        default=None,
+        help="run web_search on the server over a folder of documents, Exa (EXA_API_KEY) "
+        "or You.com (YDC_API_KEY) (default: none; such requests get a 400)",
+    )
+    tools.add_argument(
+        "--python",
+        action="store_true",
+        help="run code_interpreter on the server in the bubblewrap python sandbox "
+        "(default: off; such requests get a 400)",
+    )
 
 
 def build_config(args: argparse.Namespace) -> ServerConfig:
@@ -217,6 +236,21 @@ def build_engine(args: argparse.Namespace) -> Engine:
     return LlamaCppEngine(args.url, json_args=args.json_args)
 
 
+def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Backend | None]:
+    """The built-in tools loop ``--browser`` / ``--python`` ask for (and the backend to close)."""
+    if args.browser is None and not args.python:
+        return None, None
+    from ._agent_tool_loop import AgentToolLoop, open_backend
+
+    backend = None if args.browser is None else open_backend(args.browser)
+    loop = AgentToolLoop(browser=backend, python=args.python)
+    if args.python:
+        why = loop.python_unavailable()
+        if why is not None:  # said at start-up rather than at each request
+            logging.getLogger("harmonia.serve").warning("%s", why)
+    return loop, backend
+
+
 def _scripted(path: str | None, delay: float) -> ScriptedEngine:
     from harmonia import HarmonyEncodingName, load_harmony_encoding
 
@@ -256,8 +290,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = build_config(args)
+    tool_loop, backend = build_tool_loop(args)
     engine = build_engine(args)
-    app = create_app(engine, config)
+    app = create_app(engine, config, tool_loop=tool_loop)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -274,6 +309,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         pass
     finally:
         asyncio.run(engine.aclose())
+        if backend is not None:
+            asyncio.run(backend.aclose())
     return 0
 
 

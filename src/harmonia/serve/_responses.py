@@ -96,6 +96,9 @@ class Responses:
                 param="tools",
                 code="unsupported_tool",
             )
+        check = getattr(self.tool_loop, "check", None)
+        if builtin and callable(check):
+            check([str(t) for t in builtin])  # e.g. no sandbox for code_interpreter: a 400
         store = body.store is not False and service.store is not None
         if body.background and not store:
             raise APIError(
@@ -113,7 +116,12 @@ class Responses:
         echo = dict(data)
         echo["store"] = store
         stream = ResponseStream(
-            enc, model=body.model, request=echo, prompt_tokens=len(prepared.prompt)
+            enc,
+            model=body.model,
+            request=echo,
+            prompt_tokens=len(prepared.prompt),
+            # A loop that runs browser/python calls shows them as the SDK's built-in items.
+            builtin_calls="native" if builtin else "function_call",
         )
         opening = stream.start()
         response_id = opening[0]["response"]["id"]

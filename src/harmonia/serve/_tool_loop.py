@@ -26,6 +26,12 @@ class ToolLoop(Protocol):
     ``stream`` and yielding what ``stream.feed_many`` / ``stream.finish``
     return (so the last batch ends with ``response.completed``). Cancelling
     the iteration (a client that left) must cancel its generation.
+
+    A loop may also have ``check(tool_types)``, called with the request's
+    built-in tool types before the response starts: raising
+    :class:`~harmonia.serve.APIError` there refuses the request (say, a 400
+    for a sandbox that cannot start). :class:`~harmonia.serve.AgentToolLoop`
+    is the loop harmonia ships.
     """
 
     def run(

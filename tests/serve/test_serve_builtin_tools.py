@@ -1,0 +1,350 @@
+"""Built-in tools run on the server: web_search over a local corpus, code_interpreter in the
+sandbox, client functions handed back; every object checked against the openai SDK's types."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
+from pydantic import TypeAdapter
+from serve_support import MODEL, Server, harmony, start_server
+
+from harmonia.agent import AgentLimits
+from harmonia.serve import AgentToolLoop
+from harmonia.tools.browser import LocalCorpusBackend
+from harmonia.tools.python import sandbox_status
+
+EVENTS = TypeAdapter(ResponseStreamEvent)
+ITEMS = TypeAdapter(ResponseItem)
+SEARCH = [{"type": "web_search_preview"}]
+PYTHON = [{"type": "code_interpreter", "container": {"type": "auto"}}]
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Gets the weather.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
+SEARCH_STEPS = [
+    '<|channel|>analysis to=browser.search code<|message|>{"query": "high water"}<|call|>',
+    '<|channel|>analysis to=browser.open code<|message|>{"id": 0}<|call|>',
+]
+ANSWER = "Every 12 hours 25 minutes【1†L2】."
+CITED = "【1†L2】"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    (folder / "tides.md").write_text(
+        "# Tides\n\nHigh water comes back every 12 hours and 25 minutes.\n"
+        "Low water sits halfway between.\n"
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tools_server(corpus: Path) -> Iterator[Server]:
+    backend = LocalCorpusBackend(corpus)
+    server = start_server(tool_loop=AgentToolLoop(browser=backend, python=True))
+    yield server
+    server.stop()
+    backend.close()
+
+
+@pytest.fixture
+def ts(tools_server: Server) -> Iterator[Server]:
+    tools_server.book.queue.clear()
+    yield tools_server
+    tools_server.book.queue.clear()
+
+
+def script(server: Server, *steps: str) -> None:
+    for step in steps:
+        server.book.add(step)
+
+
+def check_stream(events: list[Any]) -> Response:
+    """Every event validates; numbers count from 0; the last is the whole response."""
+    for event in events:
+        EVENTS.validate_python(event.model_dump())
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    final = events[-1].response
+    response = Response.model_validate(final.model_dump())
+    for item in response.output:
+        ITEMS.validate_python(item.model_dump())
+    return response
+
+
+def check_citation(response: Response, corpus: Path) -> None:
+    message = response.output[-1]
+    assert message.type == "message"
+    part = message.content[0]
+    assert part.type == "output_text" and part.text == ANSWER
+    (citation,) = part.annotations
+    assert citation.type == "url_citation"
+    assert citation.url == (corpus / "tides.md").as_uri() and citation.title == "Tides"
+    assert part.text[citation.start_index : citation.end_index] == CITED
+
+
+def test_web_search_cites_the_page(ts, corpus):
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    raw = ts.client().responses.with_raw_response.create(
+        model=MODEL, input="When is high water?", tools=SEARCH
+    )
+    response = Response.model_validate(raw.http_response.json())
+    kinds = [item.type for item in response.output]
+    assert kinds == ["web_search_call", "web_search_call", "message"]
+    search = response.output[0]
+    assert search.status == "completed" and search.action.type == "search"
+    assert search.action.query == "high water"
+    opened = response.output[1].action
+    assert opened.type == "open_page" and opened.url == (corpus / "tides.md").as_uri()
+    check_citation(response, corpus)
+    # The model read the search results before its next step.
+    second_prompt = ts.engine.prompts[-2]
+    from serve_support import ENC
+
+    assert "High water comes back" in ENC.decode(list(second_prompt))
+    # Usage counts the three generations' outputs, and all three prompts.
+    assert response.usage.input_tokens > 3 * len(ts.engine.prompts[-3])
+    # Stored, and retrievable as it was.
+    assert ts.client().responses.retrieve(response.id).output_text == ANSWER
+
+
+def test_web_search_streams_sdk_events(ts, corpus):
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    events = list(
+        ts.client().responses.create(model=MODEL, input="High water?", tools=SEARCH, stream=True)
+    )
+    response = check_stream(events)
+    check_citation(response, corpus)
+    kinds = [e.type for e in events]
+    first = kinds.index("response.output_item.added")
+    assert kinds[first : first + 5] == [
+        "response.output_item.added",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.output_item.done",
+    ]
+    (added,) = [e for e in events if e.type == "response.output_text.annotation.added"]
+    assert added.annotation.url == (corpus / "tides.md").as_uri()
+    # The annotation comes after the deltas and before the text is done.
+    assert kinds.index("response.output_text.delta") < kinds.index(added.type)
+    assert kinds.index(added.type) < kinds.index("response.output_text.done")
+
+
+@pytest.fixture
+def sandbox() -> None:
+    status = sandbox_status()
+    if not status.ok:
+        pytest.skip(f"the python sandbox cannot start here: {status.reason}")
+
+
+def test_code_interpreter_runs_in_the_sandbox(ts, sandbox):
+    script(
+        ts,
+        "<|channel|>analysis to=python code<|message|>print(6 * 7)<|call|>",
+        "<|channel|>final<|message|>It is 42.<|return|>",
+    )
+    events = list(
+        ts.client().responses.create(model=MODEL, input="6*7?", tools=PYTHON, stream=True)
+    )
+    response = check_stream(events)
+    call = response.output[0]
+    assert call.type == "code_interpreter_call" and call.code == "print(6 * 7)"
+    assert call.outputs and "42" in call.outputs[0].logs
+    kinds = [e.type for e in events]
+    assert "response.code_interpreter_call.interpreting" in kinds
+    assert kinds.index("response.code_interpreter_call_code.done") < kinds.index(
+        "response.code_interpreter_call.completed"
+    )
+    assert response.output_text == "It is 42."
+
+
+def test_function_call_goes_back_to_the_async_client(ts, sandbox):
+    """A search, a python run, then a client function: the response ends with the call."""
+    script(
+        ts,
+        SEARCH_STEPS[0],
+        "<|channel|>analysis to=python code<|message|>x = 40 + 2\nprint(x)<|call|>",
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city": "Brest"}<|call|>',
+        "<|channel|>final<|message|>Rain in Brest.<|return|>",
+    )
+    tools = [*SEARCH, *PYTHON, WEATHER]
+
+    async def main() -> tuple[Response, Response]:
+        client = ts.async_client()
+        stream = await client.responses.create(
+            model=MODEL, input="Weather?", tools=tools, stream=True
+        )
+        events = [event async for event in stream]
+        first = check_stream(events)
+        call = first.output[-1]
+        assert call.type == "function_call" and call.name == "get_weather"
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "rain"}
+        second = await client.responses.create(
+            model=MODEL, previous_response_id=first.id, input=[output], tools=tools
+        )
+        await client.close()
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert [i.type for i in first.output] == [
+        "web_search_call",
+        "code_interpreter_call",
+        "function_call",
+    ]
+    assert json.loads(first.output[-1].arguments) == {"city": "Brest"}
+    assert first.status == "completed"
+    assert Response.model_validate(second.model_dump()).output_text == "Rain in Brest."
+
+
+def test_unavailable_builtin_is_a_400_naming_why(make_server):
+    server = make_server(tool_loop=AgentToolLoop())
+    client = server.client()
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="x", tools=SEARCH)
+    assert "--browser" in caught.value.message
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=MODEL, input="x", tools=PYTHON)
+    assert "--python" in caught.value.message
+
+
+# -- a bounded fuzz of requests with built-in tools: never a 5xx ---------------------------
+
+TOOL = st.sampled_from([SEARCH[0], {"type": "web_search"}, PYTHON[0], WEATHER, {"type": "x"}])
+ODD = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=8))
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    tools=st.lists(TOOL, min_size=1, max_size=3),
+    changes=st.dictionaries(
+        st.sampled_from(["tool_choice", "max_output_tokens", "stream", "input", "store"]),
+        ODD,
+        max_size=2,
+    ),
+)
+def test_fuzzed_builtin_tool_requests_never_5xx(tools_server, tools, changes):
+    body = {"model": MODEL, "input": "Hi", "max_output_tokens": 8, "tools": tools, **changes}
+    response = httpx.post(tools_server.base_url + "/responses", json=body, timeout=20)
+    assert response.status_code < 500, response.text
+
+
+class RecordingLoop(AgentToolLoop):
+    """Counts the per-response toolboxes closed (the runtimes a response owns)."""
+
+    closed = 0
+
+    def _toolbox(self, tool_types: Any) -> Any:
+        box, browser = super()._toolbox(tool_types)
+        close = box.aclose
+
+        async def aclose() -> None:
+            RecordingLoop.closed += 1
+            await close()
+
+        box.aclose = aclose  # type: ignore[method-assign]
+        return box, browser
+
+
+def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server):
+    backend = LocalCorpusBackend(corpus)
+    server = make_server(tool_loop=RecordingLoop(browser=backend))
+    server.book.add(SEARCH_STEPS[0])
+    server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.05)
+    body = {"model": MODEL, "input": "Tides?", "tools": SEARCH, "stream": True}
+    with httpx.stream("POST", server.base_url + "/responses", json=body) as response:
+        for line in response.iter_lines():
+            if "response.output_text.delta" in line:
+                break  # the search ran; the answer is being written: leave
+    generation = server.engine.generations[-1]
+    deadline = time.monotonic() + 5
+    while not (generation.done and RecordingLoop.closed):
+        assert time.monotonic() < deadline, "the generation or the tools were not stopped"
+        time.sleep(0.01)
+    assert generation.finish.reason.value == "cancelled"
+    assert len(generation.tokens) < 100  # it did not run to the end
+    assert RecordingLoop.closed == 1
+    while server.app.state.service.admission.running:
+        assert time.monotonic() < deadline, "the admission slot was not given back"
+        time.sleep(0.01)
+    backend.close()
+
+
+def test_agent_limits_cut_the_response_short(corpus, make_server):
+    """max_seconds stops a slow answer; max_steps stops a model that keeps searching."""
+    backend = LocalCorpusBackend(corpus)
+    limits = AgentLimits(max_seconds=0.5, max_steps=2)
+    server = make_server(tool_loop=AgentToolLoop(browser=backend, limits=limits))
+    client = server.client()
+    server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.02)
+    started = time.monotonic()
+    slow = client.responses.create(model=MODEL, input="x", tools=SEARCH)
+    assert slow.status == "incomplete" and time.monotonic() - started < 3
+    assert server.engine.generations[-1].finish.reason.value == "cancelled"
+    for _ in range(3):
+        server.book.add(SEARCH_STEPS[0])
+    looping = client.responses.create(model=MODEL, input="x", tools=SEARCH)
+    assert looping.status == "incomplete"
+    assert [item.type for item in looping.output] == ["web_search_call", "web_search_call"]
+    Response.model_validate(looping.model_dump())
+    # max_output_tokens bounds the whole response, not each step.
+    server.book.add(SEARCH_STEPS[0])
+    server.book.add("<|channel|>final<|message|>" + "word " * 50 + "<|return|>")
+    budget = len(harmony(SEARCH_STEPS[0])) + 5
+    capped = client.responses.create(model=MODEL, input="x", tools=SEARCH, max_output_tokens=budget)
+    assert capped.status == "incomplete" and capped.usage.output_tokens == budget
+    backend.close()
+
+
+def test_background_response_runs_the_tools(ts, corpus):
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    client = ts.client()
+    queued = client.responses.create(
+        model=MODEL, input="High water?", tools=SEARCH, background=True
+    )
+    deadline = time.monotonic() + 10
+    response = client.responses.retrieve(queued.id)
+    while response.status in ("queued", "in_progress"):
+        assert time.monotonic() < deadline, "the background response did not end"
+        time.sleep(0.05)
+        response = client.responses.retrieve(queued.id)
+    check_citation(Response.model_validate(response.model_dump()), corpus)
+
+
+def test_a_sandbox_that_cannot_start_is_a_400_with_its_reason(monkeypatch):
+    import harmonia.tools.python as python_tool
+    from harmonia.serve import APIError
+    from harmonia.tools.python import SandboxStatus
+
+    broken = SandboxStatus(ok=False, reason="bwrap: no user namespaces")
+    monkeypatch.setattr(python_tool, "sandbox_status", lambda config=None: broken)
+    loop = AgentToolLoop(python=True)
+    with pytest.raises(APIError) as caught:
+        loop.check(["code_interpreter"])
+    assert caught.value.status == 400 and "bwrap: no user namespaces" in str(caught.value)
+    loop.check(["function"])  # nothing built-in: nothing to refuse
