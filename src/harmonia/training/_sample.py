@@ -246,26 +246,36 @@ def mask_from_spans(
     mask: bytearray,
 ) -> tuple[str, ...]:
     """Set ``mask`` for the trained messages; return why each message is or is not."""
-    reasons = [DROPPED if i in drop else NOT_ASSISTANT for i in range(len(messages))]
+    # One pass over the spans decides; a second writes the runs. Plain locals and
+    # tuple unpacking: this runs for every message of every sample.
+    reasons = [NOT_ASSISTANT] * len(messages)
+    for i in drop:
+        reasons[i] = DROPPED
     loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
     last_turn = max(turns, default=-1) if policy.turns == "last" else None
     channels = policy.channels
     calls_off = not policy.tool_calls
     weighted = weights if policy.weights else None
     assistant = Role.ASSISTANT
-    chosen: list[int] = []  # positions in spans of the messages to train
-    last_stop = -1  # the last chosen message that ends a turn (a final or a call)
-    for k, span in enumerate(spans):
+    # (span, message, model-written <|start|>?) of each message to train, in order.
+    chosen: list[tuple[SpanTuple, Message, bool]] = []
+    last_stop = -1  # len(chosen) after the last chosen final or call
+    inner = False  # the previous span is an assistant message closed with <|end|>
+    for span in spans:
         i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
         m = messages[i]
+        after_end = inner
+        inner = m.author.role is assistant and ids[span[6]] == END
         if m.author.role is not assistant:
             continue
-        call = m.recipient is not None and m.recipient != "all"
+        recipient = m.recipient
+        call = recipient is not None and recipient != "all"
+        channel = m.channel
         if only is not None and i not in only:
             reasons[i] = OTHER_TURN
         elif i in expanded:
             reasons[i] = EXPANDED
-        elif m.channel not in channels:
+        elif channel not in channels:
             reasons[i] = CHANNEL_OFF
         elif calls_off and call:
             reasons[i] = CALL_OFF
@@ -277,32 +287,22 @@ def mask_from_spans(
             reasons[i] = UNFAITHFUL
         else:
             reasons[i] = TRAINED
-            chosen.append(k)
-            if call or m.channel == "final":
-                last_stop = k
+            chosen.append((span, m, after_end))
+            if call or channel == "final":
+                last_stop = len(chosen)
     # Messages after the last final or call are never followed by a stop: leave them out.
-    while chosen and chosen[-1] > last_stop:
-        reasons[spans[chosen.pop()][0]] = NO_STOP  # type: ignore[index]
+    for span, _, _ in chosen[max(last_stop, 0) :]:
+        reasons[span[0]] = NO_STOP  # type: ignore[index]
+    del chosen[max(last_stop, 0) :]
     last_index = len(messages) - 1
     inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
     terminators, end_after_final = policy.terminators, policy.end_after_final
-    for k in chosen:
-        index, start, recipient, _, _, message, end, stop = spans[k]
+    for (index, start, recipient, _, _, message, end, stop), m, after_end in chosen:
         # The model writes <|start|>assistant itself only after its own <|end|>.
-        inner = (
-            bool(k)
-            and ids[spans[k - 1][6]] == END
-            and (
-                messages[spans[k - 1][0]].author.role is assistant  # type: ignore[index]
-            )
-        )
-        trains_start = inner_start if inner else turn_start
-        body = message + 1
+        trains_start = inner_start if after_end else turn_start
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
-        closes = terminators and (
-            end_after_final or index == last_index or messages[index].channel != "final"  # type: ignore[index]
-        )
+        closes = terminators and (end_after_final or index == last_index or m.channel != "final")
         stop_at = stop if closes else end
         if headers:  # one run: [start or recipient, stop_at)
             begin = start if trains_start else recipient
@@ -310,6 +310,7 @@ def mask_from_spans(
             continue
         if trains_start:
             mask[start:recipient] = b"\x01" * (recipient - start)
+        body = message + 1
         mask[body:stop_at] = b"\x01" * (stop_at - body)
     return tuple(reasons)
 
