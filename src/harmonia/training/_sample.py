@@ -249,8 +249,8 @@ def mask_from_spans(
     # One pass over the spans decides; a second writes the runs. Plain locals and
     # tuple unpacking: this runs for every message of every sample.
     reasons = [NOT_ASSISTANT] * len(messages)
-    for i in drop:
-        reasons[i] = DROPPED
+    for gone in drop:
+        reasons[gone] = DROPPED
     loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
     last_turn = max(turns, default=-1) if policy.turns == "last" else None
     channels = policy.channels
@@ -268,8 +268,8 @@ def mask_from_spans(
         inner = m.author.role is assistant and ids[span[6]] == END
         if m.author.role is not assistant:
             continue
-        recipient = m.recipient
-        call = recipient is not None and recipient != "all"
+        to = m.recipient
+        call = to is not None and to != "all"
         channel = m.channel
         if only is not None and i not in only:
             reasons[i] = OTHER_TURN
