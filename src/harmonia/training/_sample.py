@@ -20,6 +20,7 @@ from harmonia import (
 )
 
 from ._policy import TrainPolicy, resolve_policy
+from ._problems import RowError
 from ._rules import drops, faithful, inference_drops, turn_ids, turn_starts
 
 # o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
@@ -42,6 +43,9 @@ NO_STOP: Final = "context: no final answer or tool call follows it"
 EXPANDED: Final = "context here: trained in its own sample (turns='expand')"
 OTHER_TURN: Final = "context: this sample trains another turn"
 FULL: Final = "trained: full-sequence loss"
+TRIMMED: Final = "left out to fit max_length (overflow='trim-history')"
+_KEPT_ROLES: Final = frozenset({Role.SYSTEM, Role.DEVELOPER})
+_IN_TURN: Final = frozenset({Role.ASSISTANT, Role.TOOL})
 
 
 class Span(Protocol):
@@ -71,7 +75,7 @@ class TrainSample(NamedTuple):
     ``loss_mask`` has one byte per token (1: trained). ``spans`` are the
     renderer's, one per rendered message; ``reasons[i]`` says why message ``i``
     of the conversation is or is not trained; ``truncated`` is set when
-    ``overflow="truncate"`` cut the sample.
+    ``overflow`` (``"truncate"`` or ``"trim-history"``) cut the sample.
     """
 
     input_ids: list[int]
@@ -128,6 +132,18 @@ def render_for_training(
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
         )
+    if policy.overflow == "trim-history" and policy.max_length is not None:
+        return _trim_history(conversation, encoding, policy, weights)
+    return _samples(conversation, encoding, policy, weights)
+
+
+def _samples(
+    conversation: Conversation,
+    encoding: HarmonyEncoding,
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+) -> list[TrainSample]:
+    messages = conversation.messages
     # Turns matter to the guide's rule and to every turns mode but "all".
     needed = policy.cot == "guide" or policy.turns != "all"
     turns: Sequence[int] = turn_ids(messages) if needed else ()
@@ -162,6 +178,58 @@ def render_for_training(
         samples.insert(0, full)
     # Sample 0 is the full conversation; expanded turns follow in order.
     return [s if s.sample_index == i else _renumber(s, i) for i, s in enumerate(samples)]
+
+
+def _trim_history(
+    conversation: Conversation,
+    encoding: HarmonyEncoding,
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+) -> list[TrainSample]:
+    """``overflow="trim-history"``: leave out whole earliest exchanges until every
+    sample fits, keeping the system and developer messages.
+
+    An exchange runs from a user message (or whatever else the harness wrote) to
+    the next one, the assistant's turn and its tool results with it, so a sample
+    never starts inside a turn. Reasons and spans keep the original indices; a
+    left-out message's reason is :data:`TRIMMED`.
+    """
+    limit = policy.max_length
+    assert limit is not None
+    unlimited = policy.with_(max_length=None, overflow="drop")
+    messages = conversation.messages
+    head = [i for i, m in enumerate(messages) if m.author.role in _KEPT_ROLES]
+    rest = [i for i, m in enumerate(messages) if m.author.role not in _KEPT_ROLES]
+    # Where each exchange begins, as positions in ``rest``.
+    cuts = [k for k, i in enumerate(rest) if k and messages[i].author.role not in _IN_TURN]
+    for cut in (0, *cuts):
+        keep = sorted((*head, *rest[cut:]))
+        part, part_weights = conversation, weights
+        if cut:
+            part = Conversation([messages[i] for i in keep])
+            part_weights = None if weights is None else [weights[i] for i in keep]
+        samples = _samples(part, encoding, unlimited, part_weights)
+        if not samples:
+            break  # nothing left to train: trimming further only removes more
+        if all(len(s.input_ids) <= limit for s in samples):
+            return samples if not cut else [_widen(s, keep, len(messages)) for s in samples]
+    raise RowError(
+        "E141",
+        f"longer than max_length={limit} even with only the last exchange and the "
+        "system and developer messages: raise max_length or choose overflow='truncate'",
+    )
+
+
+def _widen(sample: TrainSample, keep: Sequence[int], n: int) -> TrainSample:
+    """A sample of the messages ``keep`` with reasons and spans for all ``n``."""
+    reasons = [TRIMMED] * n
+    for k, i in enumerate(keep):
+        reasons[i] = sample.reasons[k]
+    spans = tuple(
+        s if s.message_index is None else s._replace(message_index=keep[s.message_index])  # type: ignore[attr-defined]
+        for s in sample.spans
+    )
+    return sample._replace(spans=spans, reasons=tuple(reasons), truncated=True)
 
 
 def _renumber(sample: TrainSample, index: int) -> TrainSample:
@@ -220,10 +288,15 @@ def finish_sample(
         if policy.overflow == "error":
             raise InputError(
                 f"a sample of {n} tokens is longer than max_length={policy.max_length}: "
-                "raise max_length or choose overflow='drop' or 'truncate'"
+                "raise max_length or choose overflow='drop', 'truncate' or 'trim-history'"
             )
         if policy.overflow == "drop":
             return None
+        if policy.overflow == "trim-history":
+            raise InputError(
+                "overflow='trim-history' needs harmonia's own rendering (the hf dialect "
+                "renders the template's text as one piece): choose 'drop' or 'truncate'"
+            )
         del ids[policy.max_length :]
         del mask[policy.max_length :]
         truncated = True
