@@ -21,7 +21,7 @@ from harmonia import (
 
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
-from ._rules import drops, faithful, inference_drops, turn_ids, turn_starts
+from ._rules import ANALYSIS, drops, faithful, inference_drops, turn_ids
 
 # o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
 RETURN: Final = 200002
@@ -151,15 +151,8 @@ def _samples(
     samples: list[TrainSample] = []
     expanded: set[int] = set()
     if policy.turns == "expand" and not policy.full_sequence:
-        starts = turn_starts(turns)
-        loyal = faithful(messages, drop, turns)
-        for t, start in sorted(starts.items()):
-            members = [i for i, tt in enumerate(turns) if tt == t]
-            if all(loyal[i] or i in drop for i in members):
-                continue
+        for members, sub_drop in _expansions(messages, drop, turns):
             end = members[-1] + 1
-            sub_drop = inference_drops(messages, start)
-            only = frozenset(members)
             sample = _one(
                 encoding,
                 Conversation(messages[:end]),
@@ -167,7 +160,7 @@ def _samples(
                 turns[:end],
                 policy,
                 weights,
-                only,
+                frozenset(members),
                 len(samples) + 1,
             )
             if sample is not None and 1 in sample.loss_mask:
@@ -178,6 +171,41 @@ def _samples(
         samples.insert(0, full)
     # Sample 0 is the full conversation; expanded turns follow in order.
     return [s if s.sample_index == i else _renumber(s, i) for i, s in enumerate(samples)]
+
+
+def _expansions(
+    messages: Sequence[Message], drop: frozenset[int], turns: Sequence[int]
+) -> list[tuple[list[int], frozenset[int]]]:
+    """The extra samples of ``turns="expand"``: (messages to train, messages to leave out).
+
+    One per turn the full sequence cannot train faithfully, its history rendered
+    as at inference. Consecutive such turns without reasoning share one sample
+    when each stays faithful in it (their history then differs only by turns the
+    sample shows in full), which saves rendering that history again.
+    """
+    loyal = faithful(messages, drop, turns)
+    members: dict[int, list[int]] = {}
+    for i, t in enumerate(turns):
+        if t >= 0:
+            members.setdefault(t, []).append(i)
+    out: list[tuple[list[int], frozenset[int]]] = []
+    previous = -2  # the turn that the last sample ends with
+    merge_ok = False  # the last sample's turns have no reasoning
+    for t, group in sorted(members.items()):
+        if all(loyal[i] or i in drop for i in group):
+            continue
+        plain = not any(messages[i].channel == ANALYSIS for i in group)
+        if out and merge_ok and plain and previous == t - 1:
+            trained, sub_drop = out[-1]
+            end = group[-1] + 1
+            fits = faithful(messages[:end], sub_drop, turns[:end])
+            if all(fits[i] for i in group):
+                out[-1] = ([*trained, *group], sub_drop)
+                previous = t
+                continue
+        out.append((list(group), inference_drops(messages, group[0])))
+        previous, merge_ok = t, plain
+    return out
 
 
 def _trim_history(
