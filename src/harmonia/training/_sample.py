@@ -365,10 +365,11 @@ def mask_from_spans(
     for span in spans:
         i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
         m = messages[i]
-        after_end = inner
-        inner = m.author.role is assistant and ids[span[6]] == END
         if m.author.role is not assistant:
+            inner = False
             continue
+        after_end = inner
+        inner = ids[span[6]] == END
         to = m.recipient
         call = to is not None and to != "all"
         channel = m.channel
@@ -398,6 +399,9 @@ def mask_from_spans(
     last_index = len(messages) - 1
     inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
     terminators, end_after_final = policy.terminators, policy.end_after_final
+    # Adjacent trained ranges (a message's run often ends where the next begins)
+    # are written as one slice assignment.
+    run_begin = run_end = 0
     for (index, start, recipient, _, _, message, end, stop), m, after_end in chosen:
         # The model writes <|start|>assistant itself only after its own <|end|>.
         trains_start = inner_start if after_end else turn_start
@@ -405,14 +409,17 @@ def mask_from_spans(
         # never writes after a final (it writes <|return|>).
         closes = terminators and (end_after_final or index == last_index or m.channel != "final")
         stop_at = stop if closes else end
-        if headers:  # one run: [start or recipient, stop_at)
+        if headers:  # one range: [start or recipient, stop_at)
             begin = start if trains_start else recipient
-            mask[begin:stop_at] = b"\x01" * (stop_at - begin)
-            continue
-        if trains_start:
-            mask[start:recipient] = b"\x01" * (recipient - start)
-        body = message + 1
-        mask[body:stop_at] = b"\x01" * (stop_at - body)
+        else:
+            if trains_start:
+                mask[start:recipient] = b"\x01" * (recipient - start)
+            begin = message + 1  # the body
+        if begin != run_end:
+            mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
+            run_begin = begin
+        run_end = stop_at
+    mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
     return tuple(reasons)
 
 
