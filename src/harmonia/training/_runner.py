@@ -18,7 +18,6 @@ plain JSONL is faster for many shards of one big file.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -28,6 +27,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO, Final, Literal, TextIO, cast
 
 from harmonia import InputError
@@ -161,7 +161,7 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
             # The hash is of the bytes on disk; lines are counted in the text.
             hashed = _Hashing(raw, digest)
             handle = (
-                gzip.GzipFile(fileobj=cast(BinaryIO, hashed), mode="rb")
+                _gzip().GzipFile(fileobj=cast(BinaryIO, hashed), mode="rb")
                 if is_gzip(path)
                 else hashed
             )
@@ -191,10 +191,18 @@ def is_gzip(path: Path | str) -> bool:
     return str(path).endswith(".gz")
 
 
+def _gzip() -> ModuleType:
+    """gzip, imported only when an input is compressed (``import harmonia.training``
+    stays light)."""
+    import gzip
+
+    return gzip
+
+
 def open_input(path: Path | str) -> BinaryIO:
     """An input file's text as bytes, decompressed (streamed) when it is ``.gz``."""
     if is_gzip(path):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return cast(BinaryIO, _gzip().open(path, "rb"))
     return open(path, "rb")  # the caller closes it
 
 
