@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harmonia import HarmonyEncoding, InputError, Message, Role
-from harmonia.training import PRESETS, render_for_training
+from harmonia.training import PRESETS, render_batch, render_for_training
 
 Convs = list[tuple[list[Message], list[float | None] | None]]
 HEAD = (Role.SYSTEM, Role.DEVELOPER)
@@ -69,3 +71,23 @@ def test_trim_history_that_cannot_fit_is_a_problem_code(
     policy = PRESETS["harmony"].with_(max_length=3, overflow="trim-history")
     with pytest.raises(InputError, match="E141 trim_failed"):
         render_for_training(messages, enc, policy)
+
+
+def test_a_batch_trims_history_and_rejects_what_cannot_fit() -> None:
+    turns = [{"role": "system", "content": "Be brief."}]
+    for k in range(3):
+        turns += [
+            {"role": "user", "content": f"Question {k}: " + "why " * 40},
+            {"role": "assistant", "content": f"Answer {k}: " + "because " * 40},
+        ]
+    row = json.dumps({"messages": turns})
+    whole = render_batch([row]).input_ids[0]
+    trimmed = render_batch(
+        [row], policy=PRESETS["harmony"].with_(max_length=len(whole) - 1, overflow="trim-history")
+    )
+    assert trimmed.stats.rows_ok == 1 and trimmed.stats.problems["W206"] == 1
+    assert len(trimmed.input_ids[0]) < len(whole)
+    refused = render_batch(
+        [row], policy=PRESETS["harmony"].with_(max_length=20, overflow="trim-history")
+    )
+    assert [p.code for p in refused.problems] == ["E141"] and len(refused.rejected) == 1
