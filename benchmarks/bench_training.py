@@ -153,18 +153,6 @@ def corpus(n: int) -> list[dict[str, Any]]:
     return [spec(rng, gen) for _ in range(n)]
 
 
-def median_rate(fn: Callable[[], int], repeat: int) -> tuple[float, float]:
-    """(median seconds, tokens per second) of ``fn`` (which returns a token count)."""
-    times = []
-    tokens = 0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        tokens = fn()
-        times.append(time.perf_counter() - start)
-    seconds = statistics.median(times)
-    return seconds, tokens / seconds
-
-
 def bench_render(specs: list[dict[str, Any]], repeat: int) -> None:
     import harmonia
     from harmonia.training import TrainPolicy, render_for_training
@@ -220,9 +208,19 @@ def bench_render(specs: list[dict[str, Any]], repeat: int) -> None:
 
         return run
 
+    # The rows take turns in every repetition, so a noisy neighbour slows all of
+    # them alike, and the ratio below is the median of the per-repetition ratios.
+    times: dict[str, list[float]] = {label: [] for label, _ in rows}
+    tokens: dict[str, int] = {}
+    for _ in range(repeat):
+        for label, fn in rows:
+            run = fn if label.startswith("openai") else cold(fn)
+            start = time.perf_counter()
+            tokens[label] = run()
+            times[label].append(time.perf_counter() - start)
     results = {
-        label: median_rate(fn if label.startswith("openai") else cold(fn), repeat)
-        for label, fn in rows
+        label: (statistics.median(t), tokens[label] / statistics.median(t))
+        for label, t in times.items()
     }
     print(f"\nrender, one core, {len(specs)} conversations, caches cleared (median of {repeat}):")
     for label, (seconds, rate) in results.items():
@@ -232,9 +230,10 @@ def bench_render(specs: list[dict[str, Any]], repeat: int) -> None:
         base = results[labels[0]][1]
         for label in labels[1:]:
             print(f"  {label:<66} {results[label][1] / base:6.1f}x the reference")
-    plain = results["harmonia render_conversation_for_training (plain)"][0]
-    masked = results["harmonia render_for_training, masks (reference rule, all turns)"][0]
-    print(f"  masks over the plain render (same ids): {masked / plain - 1:+.1%}")
+    plain = times["harmonia render_conversation_for_training (plain)"]
+    masked = times["harmonia render_for_training, masks (reference rule, all turns)"]
+    paired = statistics.median(m / p - 1 for m, p in zip(masked, plain, strict=True))
+    print(f"  masks over the plain render (same ids, median of paired runs): {paired:+.1%}")
 
 
 def bench_build(rows: int, shard_rows: int) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import os
 import signal
@@ -109,3 +111,20 @@ def test_a_killed_build_resumes(corpus: Path, tmp_path: Path) -> None:
     # The shards finished before the kill were kept, not rewritten.
     for name in (json.loads(json.dumps(v))["file"] for v in done.values()):
         assert (out / name).stat().st_mtime_ns == before[name]
+
+
+def test_a_gzip_input_builds_the_same_shards(corpus: Path, tmp_path: Path) -> None:
+    packed = tmp_path / "corpus.jsonl.gz"
+    packed.write_bytes(gzip.compress(corpus.read_bytes()))
+    options = BuildOptions(workers=2, shard_rows=50, progress="none")
+    plain = build([corpus], tmp_path / "plain", options=options)
+    zipped = build([packed], tmp_path / "zipped", options=options)
+    shards = files(tmp_path / "plain")
+    assert {k: v for k, v in files(tmp_path / "zipped").items() if k.startswith("part-")} == {
+        k: v for k, v in shards.items() if k.startswith("part-")
+    }
+    assert zipped["stats"] == plain["stats"]
+    rejects = (tmp_path / "zipped" / "rejects.jsonl").read_text().splitlines()
+    assert [json.loads(r)["line"] for r in rejects] == [37 * k for k in range(1, 7)]
+    # The manifest hashes the file's bytes on disk.
+    assert zipped["inputs"][0]["sha256"] == hashlib.sha256(packed.read_bytes()).hexdigest()

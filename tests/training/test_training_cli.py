@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import json
 from pathlib import Path
@@ -33,6 +34,16 @@ def test_validate_reports_codes_lines_and_exit_status(corpus: Path, tmp_path: Pa
     assert len(rejects.read_text().splitlines()) == 6
     status, _ = run("validate", str(corpus), "--max-reject-rate", "0.05")
     assert status == 0
+
+
+def test_validate_and_inspect_read_gzip(corpus: Path, tmp_path: Path) -> None:
+    packed = tmp_path / "corpus.jsonl.gz"
+    packed.write_bytes(gzip.compress(corpus.read_bytes()))
+    status, text = run("validate", str(packed))
+    assert status == 1
+    assert f"{packed}:37: E101 bad_json (error)" in text and "rows_rejected: 6" in text
+    zipped = run("inspect", str(packed), "--row", "3")[1]
+    assert zipped.replace(str(packed), str(corpus)) == run("inspect", str(corpus), "--row", "3")[1]
 
 
 def test_build_stats_and_policy_options(corpus: Path, tmp_path: Path) -> None:

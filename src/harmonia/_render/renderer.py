@@ -263,8 +263,17 @@ class Renderer:
         out.append(st.CALL if ends_turn else st.END)
         if spans is not None and marks is not None:
             end = len(out) - 1
-            at_recipient, at_channel, at_type = (start + mark for mark in marks)
-            record = (index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
+            # Indexing, not a generator: this runs once per message of every span render.
+            record = (
+                index,
+                start,
+                start + marks[0],
+                start + marks[1],
+                start + marks[2],
+                at_message,
+                end,
+                end + 1,
+            )
             spans.append(_new_span(MessageSpan, record))
 
     def _content(

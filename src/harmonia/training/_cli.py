@@ -23,7 +23,7 @@ from ._hf_template import render_hf, render_hf_for_training
 from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, row_date
 from ._pack import export_memmap, pack
 from ._policy import COT_RULES, FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
-from ._runner import MANIFEST, BuildOptions, build
+from ._runner import MANIFEST, BuildOptions, build, open_input
 from ._sample import render_for_training
 from ._view import html_view, terminal_view
 
@@ -266,7 +266,7 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
 def _chunks(path: Path) -> Iterator[tuple[list[int], list[str]]]:
     numbers: list[int] = []
     rows: list[str] = []
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    with io.TextIOWrapper(open_input(path), encoding="utf-8", errors="replace") as handle:
         for n, line in enumerate(handle, 1):
             if line.strip():
                 numbers.append(n)
@@ -421,7 +421,7 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _line(path: Path, number: int) -> str:
-    with path.open(encoding="utf-8") as handle:
+    with io.TextIOWrapper(open_input(path), encoding="utf-8") as handle:
         for n, line in enumerate(handle, 1):
             if n == number:
                 return line

@@ -17,7 +17,7 @@ from harmonia import InputError
 CotRule = Literal["guide", "reference", "hf", "keep"]
 TurnsMode = Literal["faithful", "expand", "all", "last"]
 FinalEnd = Literal["return", "end"]
-Overflow = Literal["drop", "truncate", "error"]
+Overflow = Literal["drop", "truncate", "trim-history", "error"]
 
 COT_RULES: Final[tuple[CotRule, ...]] = get_args(CotRule)
 TURNS_MODES: Final[tuple[TurnsMode, ...]] = get_args(TurnsMode)
@@ -56,7 +56,9 @@ class TrainPolicy:
     * ``weights``: honour per-message weights (``weight: 0`` is never trained).
     * ``full_sequence``: every token is trained, context included.
     * ``max_length`` / ``overflow``: what to do with a longer sample: ``drop`` it,
-      ``truncate`` it (keep the start) or raise an ``error``.
+      ``truncate`` it (keep the start), ``trim-history`` (leave out whole earliest
+      exchanges, keeping system and developer messages, until it fits) or raise an
+      ``error``.
 
     >>> TrainPolicy.from_dict(PRESETS["trl"].to_dict()) == PRESETS["trl"]
     True

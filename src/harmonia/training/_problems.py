@@ -23,10 +23,11 @@ CODES: Final[dict[str, tuple[str, Severity, str]]] = {
     "E130": ("tool_result_mismatch", "error", "a tool result cannot be paired with its call"),
     "E134": ("reasoning_conflict", "error", "thinking/reasoning/reasoning_content disagree"),
     "E140": ("over_length", "error", "longer than max_length with overflow=drop"),
+    "E141": ("trim_failed", "error", "overflow=trim-history cannot make the sample fit"),
     "E150": ("invalid_row", "error", "the row cannot be converted (the message says where)"),
     "W202": ("special_token_text", "warning", "special-token spelling inside a text"),
     "W203": ("cot_excluded", "warning", "assistant messages left untrained for faithfulness"),
-    "W206": ("truncated", "warning", "overflow=truncate cut the sample"),
+    "W206": ("truncated", "warning", "overflow=truncate or trim-history cut the sample"),
 }
 
 

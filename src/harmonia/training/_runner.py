@@ -9,6 +9,11 @@ holds nothing that depends on the worker count or the clock, so ``workers=1``
 and ``workers=2`` write the same bytes. After each finished shard the parent
 records it (with its sha256) in ``.progress.json``; ``resume=True`` skips the
 recorded shards whose files still match.
+
+A ``.gz`` input is read through gzip, streamed: its ranges are offsets into the
+decompressed text (the file's hash is of its bytes on disk). gzip cannot seek,
+so each worker decompresses, and throws away, the text before its own range:
+plain JSONL is faster for many shards of one big file.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, TextIO
+from types import ModuleType
+from typing import Any, BinaryIO, Final, Literal, TextIO, cast
 
 from harmonia import InputError
 
@@ -151,9 +157,15 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
         starts = [0]
         lines = 0
         position = 0
-        with path.open("rb") as handle:
+        with path.open("rb") as raw:
+            # The hash is of the bytes on disk; lines are counted in the text.
+            hashed = _Hashing(raw, digest)
+            handle = (
+                _gzip().GzipFile(fileobj=cast(BinaryIO, hashed), mode="rb")
+                if is_gzip(path)
+                else hashed
+            )
             while chunk := handle.read(_READ_CHUNK):
-                digest.update(chunk)
                 at = chunk.find(b"\n")
                 while at >= 0:
                     lines += 1
@@ -161,6 +173,8 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
                         starts.append(position + at + 1)
                     at = chunk.find(b"\n", at + 1)
                 position += len(chunk)
+            while hashed.read(_READ_CHUNK):
+                pass  # whatever gzip left unread still belongs to the file's hash
         if starts[-1] >= position and len(starts) > 1:
             starts.pop()
         bounds = [*starts, position]
@@ -172,9 +186,42 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
     return tasks, described
 
 
+def is_gzip(path: Path | str) -> bool:
+    """Inputs named ``*.gz`` are gzip-compressed."""
+    return str(path).endswith(".gz")
+
+
+def _gzip() -> ModuleType:
+    """gzip, imported only when an input is compressed (``import harmonia.training``
+    stays light)."""
+    import gzip
+
+    return gzip
+
+
+def open_input(path: Path | str) -> BinaryIO:
+    """An input file's text as bytes, decompressed (streamed) when it is ``.gz``."""
+    if is_gzip(path):
+        return cast(BinaryIO, _gzip().open(path, "rb"))
+    return open(path, "rb")  # the caller closes it
+
+
+class _Hashing:
+    """A binary reader that hashes what it reads (one pass over a file for both)."""
+
+    def __init__(self, raw: BinaryIO, digest: Any) -> None:
+        self._raw = raw
+        self._digest = digest
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._digest.update(data)
+        return data
+
+
 def _lines(task: _Task) -> Iterator[tuple[int, str]]:
-    with open(task.path, "rb") as handle:
-        handle.seek(task.start)
+    with open_input(task.path) as handle:
+        handle.seek(task.start)  # gzip: decompresses up to the range (see the module doc)
         data = handle.read(task.end - task.start)
     for k, raw in enumerate(data.split(b"\n")):
         if raw.strip():

@@ -20,7 +20,8 @@ from harmonia import (
 )
 
 from ._policy import TrainPolicy, resolve_policy
-from ._rules import drops, faithful, inference_drops, turn_ids, turn_starts
+from ._problems import RowError
+from ._rules import ANALYSIS, drops, faithful, inference_drops, turn_ids
 
 # o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
 RETURN: Final = 200002
@@ -42,6 +43,9 @@ NO_STOP: Final = "context: no final answer or tool call follows it"
 EXPANDED: Final = "context here: trained in its own sample (turns='expand')"
 OTHER_TURN: Final = "context: this sample trains another turn"
 FULL: Final = "trained: full-sequence loss"
+TRIMMED: Final = "left out to fit max_length (overflow='trim-history')"
+_KEPT_ROLES: Final = frozenset({Role.SYSTEM, Role.DEVELOPER})
+_IN_TURN: Final = frozenset({Role.ASSISTANT, Role.TOOL})
 
 
 class Span(Protocol):
@@ -71,7 +75,7 @@ class TrainSample(NamedTuple):
     ``loss_mask`` has one byte per token (1: trained). ``spans`` are the
     renderer's, one per rendered message; ``reasons[i]`` says why message ``i``
     of the conversation is or is not trained; ``truncated`` is set when
-    ``overflow="truncate"`` cut the sample.
+    ``overflow`` (``"truncate"`` or ``"trim-history"``) cut the sample.
     """
 
     input_ids: list[int]
@@ -128,6 +132,18 @@ def render_for_training(
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
         )
+    if policy.overflow == "trim-history" and policy.max_length is not None:
+        return _trim_history(conversation, encoding, policy, weights)
+    return _samples(conversation, encoding, policy, weights)
+
+
+def _samples(
+    conversation: Conversation,
+    encoding: HarmonyEncoding,
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+) -> list[TrainSample]:
+    messages = conversation.messages
     # Turns matter to the guide's rule and to every turns mode but "all".
     needed = policy.cot == "guide" or policy.turns != "all"
     turns: Sequence[int] = turn_ids(messages) if needed else ()
@@ -135,15 +151,8 @@ def render_for_training(
     samples: list[TrainSample] = []
     expanded: set[int] = set()
     if policy.turns == "expand" and not policy.full_sequence:
-        starts = turn_starts(turns)
-        loyal = faithful(messages, drop, turns)
-        for t, start in sorted(starts.items()):
-            members = [i for i, tt in enumerate(turns) if tt == t]
-            if all(loyal[i] or i in drop for i in members):
-                continue
+        for members, sub_drop in _expansions(messages, drop, turns):
             end = members[-1] + 1
-            sub_drop = inference_drops(messages, start)
-            only = frozenset(members)
             sample = _one(
                 encoding,
                 Conversation(messages[:end]),
@@ -151,7 +160,7 @@ def render_for_training(
                 turns[:end],
                 policy,
                 weights,
-                only,
+                frozenset(members),
                 len(samples) + 1,
             )
             if sample is not None and 1 in sample.loss_mask:
@@ -162,6 +171,93 @@ def render_for_training(
         samples.insert(0, full)
     # Sample 0 is the full conversation; expanded turns follow in order.
     return [s if s.sample_index == i else _renumber(s, i) for i, s in enumerate(samples)]
+
+
+def _expansions(
+    messages: Sequence[Message], drop: frozenset[int], turns: Sequence[int]
+) -> list[tuple[list[int], frozenset[int]]]:
+    """The extra samples of ``turns="expand"``: (messages to train, messages to leave out).
+
+    One per turn the full sequence cannot train faithfully, its history rendered
+    as at inference. Consecutive such turns without reasoning share one sample
+    when each stays faithful in it (their history then differs only by turns the
+    sample shows in full), which saves rendering that history again.
+    """
+    loyal = faithful(messages, drop, turns)
+    members: dict[int, list[int]] = {}
+    for i, t in enumerate(turns):
+        if t >= 0:
+            members.setdefault(t, []).append(i)
+    out: list[tuple[list[int], frozenset[int]]] = []
+    previous = -2  # the turn that the last sample ends with
+    merge_ok = False  # the last sample's turns have no reasoning
+    for t, group in sorted(members.items()):
+        if all(loyal[i] or i in drop for i in group):
+            continue
+        plain = not any(messages[i].channel == ANALYSIS for i in group)
+        if out and merge_ok and plain and previous == t - 1:
+            trained, sub_drop = out[-1]
+            end = group[-1] + 1
+            fits = faithful(messages[:end], sub_drop, turns[:end])
+            if all(fits[i] for i in group):
+                out[-1] = ([*trained, *group], sub_drop)
+                previous = t
+                continue
+        out.append((list(group), inference_drops(messages, group[0])))
+        previous, merge_ok = t, plain
+    return out
+
+
+def _trim_history(
+    conversation: Conversation,
+    encoding: HarmonyEncoding,
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+) -> list[TrainSample]:
+    """``overflow="trim-history"``: leave out whole earliest exchanges until every
+    sample fits, keeping the system and developer messages.
+
+    An exchange runs from a user message (or whatever else the harness wrote) to
+    the next one, the assistant's turn and its tool results with it, so a sample
+    never starts inside a turn. Reasons and spans keep the original indices; a
+    left-out message's reason is :data:`TRIMMED`.
+    """
+    limit = policy.max_length
+    assert limit is not None
+    unlimited = policy.with_(max_length=None, overflow="drop")
+    messages = conversation.messages
+    head = [i for i, m in enumerate(messages) if m.author.role in _KEPT_ROLES]
+    rest = [i for i, m in enumerate(messages) if m.author.role not in _KEPT_ROLES]
+    # Where each exchange begins, as positions in ``rest``.
+    cuts = [k for k, i in enumerate(rest) if k and messages[i].author.role not in _IN_TURN]
+    for cut in (0, *cuts):
+        keep = sorted((*head, *rest[cut:]))
+        part, part_weights = conversation, weights
+        if cut:
+            part = Conversation([messages[i] for i in keep])
+            part_weights = None if weights is None else [weights[i] for i in keep]
+        samples = _samples(part, encoding, unlimited, part_weights)
+        if not samples:
+            break  # nothing left to train: trimming further only removes more
+        if all(len(s.input_ids) <= limit for s in samples):
+            return samples if not cut else [_widen(s, keep, len(messages)) for s in samples]
+    raise RowError(
+        "E141",
+        f"longer than max_length={limit} even with only the last exchange and the "
+        "system and developer messages: raise max_length or choose overflow='truncate'",
+    )
+
+
+def _widen(sample: TrainSample, keep: Sequence[int], n: int) -> TrainSample:
+    """A sample of the messages ``keep`` with reasons and spans for all ``n``."""
+    reasons = [TRIMMED] * n
+    for k, i in enumerate(keep):
+        reasons[i] = sample.reasons[k]
+    spans = tuple(
+        s if s.message_index is None else s._replace(message_index=keep[s.message_index])  # type: ignore[attr-defined]
+        for s in sample.spans
+    )
+    return sample._replace(spans=spans, reasons=tuple(reasons), truncated=True)
 
 
 def _renumber(sample: TrainSample, index: int) -> TrainSample:
@@ -220,10 +316,15 @@ def finish_sample(
         if policy.overflow == "error":
             raise InputError(
                 f"a sample of {n} tokens is longer than max_length={policy.max_length}: "
-                "raise max_length or choose overflow='drop' or 'truncate'"
+                "raise max_length or choose overflow='drop', 'truncate' or 'trim-history'"
             )
         if policy.overflow == "drop":
             return None
+        if policy.overflow == "trim-history":
+            raise InputError(
+                "overflow='trim-history' needs harmonia's own rendering (the hf dialect "
+                "renders the template's text as one piece): choose 'drop' or 'truncate'"
+            )
         del ids[policy.max_length :]
         del mask[policy.max_length :]
         truncated = True
@@ -246,26 +347,37 @@ def mask_from_spans(
     mask: bytearray,
 ) -> tuple[str, ...]:
     """Set ``mask`` for the trained messages; return why each message is or is not."""
-    reasons = [DROPPED if i in drop else NOT_ASSISTANT for i in range(len(messages))]
+    # One pass over the spans decides; a second writes the runs. Plain locals and
+    # tuple unpacking: this runs for every message of every sample.
+    reasons = [NOT_ASSISTANT] * len(messages)
+    for gone in drop:
+        reasons[gone] = DROPPED
     loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
     last_turn = max(turns, default=-1) if policy.turns == "last" else None
     channels = policy.channels
     calls_off = not policy.tool_calls
     weighted = weights if policy.weights else None
     assistant = Role.ASSISTANT
-    chosen: list[int] = []  # positions in spans of the messages to train
-    last_stop = -1  # the last chosen message that ends a turn (a final or a call)
-    for k, span in enumerate(spans):
+    # (span, message, model-written <|start|>?) of each message to train, in order.
+    chosen: list[tuple[SpanTuple, Message, bool]] = []
+    last_stop = -1  # len(chosen) after the last chosen final or call
+    inner = False  # the previous span is an assistant message closed with <|end|>
+    for span in spans:
         i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
         m = messages[i]
         if m.author.role is not assistant:
+            inner = False
             continue
-        call = m.recipient is not None and m.recipient != "all"
+        after_end = inner
+        inner = ids[span[6]] == END
+        to = m.recipient
+        call = to is not None and to != "all"
+        channel = m.channel
         if only is not None and i not in only:
             reasons[i] = OTHER_TURN
         elif i in expanded:
             reasons[i] = EXPANDED
-        elif m.channel not in channels:
+        elif channel not in channels:
             reasons[i] = CHANNEL_OFF
         elif calls_off and call:
             reasons[i] = CALL_OFF
@@ -277,40 +389,37 @@ def mask_from_spans(
             reasons[i] = UNFAITHFUL
         else:
             reasons[i] = TRAINED
-            chosen.append(k)
-            if call or m.channel == "final":
-                last_stop = k
+            chosen.append((span, m, after_end))
+            if call or channel == "final":
+                last_stop = len(chosen)
     # Messages after the last final or call are never followed by a stop: leave them out.
-    while chosen and chosen[-1] > last_stop:
-        reasons[spans[chosen.pop()][0]] = NO_STOP  # type: ignore[index]
+    for span, _, _ in chosen[max(last_stop, 0) :]:
+        reasons[span[0]] = NO_STOP  # type: ignore[index]
+    del chosen[max(last_stop, 0) :]
     last_index = len(messages) - 1
     inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
     terminators, end_after_final = policy.terminators, policy.end_after_final
-    for k in chosen:
-        index, start, recipient, _, _, message, end, stop = spans[k]
+    # Adjacent trained ranges (a message's run often ends where the next begins)
+    # are written as one slice assignment.
+    run_begin = run_end = 0
+    for (index, start, recipient, _, _, message, end, stop), m, after_end in chosen:
         # The model writes <|start|>assistant itself only after its own <|end|>.
-        inner = (
-            bool(k)
-            and ids[spans[k - 1][6]] == END
-            and (
-                messages[spans[k - 1][0]].author.role is assistant  # type: ignore[index]
-            )
-        )
-        trains_start = inner_start if inner else turn_start
-        body = message + 1
+        trains_start = inner_start if after_end else turn_start
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
-        closes = terminators and (
-            end_after_final or index == last_index or messages[index].channel != "final"  # type: ignore[index]
-        )
+        closes = terminators and (end_after_final or index == last_index or m.channel != "final")
         stop_at = stop if closes else end
-        if headers:  # one run: [start or recipient, stop_at)
+        if headers:  # one range: [start or recipient, stop_at)
             begin = start if trains_start else recipient
-            mask[begin:stop_at] = b"\x01" * (stop_at - begin)
-            continue
-        if trains_start:
-            mask[start:recipient] = b"\x01" * (recipient - start)
-        mask[body:stop_at] = b"\x01" * (stop_at - body)
+        else:
+            if trains_start:
+                mask[start:recipient] = b"\x01" * (recipient - start)
+            begin = message + 1  # the body
+        if begin != run_end:
+            mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
+            run_begin = begin
+        run_end = stop_at
+    mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
     return tuple(reasons)
 
 
