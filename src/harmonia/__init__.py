@@ -54,6 +54,7 @@ from ._parse import (
     parse_text,
 )
 from ._render import COT_POLICIES
+from ._render.spans import MessageSpan, RenderedConversation, RenderMode
 from ._tokenizer import Tokenizer, verify_vocabulary, write_tiktoken_file
 from ._turn import (
     ItemAdded,
@@ -91,6 +92,7 @@ __all__ = [
     "Message",
     "MessageDone",
     "MessageHeader",
+    "MessageSpan",
     "MessageStarted",
     "ModelOutputError",
     "OutputAssembler",
@@ -104,7 +106,9 @@ __all__ = [
     "RecoveryKind",
     "RenderConversationConfig",
     "RenderError",
+    "RenderMode",
     "RenderOptions",
+    "RenderedConversation",
     "ResponseFormat",
     "Role",
     "SandboxUnavailableError",
