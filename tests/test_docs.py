@@ -40,9 +40,14 @@ def _expected_output(code: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("doc", "blocks"), _docs_with_code(), ids=lambda v: str(v)[:20])
-def test_documented_examples_run(doc: str, blocks: list[str]) -> None:
+def test_documented_examples_run(
+    doc: str, blocks: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A page is read top to bottom, so its blocks run in order in one namespace
     # (a later block may use what an earlier one defined), as in a notebook.
+    # In an empty directory: what an example writes (a store, an index) must not
+    # land in the checkout.
+    monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": "__doc_example__"}
     for index, code in enumerate(blocks):
         out = io.StringIO()
