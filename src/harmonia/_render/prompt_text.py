@@ -7,6 +7,7 @@ Each function returns one string; the renderer encodes it with a single BPE call
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,6 +17,9 @@ from .._names import FUNCTIONS
 from .schema_check import check_schema
 
 SchemaConverter = Callable[[Any], str]
+
+# The same characters as str.isspace(): re's \s is defined by it for str patterns.
+_WHITESPACE = re.compile(r"\s")
 
 FUNCTIONS_LINE = "\nCalls to these tools must go to the commentary channel: 'functions'."
 
@@ -67,7 +71,7 @@ def namespace_block(ns: ToolNamespaceConfig, to_typescript: SchemaConverter, pat
 def _check_declarable(name: object, path: str, what: str) -> None:
     # `type get weather = ...` or `type  = ...` declares nothing the model can call
     # (the reference renders them anyway); such a name is refused here.
-    if not isinstance(name, str) or not name or any(char.isspace() for char in name):
+    if not isinstance(name, str) or not name or _WHITESPACE.search(name):
         raise RenderError(
             f"{what} name {name!r} cannot be declared: use a non-empty name without "
             "whitespace, such as 'get_weather'",

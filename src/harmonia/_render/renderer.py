@@ -18,12 +18,12 @@ from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
 from .._errors import InputError, RenderError
 from .._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
-from .._names import CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode, is_tool_name
+from .._names import CHANNELS, CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode, is_tool_name
 from .._tokenizer import Tokenizer
 from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
-from .serde_json import MAX_NESTING, too_deep
+from .serde_json import MAX_NESTING, too_deep, write_json
 from .spans import RENDER_MODES, MessageSpan, RenderedConversation, RenderMode
 
 TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
@@ -43,6 +43,13 @@ _new_span: Final = tuple.__new__
 
 def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
     """The schema-to-TypeScript function of a mode (imported on first use)."""
+    converter = _CONVERTERS.get(mode) if isinstance(mode, str) else None
+    if converter is None:
+        converter = _CONVERTERS[mode] = _import_converter(mode)
+    return converter
+
+
+def _import_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
     if mode == TYPESCRIPT_REFERENCE:
         from .typescript import schema_to_typescript
 
@@ -56,11 +63,17 @@ def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
     )
 
 
+# Filled on first use, so that importing the renderer does not import the converters.
+_CONVERTERS: dict[str, Callable[[Any], str]] = {}
+
+
 class Renderer:
     """Renders with one tokenizer. Safe to share: caches are value-keyed and only grow."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
-        self._encode = tokenizer.engine.encode_ordinary
+        # The engine, not its bound method: the auto engine rebinds encode_ordinary
+        # to the fast encoder when it switches, and each call looks it up.
+        self._engine = tokenizer.engine
         self._pieces: dict[str, list[int]] = {}
         self._contents: dict[tuple[object, ...], list[int]] = {}
         self._texts: dict[str, list[int]] = {}
@@ -71,9 +84,18 @@ class Renderer:
         self._recipients: dict[str, list[int]] = {}
         self._channels: dict[str, list[int]] = {}
         self._content_types: dict[str, list[int]] = {}
+        # Whole headers by their fields: (ids through <|message|>, end token, marks).
+        self._headers: dict[tuple[object, ...], tuple[list[int], int, tuple[int, int, int]]] = {}
+
+        # The format's own words are encoded once: a role, or a channel the format
+        # defines, is the same few ids in every header (not text a caller wrote).
+        encode = self._engine.encode_ordinary
+        self._roles: dict[Role, list[int]] = {role: encode(role.value) for role in Role}
+        self._standard_channels = {channel: encode(channel) for channel in CHANNELS}
+        self._channels.update(self._standard_channels)
 
     def clear_caches(self) -> None:
-        """Forget every cached encoding (the benchmark uses this to time cold renders)."""
+        """Forget every cached encoding of text (the benchmark times cold renders so)."""
         self._pieces.clear()
         self._contents.clear()
         self._texts.clear()
@@ -86,6 +108,8 @@ class Renderer:
             self._content_types,
         ):
             fields.clear()
+        self._headers.clear()
+        self._channels.update(self._standard_channels)
 
     # -- encoding helpers -----------------------------------------------------
 
@@ -93,7 +117,7 @@ class Renderer:
         if not text:
             return []
         try:
-            return self._encode(text)
+            return self._engine.encode_ordinary(text)
         except (TypeError, UnicodeEncodeError):
             if isinstance(text, str):
                 reason = "text contains a lone surrogate and is not valid Unicode"
@@ -105,7 +129,13 @@ class Renderer:
         """Encode a message's text; short ones are cached (callers never mutate the ids)."""
         ids = self._texts.get(text) if type(text) is str else None
         if ids is None:
-            ids = self._text(text, index, path)
+            if type(text) is str and text:
+                try:
+                    ids = self._engine.encode_ordinary(text)
+                except (TypeError, UnicodeEncodeError):
+                    ids = self._text(text, index, path)  # raises the RenderError
+            else:
+                ids = self._text(text, index, path)
             if len(text) <= _CACHED_TEXT_CHARS:
                 if self._texts_size >= _TEXT_CACHE_CHARS:
                     self._texts.clear()
@@ -150,7 +180,7 @@ class Renderer:
                 ids = self._field(self._tool_names, name, name, index, "author.name")
             out += ids
         else:
-            out += self._piece(role.value, index, "author.role")
+            out += self._roles[role]
             if name is not None:
                 ids = self._names.get(name)
                 if ids is None:
@@ -243,38 +273,69 @@ class Renderer:
     ) -> None:
         """Append one message to ``out``; with ``spans``, also where its parts lie.
 
-        The offsets are taken while the parts are written, so they cannot disagree
-        with the ids; without ``spans`` the only extra cost is four ``is None`` tests.
+        A header is encoded once per distinct set of fields (see :meth:`_new_header`),
+        so a repeated one costs one dictionary lookup; the offsets of its parts come
+        from the same entry as its ids, so they cannot disagree with them.
         """
         author = message.author
         role = author.role
-        start = len(out)
-        marks: list[int] | None = None if spans is None else []
+        recipient = message.recipient
+        key = (role, author.name, recipient, message.channel, message.content_type)
         try:
-            out += self._header(message, role, index, marks)
+            head = self._headers.get(key)
         except TypeError:  # an unhashable field: say which
             _check_header(message, index)
             raise
-        at_message = len(out)
-        out.append(st.MESSAGE)
-        for j, part in enumerate(message.content):
-            out += self._content(part, role, has_function_tools, typescript, index, j)
-        ends_turn = role is Role.ASSISTANT and message.recipient is not None
-        out.append(st.CALL if ends_turn else st.END)
-        if spans is not None and marks is not None:
+        if head is None:
+            head = self._new_header(key, message, index)
+        start = len(out)
+        out += head[0]
+        content = message.content
+        if len(content) == 1 and type(part := content[0]) is TextContent:
+            # The common case, inlined: one text, likely already encoded.
+            text = part.text
+            ids = self._texts.get(text) if type(text) is str else None
+            if ids is None:
+                ids = self._message_text(text, index, "content[0].text")
+            out += ids
+        else:
+            for j, part in enumerate(content):
+                out += self._content(part, role, has_function_tools, typescript, index, j)
+        out.append(head[1])
+        if spans is not None:
             end = len(out) - 1
             # Indexing, not a generator: this runs once per message of every span render.
+            marks = head[2]
             record = (
                 index,
                 start,
                 start + marks[0],
                 start + marks[1],
                 start + marks[2],
-                at_message,
+                start + len(head[0]) - 1,  # <|message|>
                 end,
                 end + 1,
             )
             spans.append(_new_span(MessageSpan, record))
+
+    def _new_header(
+        self, key: tuple[object, ...], message: Message, index: int | None
+    ) -> tuple[list[int], int, tuple[int, int, int]]:
+        """Encode (and check) a header not met before, and cache it by its fields.
+
+        The entry is the ids from ``<|start|>`` to ``<|message|>`` inclusive, the
+        token that ends the message, and where the recipient, channel and content
+        type begin (for spans).
+        """
+        marks: list[int] = []
+        ids = self._header(message, message.author.role, index, marks)
+        ids.append(st.MESSAGE)
+        ends_turn = message.author.role is Role.ASSISTANT and message.recipient is not None
+        head = (ids, st.CALL if ends_turn else st.END, (marks[0], marks[1], marks[2]))
+        if len(self._headers) >= _PIECE_CACHE_LIMIT:
+            self._headers.clear()
+        self._headers[key] = head
+        return head
 
     def _content(
         self,
@@ -322,7 +383,11 @@ class Renderer:
     ) -> list[int]:
         raw = part.to_dict()
         try:
-            value = json.dumps(raw)
+            try:
+                value = write_json(raw)
+            except RecursionError:
+                # Very deep, or a container that holds itself: json.dumps says which.
+                value = json.dumps(raw)
         except RecursionError:
             # Far deeper than MAX_NESTING: the check below names where.
             value = None
@@ -543,11 +608,14 @@ def _check_word(value: object, index: int | None, path: str, what: str) -> str:
 
 def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
     """True when some developer content declares a non-empty ``functions`` namespace."""
-    return any(
-        isinstance(part, DeveloperContent) and has_function_tools(part)
-        for m in messages
-        for part in m.content
-    )
+    # Every message, as the reference looks: a DeveloperContent misplaced in a
+    # message that the CoT policy drops still counts. Plain loops: this runs on
+    # every render, and a generator costs more per message.
+    for m in messages:
+        for part in m.content:
+            if isinstance(part, DeveloperContent) and has_function_tools(part):
+                return True
+    return False
 
 
 def _short_path(path: str, limit: int = 240) -> str:

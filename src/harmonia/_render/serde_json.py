@@ -22,10 +22,12 @@ fingerprints in the output, so this module emulates both:
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TypeAlias, cast
+from typing import Final, TypeAlias, cast
 
 from .._errors import InputError, InputTypeError
 
@@ -91,10 +93,25 @@ def serde_roundtrip(value: object, max_depth: int | None = None) -> JsonValue:
     >>> serde_roundtrip({1: "a", "1": "b", None: (1.5, 2**64)})
     {'1': 'b', 'null': [1.5, 1.8446744073709552e+19]}
     """
+    if max_depth is None:
+        # The C json module does the same round trip many times faster: json.dumps
+        # writes exactly the text the reference hands to serde, and json.loads reads
+        # it back with serde's number rules plugged in. It differs from serde only on
+        # surrogates (kept, where serde joins pairs or refuses) and on NaN/Infinity
+        # (read, where serde refuses); both are sent to the exact walk below, as is
+        # anything json.dumps refuses, so that the error is the same either way.
+        try:
+            text = _dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            pass
+        else:
+            if text.isascii() or _SURROGATE.search(text) is None:
+                return cast("JsonValue", _loads(text))
     return _roundtrip(value, max_depth)
 
 
 _CONTAINERS = (dict, list, tuple)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def too_deep(value: object, limit: int) -> str | None:
@@ -197,7 +214,7 @@ def _join_surrogates(text: str) -> str:
     A high+low surrogate pair is written as two escapes that serde decodes to
     one astral character; any other surrogate is rejected by serde.
     """
-    if not any("\ud800" <= char <= "\udfff" for char in text):
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text  # fast path: the overwhelmingly common case
     out: list[str] = []
     index = 0
@@ -410,3 +427,38 @@ def _ryu_layout(digits: str, point: int) -> str:
     if count == 1:
         return f"{digits}e{point - 1}"
     return f"{digits[0]}.{digits[1:]}e{point - 1}"
+
+
+def _parse_int(text: str) -> int | float:
+    # Up to 18 digits always fits in an i64; longer ones may become floats.
+    return int(text) if len(text) < 19 else parse_serde_number(text)
+
+
+def _json_writer(ensure_ascii: bool, allow_nan: bool) -> Callable[[object], str]:
+    """``json.dumps`` with these options, without its per-call setup.
+
+    ``json.dumps`` builds a new C encoder on every call, which costs more than
+    writing a small schema; this one is built once. It keeps no circular-reference
+    markers (a value that holds itself ends in ``RecursionError``, which callers
+    treat like any value the fast path cannot take).
+    """
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:  # an interpreter without the C accelerator
+        return json.JSONEncoder(ensure_ascii=ensure_ascii, allow_nan=allow_nan).encode
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+
+    def default(value: object) -> object:
+        raise InputTypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    chunks = c_make_encoder(None, default, quote, None, ": ", ", ", False, False, allow_nan)
+
+    def write(value: object) -> str:
+        return "".join(chunks(value, 0))
+
+    return write
+
+
+#: json.dumps(value) for values made of dicts, lists, strings, numbers, bools and None.
+write_json: Final = _json_writer(ensure_ascii=True, allow_nan=True)
+_dumps = _json_writer(ensure_ascii=False, allow_nan=False)
+_loads = json.JSONDecoder(parse_float=parse_serde_number, parse_int=_parse_int).decode

@@ -63,6 +63,10 @@ class TieredEngine:
         self._lock = threading.Lock()
         self._failure: str | None = None
         self.token_bytes = python.token_bytes
+        #: The encoder to call: this object's tiering until the switch, then the fast
+        #: engine's own function, so that callers which look it up on each call (the
+        #: renderer does) skip the tiering once it has nothing left to decide.
+        self.encode_ordinary: Callable[[str], list[int]] = self._encode_tiered
 
     @property
     def status(self) -> str:
@@ -73,7 +77,7 @@ class TieredEngine:
             return f"python (quicktok unavailable: {self._failure})"
         return "python"
 
-    def encode_ordinary(self, text: str) -> list[int]:
+    def _encode_tiered(self, text: str) -> list[int]:
         # Read the Python encoder before the fast one: switch() publishes the fast
         # encoder first and drops the Python one after, so one of the two is set.
         python = self._python
@@ -113,6 +117,7 @@ class TieredEngine:
                 else:
                     self._fast = fast.encode_ordinary
                     self.token_bytes = fast.token_bytes
+                    self.encode_ordinary = self._fast
                     self._python = None  # its rank table and piece cache can go
         if self._fast is not None:
             return self._fast

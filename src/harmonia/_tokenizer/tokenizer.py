@@ -58,7 +58,6 @@ class Tokenizer:
 
     def __init__(self, engine: BpeEngine) -> None:
         self.engine = engine
-        self._encode_ordinary = engine.encode_ordinary
         self._table: list[bytes] | None = None
         self._table_lock = threading.Lock()
 
@@ -69,12 +68,13 @@ class Tokenizer:
         if not text:
             return []
         try:
-            return self._encode_ordinary(text)
+            # Looked up on each call: the auto engine rebinds it when it switches.
+            return self.engine.encode_ordinary(text)
         except (UnicodeEncodeError, TypeError):
             # Engines reject lone surrogates (quicktok with a TypeError).
             if not isinstance(text, str):
                 raise InputError(f"can only encode str, not {type(text).__name__}") from None
-            return self._encode_ordinary(_without_surrogates(text))
+            return self.engine.encode_ordinary(_without_surrogates(text))
 
     def encode(
         self,
