@@ -128,7 +128,9 @@ from .events import (
     MessageStarted,
     Output,
     ParserEvent,
-    content_delta,
+    _new_object,
+    _set_text,
+    _set_token_index,
     make_message,
 )
 from .header import HeaderError, MessageHeader, read_header_tokens
@@ -542,7 +544,11 @@ class StreamableParser:
                 content = self._content
                 content.pieces.append(text)
                 content.delta = self.last_content_delta = text
-                return [content_delta(text, len(tokens) - 1)]
+                # ContentDelta(text, index), built at slot speed (see events.py).
+                delta = _new_object(ContentDelta)
+                _set_text(delta, text)
+                _set_token_index(delta, len(tokens) - 1)
+                return [delta]
         events: list[ParserEvent] = []
         self._out.events = events
         self._plain = False  # process() must take the path that makes events
