@@ -265,9 +265,11 @@ _SCALARS = (
 _KEYS = st.one_of(st.text(max_size=3), st.integers(-3, 3), st.booleans(), st.none(), st.floats())
 _VALUES = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.tuples(inner, inner)
-    | st.dictionaries(_KEYS, inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+    ),
     max_leaves=12,
 )
 

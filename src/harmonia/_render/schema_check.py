@@ -71,6 +71,58 @@ def check_schema(schema: object, path: str) -> None:
     ``None`` (no parameters) and the boolean schemas are fine; ``path`` is where
     ``schema`` sits in its content, such as ``.tools.functions.tools[0].parameters``.
     """
+    # Every render of a new tool list checks each schema: a quick pass without
+    # paths answers for valid ones, and only a schema it doubts is walked again
+    # with paths, to say where the problem is.
+    if not _looks_valid(schema):
+        _check_with_paths(schema, path)
+
+
+def _looks_valid(schema: object) -> bool:
+    """True if ``schema`` passes every check of :func:`_check_with_paths` (no paths kept)."""
+    keywords = _KEYWORDS
+    stack = [schema]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        node = pop()
+        if type(node) is not dict:
+            if isinstance(node, bool):
+                continue
+            if not isinstance(node, dict):
+                return False
+        for key, value in node.items():
+            kind = keywords.get(key)
+            if kind is None:
+                continue
+            if kind == _SCHEMA_MAP:
+                if not isinstance(value, dict):
+                    return False
+                extend(value.values())
+            elif kind == _TYPE:
+                # A type name (the usual case) is accepted without a call.
+                plain = type(value) is str and value in TYPE_NAMES
+                if not plain and not _valid_value(_TYPE, value):
+                    return False
+            elif kind == _ONE_SCHEMA or (kind == _ITEMS and not isinstance(value, list)):
+                push(value)
+            elif kind in (_SCHEMA_LIST, _ITEMS):
+                if not isinstance(value, list):
+                    return False
+                extend(value)
+            elif not _valid_value(kind, value):
+                return False
+    return True
+
+
+def _valid_value(kind: int, value: object) -> bool:
+    try:
+        _check_value(kind, value, ("", ""))
+    except RenderError:
+        return False
+    return True
+
+
+def _check_with_paths(schema: object, path: str) -> None:
     stack: list[tuple[object, _Path | str]] = [(schema, path)]
     while stack:
         node, where = stack.pop()
