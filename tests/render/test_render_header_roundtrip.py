@@ -2,8 +2,9 @@
 
 Before: a message with ``channel=""``, a recipient and ``content_type="json"``
 rendered ``<|start|>user to=python<|channel|> json<|message|>``, which strict
-parsing refused; recipients with spaces, channels with ``<``, a content type
-without a recipient and more rendered headers that read back as something else.
+parsing refused and lenient parsing read as channel "json"; recipients with
+spaces, channels with ``<``, a content type without a recipient and more
+rendered headers that read back as something else.
 Now the renderer refuses those inputs with a RenderError naming the field.
 """
 
@@ -93,25 +94,38 @@ def test_rendered_headers_read_back_or_are_refused(
         return
     if channel == "":
         # The one exception: rendered as the reference renders it, refused by
-        # strict parsing as the reference refuses it (see _check_channel).
+        # strict parsing as the reference refuses it (see _check_channel), and
+        # read back as it was by lenient parsing.
         with pytest.raises(ParseError):
             enc.parse_messages_from_completion_tokens(ids, None, strict=True)
+        (parsed,) = enc.parse_messages_from_completion_tokens(ids, None, strict=False)
+        assert parsed.to_dict() == expected(message)
         return
     (parsed,) = enc.parse_messages_from_completion_tokens(ids, None, strict=True)
     assert parsed.to_dict() == expected(message)
 
 
-def test_the_issue_example_renders_as_the_reference_and_strict_parsing_refuses_it(
+def test_the_issue_example_is_refused(enc: Any) -> None:
+    # `<|channel|> json<|message|>` reads back as channel "json" (lenient) or not
+    # at all (strict), so an empty channel with a plain content type is refused.
+    with pytest.raises(RenderError, match="empty channel followed by content type 'json'") as exc:
+        enc.render(build(Role.USER, None, "python", "", "json"))
+    assert exc.value.path == "channel"
+
+
+def test_an_empty_channel_alone_renders_as_the_reference_and_reads_back_leniently(
     enc: Any,
 ) -> None:
     # An empty channel stays renderable because the reference renders it (byte
-    # exactness wins; the reference corpus has 43 such conversations), and the
-    # strict parser refuses it exactly as the reference's does.
-    message = build(Role.USER, None, "python", "", "json")
-    ids = enc.render(message)
-    assert enc.decode(ids) == "<|start|>user to=python<|channel|> json<|message|>hi<|end|>"
-    with pytest.raises(ParseError, match="channel"):
-        enc.parse_messages_from_completion_tokens(ids, None, strict=True)
+    # exactness wins; the reference corpus has 46 such messages); the strict
+    # parser refuses it exactly as the reference's does, the lenient one reads it.
+    for content_type in (None, "<|constrain|>json"):
+        message = build(Role.ASSISTANT, None, "functions.f", "", content_type)
+        ids = enc.render(message)
+        with pytest.raises(ParseError, match="channel"):
+            enc.parse_messages_from_completion_tokens(ids, None, strict=True)
+        (parsed,) = enc.parse_messages_from_completion_tokens(ids, None, strict=False)
+        assert parsed.to_dict() == expected(message)
 
 
 @pytest.mark.parametrize(

@@ -215,7 +215,11 @@ class Renderer:
         if content_type is not None:
             ids = self._content_types.get(content_type)
             if ids is None:
-                ids = self._content_type(content_type, index)
+                ids = self._content_type(content_type, index)  # checks it is a string
+            if channel == "" and not content_type.startswith(CONSTRAIN):
+                raise RenderError(
+                    _EMPTY_CHANNEL_TYPE.format(content_type), message_index=index, path="channel"
+                )
             if not addressed and not content_type.startswith(CONSTRAIN):
                 # `<|channel|>final json` reads back as recipient "json".
                 raise RenderError(
@@ -508,6 +512,13 @@ class Renderer:
         return out, drop
 
 
+# `<|channel|> json<|message|>` reads back as channel "json" without a content type
+# (the reference renders it, and reads it back so too, or refuses it when strict).
+_EMPTY_CHANNEL_TYPE: Final = (
+    "an empty channel followed by content type {!r} would read back as that channel: "
+    "give the message a channel, or write the content type as '<|constrain|>...'"
+)
+
 # A header field is one word: whitespace would split it, and "<" would end a
 # channel or start (the text of) a special token when the header is parsed back.
 _NOT_ONE_WORD: Final = re.compile(r"\s|<")
@@ -582,8 +593,9 @@ def _check_channel(channel: object, index: int | None) -> None:
     # byte-exact with the reference wherever the reference renders. Its parser,
     # like harmonia's strict parser, then refuses that header (a model that
     # emits it has made an error); harmonia's lenient parser reads it back as
-    # channel "" with a diagnostic. Other refusals here are for fields the
-    # reference mangles too.
+    # channel "" with a diagnostic (except before a plain content type, which
+    # _header refuses). Other refusals here are for fields the reference
+    # mangles too.
     if channel != "":
         _check_word(channel, index, "channel", "channel")
 
