@@ -186,6 +186,40 @@ def test_tiered_engine_builds_once_under_concurrent_use() -> None:
     assert build.calls == 1
 
 
+def test_a_big_random_text_switches_after_its_first_part_and_stays_exact() -> None:
+    # Random words cost about a microsecond a character in Python: the first part
+    # predicts more than the budget, and quicktok takes the rest of the text.
+    build = _CountingBuild()
+    engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.01)
+    rng = random.Random(5)
+    text = "".join(rng.choice("abcdefghij ,.\n") for _ in range(60_000))
+    assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
+    assert build.calls == 1 and engine.status == "quicktok"
+
+
+def test_a_big_cheap_text_stays_in_python() -> None:
+    # A run of one character is tiled in linear time: encoding it costs less than
+    # building quicktok, so a text that size alone does not make the switch.
+    build = _CountingBuild()
+    engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.05)
+    for text in (" " * 200_000, "a" * 200_000, "\n" * 200_000):
+        assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
+    assert build.calls == 0 and engine.status == "python"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(exclude_categories=("Cs",)), max_size=80), st.integers(0, 99))
+def test_a_text_encodes_in_parts_cut_at_any_piece_boundary(text: str, where: int) -> None:
+    # What lets the big-text path hand the rest of a text to quicktok: the
+    # pieces after a boundary are those of the rest of the text, in every engine.
+    pieces = PY.split(text)
+    cut = where % (len(pieces) + 1)
+    head, rest = "".join(pieces[:cut]), "".join(pieces[cut:])
+    whole = QUICK.encode_ordinary(text)
+    assert PY.encode_pieces(pieces[:cut]) + QUICK.encode_ordinary(rest) == whole
+    assert QUICK.encode_ordinary(head) + PY.encode_ordinary(rest) == whole
+
+
 def test_auto_is_the_default_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(registry.ENGINE_ENV_VAR, raising=False)
     engine = registry.get_engine()

@@ -27,10 +27,17 @@ from typing import Protocol
 DEFAULT_SWITCH_AFTER_SECONDS = 0.5
 
 #: A low estimate of what the Python encoder spends per character of ordinary
-#: text (1 to 1.5 microseconds measured): a text that would use up the rest of the
-#: budget by itself switches *before* it is encoded, so one huge request never runs
-#: entirely in Python.
+#: text (1 to 1.5 microseconds measured): a text that could use up the rest of the
+#: budget by itself is encoded in timed parts (see TieredEngine._encode_big), so one
+#: huge request never runs entirely in Python unless Python is cheap on it.
 PYTHON_SECONDS_PER_CHAR = 1e-6
+
+
+#: A text that could use up the rest of the budget alone is encoded in Python in
+#: parts of about this many characters, the first costing a few milliseconds,
+#: while the parts so far say the rest fits in the budget (runs of one character
+#: and common words are cheap in Python; random text and CJK are not).
+BIG_TEXT_PART_CHARS = 16_384
 
 
 class BpeEngine(Protocol):
@@ -86,10 +93,47 @@ class TieredEngine:
             return fast(text)
         assert python is not None
         if len(text) * PYTHON_SECONDS_PER_CHAR > self._seconds_left and self._failure is None:
-            return self.switch()(text)
+            return self._encode_big(python, text)
         start = perf_counter()
         ids = python.encode_ordinary(text)
         self._seconds_left -= perf_counter() - start
+        if self._seconds_left < 0 and self._failure is None:
+            self.switch()
+        return ids
+
+    def _encode_big(self, python: BpeEngine, text: str) -> list[int]:
+        """Encode a big text in Python while it is cheap there, the rest with quicktok.
+
+        Measuring beats guessing: after each part, the time it took predicts the
+        rest; once the prediction exceeds the budget, quicktok is built and takes
+        the rest of the text from the next piece boundary (exact: see
+        :meth:`PythonBpe.encode_pieces`). A megabyte of spaces stays in Python
+        (milliseconds); a megabyte of random text switches after its first part.
+        """
+        split = getattr(python, "split", None)
+        encode_pieces = getattr(python, "encode_pieces", None)
+        if split is None or encode_pieces is None:  # another engine: no parts to measure
+            return self.switch()(text)
+        pieces: list[str] = split(text)
+        ids: list[int] = []
+        done = index = 0
+        while index < len(pieces):
+            part_start, size = index, 0
+            while index < len(pieces) and size < BIG_TEXT_PART_CHARS:
+                size += len(pieces[index])
+                index += 1
+            start = perf_counter()
+            ids += encode_pieces(pieces[part_start:index])
+            spent = perf_counter() - start
+            self._seconds_left -= spent
+            done += size
+            if self._fast is not None:  # a long piece made the switch meanwhile
+                return ids + self._fast(text[done:]) if done < len(text) else ids
+            rest = len(text) - done
+            if rest and spent / size * rest > self._seconds_left and self._failure is None:
+                fast = self.switch()
+                if self._fast is not None:
+                    return ids + fast(text[done:])
         if self._seconds_left < 0 and self._failure is None:
             self.switch()
         return ids

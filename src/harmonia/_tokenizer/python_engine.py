@@ -219,7 +219,15 @@ class PythonBpe:
     def encode_ordinary(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise InputTypeError(f"can only encode str, not {type(text).__name__}")
-        pieces = self.split(text)
+        return self.encode_pieces(self.split(text))
+
+    def encode_pieces(self, pieces: list[str]) -> list[int]:
+        """The ids of consecutive pieces of :meth:`split` (a text's, or a run of them).
+
+        The pattern has no look-behind, so the pieces that follow any piece
+        boundary are those of the text from there on: a text can be encoded
+        piecewise, in parts, or its rest handed to another engine.
+        """
         found = list(map(self._cache.get, pieces))
         if None in found:
             for i, ids in enumerate(found):
