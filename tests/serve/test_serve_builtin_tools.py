@@ -6,17 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-from serve_support import MODEL, Server, harmony, start_server
+from serve_support import MODEL, Book, Server, harmony, start_server
 
 from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
@@ -57,9 +58,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tools_server(corpus: Path) -> Iterator[Server]:
+def tools_server(corpus: Path, make_engine: Callable[[Book], Any]) -> Iterator[Server]:
     backend = LocalCorpusBackend(corpus)
-    server = start_server(tool_loop=AgentToolLoop(browser=backend, python=True))
+    server = start_server(make_engine, tool_loop=AgentToolLoop(browser=backend, python=True))
     yield server
     server.stop()
     backend.close()
@@ -215,11 +216,60 @@ def test_function_call_goes_back_to_the_async_client(ts, sandbox):
     assert Response.model_validate(second.model_dump()).output_text == "Rain in Brest."
 
 
+HOURS = {
+    "type": "json_schema",
+    "name": "hours",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "properties": {"hours": {"type": "integer"}},
+        "required": ["hours"],
+        "additionalProperties": False,
+    },
+}
+
+
+def test_every_step_of_the_loop_keeps_the_strict_format(ts):
+    """After a tool reply the answer still follows the strict text format."""
+    client = ts.client()
+    script(ts, SEARCH_STEPS[0], '<|channel|>final<|message|>{"hours": 12}<|return|>')
+    ok = client.responses.create(
+        model=MODEL, input="High water?", tools=SEARCH, text={"format": HOURS}
+    )
+    assert json.loads(ok.output_text) == {"hours": 12}
+    assert ts.engine.constraints[-1] is not None and ts.engine.constraints[-2] is not None
+    # A second step that breaks the schema is refused by the mask, not passed on.
+    script(ts, SEARCH_STEPS[0], "<|channel|>final<|message|>About 12 hours.<|return|>")
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.responses.create(
+            model=MODEL, input="High water?", tools=SEARCH, text={"format": HOURS}
+        )
+    assert caught.value.body["code"] == "engine_error"
+
+
+def test_every_step_of_the_loop_keeps_strict_functions(ts):
+    """Strict arguments hold after a tool reply; tool_choice=required binds only step one."""
+    client = ts.client()
+    tools = [*SEARCH, WEATHER]  # Responses function tools are strict by default
+    script(
+        ts,
+        SEARCH_STEPS[0],
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"town": "Brest"}<|call|>',
+    )
+    with pytest.raises(openai.InternalServerError):
+        client.responses.create(model=MODEL, input="x", tools=tools, tool_choice="required")
+    # The search met "required": the next step may answer.
+    script(ts, SEARCH_STEPS[0], "<|channel|>final<|message|>Rain.<|return|>")
+    reply = client.responses.create(model=MODEL, input="x", tools=tools, tool_choice="required")
+    assert reply.output_text == "Rain."
+    first, later = ts.engine.constraints[-2:]
+    assert first is not None and later is not None and later.grammar != first.grammar
+
+
 def test_unavailable_builtin_is_a_400_naming_why(make_server):
     server = make_server(tool_loop=AgentToolLoop())
     client = server.client()
-    import openai
-
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=MODEL, input="x", tools=SEARCH)
     assert "--browser" in caught.value.message
@@ -234,6 +284,10 @@ TOOL = st.sampled_from([SEARCH[0], {"type": "web_search"}, PYTHON[0], WEATHER, {
 ODD = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=8))
 
 
+@pytest.mark.scripted_only(
+    "a request fuzz: what it checks is the server's validation, not the engine, and 150 "
+    "examples over the real model would cost seconds for nothing more"
+)
 @settings(
     max_examples=150,
     deadline=None,

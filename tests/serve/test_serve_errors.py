@@ -132,6 +132,7 @@ def test_admission_429_with_retry_after(make_server):
     assert post(server, "/chat/completions", CHAT).status_code == 200
 
 
+@pytest.mark.scripted_only("an engine failure on cue (fail_after) after the stream started")
 def test_engine_failure_mid_stream_reaches_the_sdk(srv):
     srv.book.add("<|channel|>final<|message|>Hello there my friend<|return|>", fail_after=3)
     client = srv.client()
@@ -185,6 +186,10 @@ VALID = {
 }
 
 
+@pytest.mark.scripted_only(
+    "a request fuzz: it checks the server's validation, not the engine; 1,000 examples over "
+    "the real model would add a minute for nothing more"
+)
 @settings(
     max_examples=1000,  # the bar; about 8 s over one keep-alive connection
     deadline=None,

@@ -178,6 +178,7 @@ def test_background_response_completes_and_is_polled(srv):
     assert current.status == "completed" and current.output_text == "Paris."
 
 
+@pytest.mark.scripted_only("a stall on cue (stall_after) to cancel while the engine is silent")
 def test_background_response_cancelled(srv):
     client = srv.client()
     srv.book.add(ANSWER, delay=0.01, stall_after=3)
@@ -249,6 +250,7 @@ def test_background_response_streams_again_from_a_sequence_number(srv):
     assert client.responses.retrieve(queued.id).output_text == "Paris."
 
 
+@pytest.mark.scripted_only("a stall on cue (stall_after) keeps the response running")
 def test_continuing_a_running_response_is_409(srv):
     client = srv.client()
     srv.book.add(ANSWER, stall_after=2)
