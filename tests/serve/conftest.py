@@ -19,7 +19,14 @@ pytest.importorskip("fastapi", reason="harmonia[serve] (fastapi) is not installe
 pytest.importorskip("uvicorn", reason="harmonia[serve] (uvicorn) is not installed")
 pytest.importorskip("openai", reason="the openai client (dev extra) is not installed")
 
-from serve_support import ENGINES, Book, Server, engine_factory, start_server
+from serve_support import (
+    ENGINES,
+    SDK_TYPE_ERRORS,
+    Book,
+    Server,
+    engine_factory,
+    start_server,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,6 +45,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kinds = ["scripted"] if marker is not None else list(ENGINES)
     # Session scope: pytest groups the tests by engine, so each server starts once.
     metafunc.parametrize("engine_kind", kinds, indirect=True, scope="session")
+
+
+@pytest.fixture(autouse=True)
+def sdk_types_checked() -> Iterator[None]:
+    """Fail a test whose clients received a body the SDK's types refuse."""
+    SDK_TYPE_ERRORS.clear()
+    yield
+    assert not SDK_TYPE_ERRORS, SDK_TYPE_ERRORS
 
 
 @pytest.fixture(scope="session")

@@ -199,15 +199,25 @@ class Server:
         return self.url + "/v1"
 
     def client(self, **kwargs: Any) -> Any:
+        """The official sync client; each body it receives is validated (check_sdk_types)."""
+        import httpx
         import openai
 
         kwargs.setdefault("api_key", "unused")
+        kwargs.setdefault(
+            "http_client", httpx.Client(timeout=20, event_hooks={"response": [_check_sync]})
+        )
         return openai.OpenAI(base_url=self.base_url, max_retries=0, timeout=20, **kwargs)
 
     def async_client(self, **kwargs: Any) -> Any:
+        """The official async client, validating like :meth:`client`."""
+        import httpx
         import openai
 
         kwargs.setdefault("api_key", "unused")
+        kwargs.setdefault(
+            "http_client", httpx.AsyncClient(timeout=20, event_hooks={"response": [_check_async]})
+        )
         return openai.AsyncOpenAI(base_url=self.base_url, max_retries=0, timeout=20, **kwargs)
 
     def stop(self) -> None:
@@ -269,3 +279,100 @@ def sse(server: Server, path: str, body: dict[str, Any]) -> list[Any]:
                 data = line[6:]
                 payloads.append(data if data == "[DONE]" else json.loads(data))
     return payloads
+
+
+# -- every body the SDK receives, validated against the SDK's own types --------------------
+
+
+def check_sdk_types(method: str, path: str, status: int, content_type: str, body: bytes) -> None:
+    """Validate one server answer against the openai SDK's pydantic types.
+
+    The SDK builds its objects without validating them (``construct``), so a
+    field of the wrong type or a missing required one would pass unnoticed;
+    here each JSON body and each SSE payload is checked with ``model_validate``
+    (chat completions and chunks, responses and their stream events, input
+    item lists, models) and each error has OpenAI's shape.
+    """
+    import json
+
+    from openai.types import Model
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.responses import Response, ResponseItemList, ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    path = path.removeprefix("/v1")
+    if content_type.startswith("text/event-stream"):
+        events = TypeAdapter(ResponseStreamEvent)
+        for line in body.decode().splitlines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            payload = json.loads(line[6:])
+            if "error" in payload and "type" not in payload:  # Chat's error payload
+                _check_error(payload)
+            elif path.startswith("/chat/completions"):
+                ChatCompletionChunk.model_validate(payload)
+            else:
+                events.validate_python(payload)
+        return
+    if not content_type.startswith("application/json"):
+        return
+    payload = json.loads(body)
+    if status >= 400:
+        _check_error(payload)
+    elif path == "/chat/completions":
+        ChatCompletion.model_validate(payload)
+    elif path.endswith("/input_items"):
+        ResponseItemList.model_validate(payload)
+    elif path == "/responses" or _is_one_response(method, path):
+        Response.model_validate(payload)
+    elif path == "/models":
+        for model in payload["data"]:
+            Model.model_validate(model)
+    elif path.startswith("/models/"):
+        Model.model_validate(payload)
+
+
+def _is_one_response(method: str, path: str) -> bool:
+    """``GET /responses/{id}`` or ``POST /responses/{id}/cancel`` (a DELETE answers less)."""
+    parts = path.split("/")  # "", "responses", id[, "cancel"]
+    if len(parts) == 3 and parts[1] == "responses":
+        return method == "GET"
+    return len(parts) == 4 and parts[1] == "responses" and parts[3] == "cancel"
+
+
+def _check_error(payload: Any) -> None:
+    assert isinstance(payload, dict) and set(payload) == {"error"}, payload
+    error = payload["error"]
+    assert set(error) == {"message", "type", "param", "code"}, payload
+    assert isinstance(error["message"], str) and error["message"], payload
+
+
+#: Validation failures seen by the clients' hooks. The SDK turns an exception in a
+#: hook into ``APIConnectionError``, which a test expecting an ``APIError`` would
+#: accept, so conftest.py also fails any test that leaves one here.
+SDK_TYPE_ERRORS: list[str] = []
+
+
+def _check(response: Any) -> None:
+    request = response.request
+    try:
+        check_sdk_types(
+            request.method,
+            request.url.path,
+            response.status_code,
+            response.headers.get("content-type", ""),
+            response.content,
+        )
+    except Exception as exc:
+        SDK_TYPE_ERRORS.append(f"{request.method} {request.url.path}: {exc}")
+        raise
+
+
+def _check_sync(response: Any) -> None:
+    response.read()  # the SDK then reads the buffered body (streams included)
+    _check(response)
+
+
+async def _check_async(response: Any) -> None:
+    await response.aread()
+    _check(response)

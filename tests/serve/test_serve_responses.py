@@ -271,3 +271,24 @@ def test_request_ids_are_echoed_or_made(srv):
         srv, "/responses", {"model": MODEL, "input": "Q"}, headers={"x-request-id": "a b\\n"}
     )
     assert odd.headers["x-request-id"].startswith("req_")
+
+
+def test_the_sdk_type_check_refuses_a_wrong_body():
+    """The clients' hook (serve_support.check_sdk_types) is a real check."""
+    from pydantic import ValidationError
+    from serve_support import check_sdk_types
+
+    good = Response.model_validate(
+        {"id": "resp_1", "object": "response", "created_at": 1, "model": MODEL, "output": [],
+         "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    )  # fmt: skip
+    body = good.model_dump_json().encode()
+    check_sdk_types("POST", "/v1/responses", 200, "application/json", body)
+    with pytest.raises(ValidationError):
+        wrong = body.replace(b'"created_at":1.0', b'"created_at":"yesterday"')
+        check_sdk_types("POST", "/v1/responses", 200, "application/json", wrong)
+    with pytest.raises(ValidationError):
+        event = b'data: {"type": "response.output_text.delta", "sequence_number": 0}\n\n'
+        check_sdk_types("POST", "/v1/responses", 200, "text/event-stream", event)
+    with pytest.raises(AssertionError):
+        check_sdk_types("GET", "/v1/models", 404, "application/json", b'{"detail": "x"}')
