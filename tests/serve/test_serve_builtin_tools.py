@@ -101,8 +101,17 @@ def check_citation(response: Response, corpus: Path) -> None:
     assert part.text[citation.start_index : citation.end_index] == CITED
 
 
+def metric(server: Server, name: str) -> float:
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
 def test_web_search_cites_the_page(ts, corpus):
     script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    ttft_before = metric(ts, "harmonia_time_to_first_token_seconds_count")
+    tokens_before = metric(ts, "harmonia_generated_tokens_total")
     raw = ts.client().responses.with_raw_response.create(
         model=MODEL, input="When is high water?", tools=SEARCH
     )
@@ -124,6 +133,10 @@ def test_web_search_cites_the_page(ts, corpus):
     assert response.usage.input_tokens > 3 * len(ts.engine.prompts[-3])
     # Stored, and retrievable as it was.
     assert ts.client().responses.retrieve(response.id).output_text == ANSWER
+    # The metrics count one first token for the response and every step's tokens.
+    assert metric(ts, "harmonia_time_to_first_token_seconds_count") == ttft_before + 1
+    generated = metric(ts, "harmonia_generated_tokens_total") - tokens_before
+    assert generated == response.usage.output_tokens
 
 
 def test_web_search_streams_sdk_events(ts, corpus):

@@ -102,6 +102,20 @@ def test_function_calls_over_previous_response_id(srv):
     ]  # fmt: skip
 
 
+def test_function_tools_are_strict_unless_they_say_not(srv):
+    client = srv.client()
+    srv.book.add(lookup("harmony").replace('"word"', '"words"'))
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.responses.create(model=MODEL, input="Define harmony", tools=[TOOL])
+    assert caught.value.body["code"] == "engine_error"
+    srv.book.add(lookup("harmony").replace('"word"', '"words"'))
+    loose = client.responses.create(
+        model=MODEL, input="Define harmony", tools=[{**TOOL, "strict": False}]
+    )
+    (fc,) = [item for item in loose.output if item.type == "function_call"]
+    assert json.loads(fc.arguments) == {"words": "harmony"}
+
+
 def test_item_reference_expands_from_the_chain(srv):
     client = srv.client()
     srv.book.add(ANSWER)

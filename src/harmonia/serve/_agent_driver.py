@@ -83,6 +83,8 @@ class Driver:
         self._held_ids: set[str] = set()
         self._annotations: dict[str, list[JsonDict]] = {}
         self._deadline: float | None = None
+        # When the response started, until its first token is counted (the TTFT metric).
+        self._started: float | None = None
 
     def _constraint(self, conversation: Conversation) -> Constraint | None:
         """Every step's constraint: the request's first, then the later steps' one.
@@ -99,6 +101,7 @@ class Driver:
     async def events(self) -> AsyncIterator[list[JsonDict]]:
         # Built off the event loop (a grammar compiles), before the first step.
         self._later = await asyncio.to_thread(self.service.later_constraint, self._prepared)
+        self._started = time.monotonic()
         seconds = self.loop.limits.max_seconds
         self._deadline = None if seconds is None else time.monotonic() + seconds
         step = self.loop.send(Start())
@@ -140,16 +143,21 @@ class Driver:
         generation = self.service.engine.generate(
             action.prompt, action.params, constraint=action.constraint
         )
-        async with generation:  # leaving early (a client gone) stops the engine
-            async for ids in generation:
-                step = self.loop.send(TokensSampled(tuple(ids)))
-                yield self._shape(self.stream.feed_many(ids)), step
-                if isinstance(step.action, Finished):
-                    return  # the model wrote something the strict parser refused
-                if self._late():  # leaving the block stops the engine
-                    yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
-                    return
-        metrics.generation(len(generation.tokens), time.monotonic() - started)
+        try:
+            async with generation:  # leaving early (a client gone) stops the engine
+                async for ids in generation:
+                    if self._started is not None:  # the response's first token
+                        metrics.first_token(time.monotonic() - self._started)
+                        self._started = None
+                    step = self.loop.send(TokensSampled(tuple(ids)))
+                    yield self._shape(self.stream.feed_many(ids)), step
+                    if isinstance(step.action, Finished):
+                        return  # the model wrote something the strict parser refused
+                    if self._late():  # leaving the block stops the engine
+                        yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
+                        return
+        finally:  # every step counts, however it ended
+            metrics.generation(len(generation.tokens), time.monotonic() - started)
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         yield [], self.loop.send(GenerationFinished(finish))
 
