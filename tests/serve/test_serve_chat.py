@@ -159,6 +159,14 @@ def test_strict_response_format_is_enforced(srv):
             model=MODEL, messages=user("2+2?"), response_format=STRICT_FORMAT
         )
     assert caught.value.body["code"] == "engine_error"
+    # Streaming, the refusal comes after the headers went out: an SSE error the SDK raises.
+    srv.book.add("<|channel|>final<|message|>four<|return|>")
+    with pytest.raises(openai.APIError) as caught:
+        for _ in client.chat.completions.create(
+            model=MODEL, messages=user("2+2?"), response_format=STRICT_FORMAT, stream=True
+        ):
+            pass
+    assert "engine failed" in caught.value.message
     # Without strict nothing is enforced: the prompt only describes the format.
     srv.book.add("<|channel|>final<|message|>four<|return|>")
     loose = {**STRICT_FORMAT, "json_schema": {**STRICT_FORMAT["json_schema"], "strict": False}}
