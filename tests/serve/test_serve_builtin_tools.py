@@ -324,23 +324,26 @@ def test_fuzzed_builtin_tool_requests_never_5xx(tools_server, tools, changes):
 class RecordingLoop(AgentToolLoop):
     """Counts the per-response toolboxes closed (the runtimes a response owns)."""
 
-    closed = 0
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.closed = 0
 
     def _toolbox(self, tool_types: Any) -> Any:
         box, browser = super()._toolbox(tool_types)
         close = box.aclose
 
         async def aclose() -> None:
-            RecordingLoop.closed += 1
+            self.closed += 1
             await close()
 
         box.aclose = aclose  # type: ignore[method-assign]
         return box, browser
 
 
-def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server):
+def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server, make_engine):
     backend = LocalCorpusBackend(corpus)
-    server = make_server(tool_loop=RecordingLoop(browser=backend))
+    loop = RecordingLoop(browser=backend)
+    server = make_server(make_engine, tool_loop=loop)
     server.book.add(SEARCH_STEPS[0])
     server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.05)
     body = {"model": MODEL, "input": "Tides?", "tools": SEARCH, "stream": True}
@@ -350,23 +353,23 @@ def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server)
                 break  # the search ran; the answer is being written: leave
     generation = server.engine.generations[-1]
     deadline = time.monotonic() + 5
-    while not (generation.done and RecordingLoop.closed):
+    while not (generation.done and loop.closed):
         assert time.monotonic() < deadline, "the generation or the tools were not stopped"
         time.sleep(0.01)
     assert generation.finish.reason.value == "cancelled"
     assert len(generation.tokens) < 100  # it did not run to the end
-    assert RecordingLoop.closed == 1
+    assert loop.closed == 1
     while server.app.state.service.admission.running:
         assert time.monotonic() < deadline, "the admission slot was not given back"
         time.sleep(0.01)
     backend.close()
 
 
-def test_agent_limits_cut_the_response_short(corpus, make_server):
+def test_agent_limits_cut_the_response_short(corpus, make_server, make_engine):
     """max_seconds stops a slow answer; max_steps stops a model that keeps searching."""
     backend = LocalCorpusBackend(corpus)
     limits = AgentLimits(max_seconds=0.5, max_steps=2)
-    server = make_server(tool_loop=AgentToolLoop(browser=backend, limits=limits))
+    server = make_server(make_engine, tool_loop=AgentToolLoop(browser=backend, limits=limits))
     client = server.client()
     server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.02)
     started = time.monotonic()
