@@ -99,9 +99,9 @@ class Driver:
         return self._deadline is not None and time.monotonic() > self._deadline
 
     async def events(self) -> AsyncIterator[list[JsonDict]]:
+        self._started = time.monotonic()
         # Built off the event loop (a grammar compiles), before the first step.
         self._later = await asyncio.to_thread(self.service.later_constraint, self._prepared)
-        self._started = time.monotonic()
         seconds = self.loop.limits.max_seconds
         self._deadline = None if seconds is None else time.monotonic() + seconds
         step = self.loop.send(Start())
