@@ -1,4 +1,8 @@
-"""What the serve tests share: a real uvicorn server on 127.0.0.1 with a scripted engine.
+"""What the serve tests share: a real uvicorn server on 127.0.0.1 over a test engine.
+
+The engine is the scripted one, or the real transformers engine on a random
+gpt-oss teacher-forced to the same scripts (:class:`ForcingEngine`): a test
+queues the harmony text the model must write and runs on either.
 
 A plain module (imported as ``serve_support``: pytest puts this folder on
 ``sys.path``), because test files must not import ``conftest``, which is
@@ -24,12 +28,14 @@ pytest.importorskip("openai", reason="the openai client (dev extra) is not insta
 import uvicorn
 
 import harmonia
-from harmonia.engines import Generation, Script, ScriptedEngine
+from harmonia.engines import Constraint, Generation, Script, ScriptedEngine
 from harmonia.serve import ServerConfig, create_app
 
 ENC = harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS)
 MODEL = "gpt-oss-test"
 DEFAULT_REPLY = "<|channel|>final<|message|>ok<|return|>"
+#: The engines the SDK suite runs over (``engine_kind`` in conftest.py).
+ENGINES = ("scripted", "transformers")
 
 
 def harmony(text: str) -> tuple[int, ...]:
@@ -38,12 +44,22 @@ def harmony(text: str) -> tuple[int, ...]:
 
 
 class Book:
-    """The scripts the engine replays, queued by a test; a default reply when empty."""
+    """The scripts the engine replays, queued by a test; a default reply when empty.
 
-    def __init__(self) -> None:
+    ``forced``: the engine is a real model forced to the scripts, which can
+    pace its tokens (``delay``) but not inject the scripted engine's faults.
+    """
+
+    def __init__(self, *, forced: bool = False) -> None:
         self.queue: collections.deque[Script] = collections.deque()
+        self.forced = forced
 
     def add(self, text: str | tuple[int, ...], **faults: Any) -> None:
+        if self.forced and set(faults) - {"delay"}:
+            raise AssertionError(
+                f"the forced transformers engine cannot inject {sorted(faults)}: "
+                "mark the test @pytest.mark.scripted_only(...)"
+            )
         tokens = harmony(text) if isinstance(text, str) else text
         self.queue.append(Script(tokens, **faults))
 
@@ -52,23 +68,127 @@ class Book:
 
 
 class RecordingEngine(ScriptedEngine):
-    """A scripted engine that keeps every generation it started (to inspect cancellation)."""
+    """A scripted engine that keeps every generation it started and the constraint it got."""
 
     def __init__(self, book: Book) -> None:
         super().__init__(book)
         self.generations: list[Generation] = []
+        self.constraints: list[Constraint | None] = []
 
     def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Generation:
         generation = super().generate(prompt, params, constraint=constraint)
         self.generations.append(generation)
+        self.constraints.append(constraint)
         return generation
+
+
+class Forced:
+    """A matcher allowing only ``script[position]``, and-ed with the server's grammar.
+
+    The intersection is what makes the forced engine a check of the server: a
+    script the request's strict grammar refuses leaves no allowed id, and the
+    engine fails ("the matcher's mask is empty") instead of writing it.
+    ``delay`` paces the model (seconds per id) like a slower one.
+    """
+
+    def __init__(
+        self,
+        script: tuple[int, ...],
+        grammar: Constraint | None,
+        delay: float = 0.0,
+        matcher: Any = None,
+        position: int = 0,
+    ) -> None:
+        self.script, self.grammar, self.delay = script, grammar, delay
+        self.matcher, self.position = matcher, position
+
+    @property
+    def is_finished(self) -> bool:
+        return self.position >= len(self.script)
+
+    def fill_mask(self, out: Any = None) -> Any:
+        import numpy as np
+
+        from harmonia.constrained import MASK_WORDS
+
+        if self.delay:
+            time.sleep(self.delay)  # on the engine's worker thread
+        if out is None:
+            out = np.zeros(MASK_WORDS, dtype=np.int32)
+        out[:] = 0
+        if not self.is_finished:
+            token = self.script[self.position]
+            out[token // 32] = np.int32(np.uint32(1 << (token % 32)).view(np.int32))
+        if self.matcher is not None:
+            out &= self.matcher.fill_mask()
+        return out
+
+    def consume(self, token: int) -> None:
+        assert token == self.script[self.position], (token, self.position)
+        self.position += 1
+        if self.matcher is not None:
+            self.matcher.consume(token)
+
+    def copy(self) -> Forced:
+        # The engine copies its constraint's matcher on its worker thread: the
+        # grammar compiles there, off the event loop, as the engine's own would.
+        if self.matcher is not None:
+            matcher = self.matcher.copy()
+        elif self.grammar is not None:
+            matcher = self.grammar.new_matcher()
+        else:
+            matcher = None
+        return Forced(self.script, self.grammar, self.delay, matcher, self.position)
+
+
+class ForcingEngine:
+    """The real transformers engine on a random gpt-oss, teacher-forced to the book's scripts.
+
+    Each generation allows exactly the next id of the book's next script, and
+    only where the server's own constraint allows it; everything else (the
+    prefill, the KV cache, the masked sampling, stop ids, cancellation) is the
+    engine's.
+    """
+
+    name = "transformers-forced"
+
+    def __init__(self, inner: Any, book: Book) -> None:
+        self.inner, self.book = inner, book
+        self.prompts: list[tuple[int, ...]] = []
+        self.generations: list[Generation] = []
+        self.constraints: list[Constraint | None] = []
+
+    def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Generation:
+        self.prompts.append(tuple(prompt))
+        self.constraints.append(constraint)
+        script = self.book(tuple(prompt))
+        forced = Constraint(matcher=Forced(script.tokens, constraint, script.delay))
+        generation: Generation = self.inner.generate(prompt, params, constraint=forced)
+        self.generations.append(generation)
+        return generation
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def engine_factory(kind: str, model: Any = None) -> Callable[[Book], Any]:
+    """Build a test engine of ``kind`` (see :data:`ENGINES`) around a book."""
+    if kind == "scripted":
+        return RecordingEngine
+    from harmonia.engines.transformers import TransformersEngine
+
+    def build(book: Book) -> ForcingEngine:
+        book.forced = True
+        return ForcingEngine(TransformersEngine(model), book)
+
+    return build
 
 
 @dataclass
 class Server:
     url: str
     book: Book
-    engine: RecordingEngine
+    engine: Any  # a RecordingEngine or a ForcingEngine
     app: Any
     thread: threading.Thread
     server: uvicorn.Server
@@ -79,15 +199,25 @@ class Server:
         return self.url + "/v1"
 
     def client(self, **kwargs: Any) -> Any:
+        """The official sync client; each body it receives is validated (check_sdk_types)."""
+        import httpx
         import openai
 
         kwargs.setdefault("api_key", "unused")
+        kwargs.setdefault(
+            "http_client", httpx.Client(timeout=20, event_hooks={"response": [_check_sync]})
+        )
         return openai.OpenAI(base_url=self.base_url, max_retries=0, timeout=20, **kwargs)
 
     def async_client(self, **kwargs: Any) -> Any:
+        """The official async client, validating like :meth:`client`."""
+        import httpx
         import openai
 
         kwargs.setdefault("api_key", "unused")
+        kwargs.setdefault(
+            "http_client", httpx.AsyncClient(timeout=20, event_hooks={"response": [_check_async]})
+        )
         return openai.AsyncOpenAI(base_url=self.base_url, max_retries=0, timeout=20, **kwargs)
 
     def stop(self) -> None:
@@ -149,3 +279,100 @@ def sse(server: Server, path: str, body: dict[str, Any]) -> list[Any]:
                 data = line[6:]
                 payloads.append(data if data == "[DONE]" else json.loads(data))
     return payloads
+
+
+# -- every body the SDK receives, validated against the SDK's own types --------------------
+
+
+def check_sdk_types(method: str, path: str, status: int, content_type: str, body: bytes) -> None:
+    """Validate one server answer against the openai SDK's pydantic types.
+
+    The SDK builds its objects without validating them (``construct``), so a
+    field of the wrong type or a missing required one would pass unnoticed;
+    here each JSON body and each SSE payload is checked with ``model_validate``
+    (chat completions and chunks, responses and their stream events, input
+    item lists, models) and each error has OpenAI's shape.
+    """
+    import json
+
+    from openai.types import Model
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.responses import Response, ResponseItemList, ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    path = path.removeprefix("/v1")
+    if content_type.startswith("text/event-stream"):
+        events = TypeAdapter(ResponseStreamEvent)
+        for line in body.decode().splitlines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            payload = json.loads(line[6:])
+            if "error" in payload and "type" not in payload:  # Chat's error payload
+                _check_error(payload)
+            elif path.startswith("/chat/completions"):
+                ChatCompletionChunk.model_validate(payload)
+            else:
+                events.validate_python(payload)
+        return
+    if not content_type.startswith("application/json"):
+        return
+    payload = json.loads(body)
+    if status >= 400:
+        _check_error(payload)
+    elif path == "/chat/completions":
+        ChatCompletion.model_validate(payload)
+    elif path.endswith("/input_items"):
+        ResponseItemList.model_validate(payload)
+    elif path == "/responses" or _is_one_response(method, path):
+        Response.model_validate(payload)
+    elif path == "/models":
+        for model in payload["data"]:
+            Model.model_validate(model)
+    elif path.startswith("/models/"):
+        Model.model_validate(payload)
+
+
+def _is_one_response(method: str, path: str) -> bool:
+    """``GET /responses/{id}`` or ``POST /responses/{id}/cancel`` (a DELETE answers less)."""
+    parts = path.split("/")  # "", "responses", id[, "cancel"]
+    if len(parts) == 3 and parts[1] == "responses":
+        return method == "GET"
+    return len(parts) == 4 and parts[1] == "responses" and parts[3] == "cancel"
+
+
+def _check_error(payload: Any) -> None:
+    assert isinstance(payload, dict) and set(payload) == {"error"}, payload
+    error = payload["error"]
+    assert set(error) == {"message", "type", "param", "code"}, payload
+    assert isinstance(error["message"], str) and error["message"], payload
+
+
+#: Validation failures seen by the clients' hooks. The SDK turns an exception in a
+#: hook into ``APIConnectionError``, which a test expecting an ``APIError`` would
+#: accept, so conftest.py also fails any test that leaves one here.
+SDK_TYPE_ERRORS: list[str] = []
+
+
+def _check(response: Any) -> None:
+    request = response.request
+    try:
+        check_sdk_types(
+            request.method,
+            request.url.path,
+            response.status_code,
+            response.headers.get("content-type", ""),
+            response.content,
+        )
+    except Exception as exc:
+        SDK_TYPE_ERRORS.append(f"{request.method} {request.url.path}: {exc}")
+        raise
+
+
+def _check_sync(response: Any) -> None:
+    response.read()  # the SDK then reads the buffered body (streams included)
+    _check(response)
+
+
+async def _check_async(response: Any) -> None:
+    await response.aread()
+    _check(response)

@@ -6,17 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-from serve_support import MODEL, Server, harmony, start_server
+from serve_support import MODEL, Book, Server, harmony, start_server
 
 from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
@@ -57,9 +58,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tools_server(corpus: Path) -> Iterator[Server]:
+def tools_server(corpus: Path, make_engine: Callable[[Book], Any]) -> Iterator[Server]:
     backend = LocalCorpusBackend(corpus)
-    server = start_server(tool_loop=AgentToolLoop(browser=backend, python=True))
+    server = start_server(make_engine, tool_loop=AgentToolLoop(browser=backend, python=True))
     yield server
     server.stop()
     backend.close()
@@ -100,8 +101,17 @@ def check_citation(response: Response, corpus: Path) -> None:
     assert part.text[citation.start_index : citation.end_index] == CITED
 
 
+def metric(server: Server, name: str) -> float:
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
 def test_web_search_cites_the_page(ts, corpus):
     script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    ttft_before = metric(ts, "harmonia_time_to_first_token_seconds_count")
+    tokens_before = metric(ts, "harmonia_generated_tokens_total")
     raw = ts.client().responses.with_raw_response.create(
         model=MODEL, input="When is high water?", tools=SEARCH
     )
@@ -123,6 +133,10 @@ def test_web_search_cites_the_page(ts, corpus):
     assert response.usage.input_tokens > 3 * len(ts.engine.prompts[-3])
     # Stored, and retrievable as it was.
     assert ts.client().responses.retrieve(response.id).output_text == ANSWER
+    # The metrics count one first token for the response and every step's tokens.
+    assert metric(ts, "harmonia_time_to_first_token_seconds_count") == ttft_before + 1
+    generated = metric(ts, "harmonia_generated_tokens_total") - tokens_before
+    assert generated == response.usage.output_tokens
 
 
 def test_web_search_streams_sdk_events(ts, corpus):
@@ -215,11 +229,60 @@ def test_function_call_goes_back_to_the_async_client(ts, sandbox):
     assert Response.model_validate(second.model_dump()).output_text == "Rain in Brest."
 
 
+HOURS = {
+    "type": "json_schema",
+    "name": "hours",
+    "strict": True,
+    "schema": {
+        "type": "object",
+        "properties": {"hours": {"type": "integer"}},
+        "required": ["hours"],
+        "additionalProperties": False,
+    },
+}
+
+
+def test_every_step_of_the_loop_keeps_the_strict_format(ts):
+    """After a tool reply the answer still follows the strict text format."""
+    client = ts.client()
+    script(ts, SEARCH_STEPS[0], '<|channel|>final<|message|>{"hours": 12}<|return|>')
+    ok = client.responses.create(
+        model=MODEL, input="High water?", tools=SEARCH, text={"format": HOURS}
+    )
+    assert json.loads(ok.output_text) == {"hours": 12}
+    assert ts.engine.constraints[-1] is not None and ts.engine.constraints[-2] is not None
+    # A second step that breaks the schema is refused by the mask, not passed on.
+    script(ts, SEARCH_STEPS[0], "<|channel|>final<|message|>About 12 hours.<|return|>")
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.responses.create(
+            model=MODEL, input="High water?", tools=SEARCH, text={"format": HOURS}
+        )
+    assert caught.value.body["code"] == "engine_error"
+
+
+def test_every_step_of_the_loop_keeps_strict_functions(ts):
+    """Strict arguments hold after a tool reply; tool_choice=required binds only step one."""
+    client = ts.client()
+    tools = [*SEARCH, WEATHER]  # Responses function tools are strict by default
+    script(
+        ts,
+        SEARCH_STEPS[0],
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"town": "Brest"}<|call|>',
+    )
+    with pytest.raises(openai.InternalServerError):
+        client.responses.create(model=MODEL, input="x", tools=tools, tool_choice="required")
+    # The search met "required": the next step may answer.
+    script(ts, SEARCH_STEPS[0], "<|channel|>final<|message|>Rain.<|return|>")
+    reply = client.responses.create(model=MODEL, input="x", tools=tools, tool_choice="required")
+    assert reply.output_text == "Rain."
+    first, later = ts.engine.constraints[-2:]
+    assert first is not None and later is not None and later.grammar != first.grammar
+
+
 def test_unavailable_builtin_is_a_400_naming_why(make_server):
     server = make_server(tool_loop=AgentToolLoop())
     client = server.client()
-    import openai
-
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=MODEL, input="x", tools=SEARCH)
     assert "--browser" in caught.value.message
@@ -234,6 +297,10 @@ TOOL = st.sampled_from([SEARCH[0], {"type": "web_search"}, PYTHON[0], WEATHER, {
 ODD = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=8))
 
 
+@pytest.mark.scripted_only(
+    "a request fuzz: what it checks is the server's validation, not the engine, and 150 "
+    "examples over the real model would cost seconds for nothing more"
+)
 @settings(
     max_examples=150,
     deadline=None,
@@ -257,23 +324,26 @@ def test_fuzzed_builtin_tool_requests_never_5xx(tools_server, tools, changes):
 class RecordingLoop(AgentToolLoop):
     """Counts the per-response toolboxes closed (the runtimes a response owns)."""
 
-    closed = 0
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.closed = 0
 
     def _toolbox(self, tool_types: Any) -> Any:
         box, browser = super()._toolbox(tool_types)
         close = box.aclose
 
         async def aclose() -> None:
-            RecordingLoop.closed += 1
+            self.closed += 1
             await close()
 
         box.aclose = aclose  # type: ignore[method-assign]
         return box, browser
 
 
-def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server):
+def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server, make_engine):
     backend = LocalCorpusBackend(corpus)
-    server = make_server(tool_loop=RecordingLoop(browser=backend))
+    loop = RecordingLoop(browser=backend)
+    server = make_server(make_engine, tool_loop=loop)
     server.book.add(SEARCH_STEPS[0])
     server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.05)
     body = {"model": MODEL, "input": "Tides?", "tools": SEARCH, "stream": True}
@@ -283,23 +353,23 @@ def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server)
                 break  # the search ran; the answer is being written: leave
     generation = server.engine.generations[-1]
     deadline = time.monotonic() + 5
-    while not (generation.done and RecordingLoop.closed):
+    while not (generation.done and loop.closed):
         assert time.monotonic() < deadline, "the generation or the tools were not stopped"
         time.sleep(0.01)
     assert generation.finish.reason.value == "cancelled"
     assert len(generation.tokens) < 100  # it did not run to the end
-    assert RecordingLoop.closed == 1
+    assert loop.closed == 1
     while server.app.state.service.admission.running:
         assert time.monotonic() < deadline, "the admission slot was not given back"
         time.sleep(0.01)
     backend.close()
 
 
-def test_agent_limits_cut_the_response_short(corpus, make_server):
+def test_agent_limits_cut_the_response_short(corpus, make_server, make_engine):
     """max_seconds stops a slow answer; max_steps stops a model that keeps searching."""
     backend = LocalCorpusBackend(corpus)
     limits = AgentLimits(max_seconds=0.5, max_steps=2)
-    server = make_server(tool_loop=AgentToolLoop(browser=backend, limits=limits))
+    server = make_server(make_engine, tool_loop=AgentToolLoop(browser=backend, limits=limits))
     client = server.client()
     server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.02)
     started = time.monotonic()

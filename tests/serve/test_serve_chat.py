@@ -159,6 +159,14 @@ def test_strict_response_format_is_enforced(srv):
             model=MODEL, messages=user("2+2?"), response_format=STRICT_FORMAT
         )
     assert caught.value.body["code"] == "engine_error"
+    # Streaming, the refusal comes after the headers went out: an SSE error the SDK raises.
+    srv.book.add("<|channel|>final<|message|>four<|return|>")
+    with pytest.raises(openai.APIError) as caught:
+        for _ in client.chat.completions.create(
+            model=MODEL, messages=user("2+2?"), response_format=STRICT_FORMAT, stream=True
+        ):
+            pass
+    assert "engine failed" in caught.value.message
     # Without strict nothing is enforced: the prompt only describes the format.
     srv.book.add("<|channel|>final<|message|>four<|return|>")
     loose = {**STRICT_FORMAT, "json_schema": {**STRICT_FORMAT["json_schema"], "strict": False}}
@@ -166,6 +174,25 @@ def test_strict_response_format_is_enforced(srv):
         model=MODEL, messages=user("2+2?"), response_format=loose
     )
     assert reply.choices[0].message.content == "four"
+
+
+def test_strict_function_arguments_are_enforced(srv):
+    client = srv.client()
+    strict = {**WEATHER, "function": {**WEATHER["function"], "strict": True}}
+    srv.book.add(call("get_weather", '{"city": "Oslo"}'))
+    ok = client.chat.completions.create(model=MODEL, messages=user(), tools=[strict])
+    assert json.loads(ok.choices[0].message.tool_calls[0].function.arguments) == {"city": "Oslo"}
+    assert srv.engine.constraints[-1] is not None
+    # Arguments the schema forbids (an unknown key) are refused while sampling...
+    srv.book.add(call("get_weather", '{"town": "Oslo"}'))
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model=MODEL, messages=user(), tools=[strict])
+    assert caught.value.body["code"] == "engine_error"
+    # ...and pass as written when the tool is not strict (Chat's default).
+    srv.book.add(call("get_weather", '{"town": "Oslo"}'))
+    loose = client.chat.completions.create(model=MODEL, messages=user(), tools=[WEATHER])
+    assert loose.choices[0].message.tool_calls[0].function.arguments == '{"town": "Oslo"}'
+    assert srv.engine.constraints[-1] is None
 
 
 def test_tool_choice_required_and_named_are_enforced(srv):

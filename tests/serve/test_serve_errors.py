@@ -6,14 +6,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 from serve_support import MODEL, post
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
@@ -132,6 +134,7 @@ def test_admission_429_with_retry_after(make_server):
     assert post(server, "/chat/completions", CHAT).status_code == 200
 
 
+@pytest.mark.scripted_only("an engine failure on cue (fail_after) after the stream started")
 def test_engine_failure_mid_stream_reaches_the_sdk(srv):
     srv.book.add("<|channel|>final<|message|>Hello there my friend<|return|>", fail_after=3)
     client = srv.client()
@@ -185,6 +188,10 @@ VALID = {
 }
 
 
+@pytest.mark.scripted_only(
+    "a request fuzz: it checks the server's validation, not the engine; 1,000 examples over "
+    "the real model would add a minute for nothing more"
+)
 @settings(
     max_examples=1000,  # the issue's bar; about 8 s over one keep-alive connection
     deadline=None,
@@ -208,6 +215,66 @@ def test_fuzzed_requests_never_5xx(srv, http, path, changes, raw):
         assert_openai_error(response, response.status_code)
     elif response.headers["content-type"].startswith("application/json"):
         json.loads(response.text)
+
+
+# -- requests generated from the SDK's own request types -------------------------------------
+
+
+def _json_ready(value: Any) -> Any:
+    """A drawn SDK params value as JSON: iterables become lists, anything else a string."""
+    if isinstance(value, Mapping):
+        return {str(key): _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, Iterator)):
+        return [_json_ready(item) for item in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+SDK_BODIES = st.one_of(
+    st.tuples(st.just("/chat/completions"), st.from_type(CompletionCreateParamsNonStreaming)),
+    st.tuples(st.just("/responses"), st.from_type(ResponseCreateParamsNonStreaming)),
+)
+
+
+# The strategies' reprs (the whole TypedDict trees) are tens of kB; hypothesis warns.
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
+@pytest.mark.scripted_only(
+    "a request fuzz: it checks the server's validation, not the engine; 300 examples over "
+    "the real model would cost seconds for nothing more"
+)
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(drawn=SDK_BODIES)
+def test_requests_drawn_from_the_sdk_types_never_5xx(srv, http, drawn):
+    """Bodies drawn from the SDK's request TypedDicts (generated from OpenAI's OpenAPI spec).
+
+    Unlike the fuzz above (any JSON in any field), these have the API's shapes:
+    the nested messages, items, tools and formats a client really sends.
+    """
+    path, params = drawn
+    body = _json_ready(params)
+    body["model"] = MODEL  # a drawn model name would stop every request at a 404
+    body.pop("background", None)  # background runs outlive the request
+    try:
+        raw = json.dumps(body, allow_nan=False)
+    except ValueError:  # NaN/infinity: not JSON, covered by the malformed-body tests
+        assume(False)
+    response = http.post(
+        srv.base_url + path, content=raw, headers={"content-type": "application/json"}
+    )
+    if response.status_code >= 500:
+        error = assert_openai_error(response, response.status_code)
+        # The one 5xx by design: the scripted engine's fixed reply breaking a constraint
+        # the request asked for (tool_choice="required", say) is the engine failing; a
+        # real model samples under the mask and cannot.
+        assert error["code"] == "engine_error" and "breaks the constraint" in error["message"]
+    elif response.status_code >= 400:
+        assert_openai_error(response, response.status_code)
 
 
 def test_hostile_inputs_never_fail_or_stall_the_loop(make_server):

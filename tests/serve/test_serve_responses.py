@@ -102,6 +102,20 @@ def test_function_calls_over_previous_response_id(srv):
     ]  # fmt: skip
 
 
+def test_function_tools_are_strict_unless_they_say_not(srv):
+    client = srv.client()
+    srv.book.add(lookup("harmony").replace('"word"', '"words"'))
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.responses.create(model=MODEL, input="Define harmony", tools=[TOOL])
+    assert caught.value.body["code"] == "engine_error"
+    srv.book.add(lookup("harmony").replace('"word"', '"words"'))
+    loose = client.responses.create(
+        model=MODEL, input="Define harmony", tools=[{**TOOL, "strict": False}]
+    )
+    (fc,) = [item for item in loose.output if item.type == "function_call"]
+    assert json.loads(fc.arguments) == {"words": "harmony"}
+
+
 def test_item_reference_expands_from_the_chain(srv):
     client = srv.client()
     srv.book.add(ANSWER)
@@ -178,9 +192,13 @@ def test_background_response_completes_and_is_polled(srv):
     assert current.status == "completed" and current.output_text == "Paris."
 
 
+# A long answer, slowly: the response still runs when the test acts on it.
+SLOW = ("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", 0.02)
+
+
 def test_background_response_cancelled(srv):
     client = srv.client()
-    srv.book.add(ANSWER, delay=0.01, stall_after=3)
+    srv.book.add(SLOW[0], delay=SLOW[1])
     queued = client.responses.create(model=MODEL, input="Capital?", background=True)
     time.sleep(0.1)
     cancelled = client.responses.cancel(queued.id)
@@ -188,6 +206,7 @@ def test_background_response_cancelled(srv):
     assert client.responses.retrieve(queued.id).status == "cancelled"
     generation = srv.engine.generations[-1]
     assert generation.done and generation.finish.reason.value == "cancelled"
+    assert len(generation.tokens) < 100  # stopped, not run to the end
 
 
 def test_background_stream_and_cancel_rules(srv):
@@ -251,7 +270,7 @@ def test_background_response_streams_again_from_a_sequence_number(srv):
 
 def test_continuing_a_running_response_is_409(srv):
     client = srv.client()
-    srv.book.add(ANSWER, stall_after=2)
+    srv.book.add(SLOW[0], delay=SLOW[1])
     queued = client.responses.create(model=MODEL, input="Q", background=True)
     with pytest.raises(openai.ConflictError) as caught:
         client.responses.create(model=MODEL, input="more", previous_response_id=queued.id)
@@ -269,3 +288,24 @@ def test_request_ids_are_echoed_or_made(srv):
         srv, "/responses", {"model": MODEL, "input": "Q"}, headers={"x-request-id": "a b\\n"}
     )
     assert odd.headers["x-request-id"].startswith("req_")
+
+
+def test_the_sdk_type_check_refuses_a_wrong_body():
+    """The clients' hook (serve_support.check_sdk_types) is a real check."""
+    from pydantic import ValidationError
+    from serve_support import check_sdk_types
+
+    good = Response.model_validate(
+        {"id": "resp_1", "object": "response", "created_at": 1, "model": MODEL, "output": [],
+         "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+    )  # fmt: skip
+    body = good.model_dump_json().encode()
+    check_sdk_types("POST", "/v1/responses", 200, "application/json", body)
+    with pytest.raises(ValidationError):
+        wrong = body.replace(b'"created_at":1.0', b'"created_at":"yesterday"')
+        check_sdk_types("POST", "/v1/responses", 200, "application/json", wrong)
+    with pytest.raises(ValidationError):
+        event = b'data: {"type": "response.output_text.delta", "sequence_number": 0}\n\n'
+        check_sdk_types("POST", "/v1/responses", 200, "text/event-stream", event)
+    with pytest.raises(AssertionError):
+        check_sdk_types("GET", "/v1/models", 404, "application/json", b'{"detail": "x"}')

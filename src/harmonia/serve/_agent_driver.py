@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -59,9 +60,12 @@ class Driver:
         self.stream = stream
         self.toolbox = toolbox
         self.browser = browser
-        # The request's constraint (strict functions, a JSON format) fits its first step;
-        # after a tool reply the loop's own prompt follows, unconstrained.
-        self._first_constraint: Constraint | None = prepared.constraint
+        # The request's constraint (strict functions, a JSON format, tool_choice) holds for
+        # the first step; the later steps' (strict, but free to answer) is built in events().
+        self._prepared = prepared
+        self._first: Constraint | None = prepared.constraint
+        self._later: Constraint | None = None
+        self._steps_constrained = 0
         limits = limits or AgentLimits()
         # max_output_tokens bounds the whole response (every step), as OpenAI's does.
         budget = min(limits.max_tokens, params.max_tokens)
@@ -79,15 +83,25 @@ class Driver:
         self._held_ids: set[str] = set()
         self._annotations: dict[str, list[JsonDict]] = {}
         self._deadline: float | None = None
+        # When the response started, until its first token is counted (the TTFT metric).
+        self._started: float | None = None
 
     def _constraint(self, conversation: Conversation) -> Constraint | None:
-        constraint, self._first_constraint = self._first_constraint, None
-        return constraint
+        """Every step's constraint: the request's first, then the later steps' one.
+
+        The turn grammar comes from the system and developer messages, which a
+        tool reply does not change, so ``conversation`` is not needed.
+        """
+        self._steps_constrained += 1
+        return self._first if self._steps_constrained == 1 else self._later
 
     def _late(self) -> bool:
         return self._deadline is not None and time.monotonic() > self._deadline
 
     async def events(self) -> AsyncIterator[list[JsonDict]]:
+        self._started = time.monotonic()
+        # Built off the event loop (a grammar compiles), before the first step.
+        self._later = await asyncio.to_thread(self.service.later_constraint, self._prepared)
         seconds = self.loop.limits.max_seconds
         self._deadline = None if seconds is None else time.monotonic() + seconds
         step = self.loop.send(Start())
@@ -129,16 +143,21 @@ class Driver:
         generation = self.service.engine.generate(
             action.prompt, action.params, constraint=action.constraint
         )
-        async with generation:  # leaving early (a client gone) stops the engine
-            async for ids in generation:
-                step = self.loop.send(TokensSampled(tuple(ids)))
-                yield self._shape(self.stream.feed_many(ids)), step
-                if isinstance(step.action, Finished):
-                    return  # the model wrote something the strict parser refused
-                if self._late():  # leaving the block stops the engine
-                    yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
-                    return
-        metrics.generation(len(generation.tokens), time.monotonic() - started)
+        try:
+            async with generation:  # leaving early (a client gone) stops the engine
+                async for ids in generation:
+                    if self._started is not None:  # the response's first token
+                        metrics.first_token(time.monotonic() - self._started)
+                        self._started = None
+                    step = self.loop.send(TokensSampled(tuple(ids)))
+                    yield self._shape(self.stream.feed_many(ids)), step
+                    if isinstance(step.action, Finished):
+                        return  # the model wrote something the strict parser refused
+                    if self._late():  # leaving the block stops the engine
+                        yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
+                        return
+        finally:  # every step counts, however it ended
+            metrics.generation(len(generation.tokens), time.monotonic() - started)
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         yield [], self.loop.send(GenerationFinished(finish))
 

@@ -43,11 +43,17 @@ class Feedable(Protocol):
 
 @dataclass(frozen=True)
 class Prepared:
-    """A request made ready to run: its conversation, prompt ids and constraint."""
+    """A request made ready to run: its conversation, prompt ids and constraint.
+
+    ``strict`` and ``tool_choice`` are what the constraint was built from (a
+    tool loop builds its later steps' constraint from them).
+    """
 
     conversation: Conversation
     prompt: list[int]
     constraint: Constraint | None
+    strict: bool = False
+    tool_choice: str | None = None
 
 
 class Service:
@@ -165,11 +171,22 @@ class Service:
             )
         constraint = None
         if strict or tool_choice not in (None, "auto", "none"):
-            from ..constrained import GrammarOptions
+            constraint = _constraint(conversation, tool_choice or "auto")
+        return Prepared(conversation, prompt, constraint, strict, tool_choice)
 
-            options = GrammarOptions(tool_choice=tool_choice or "auto")
-            constraint = Constraint.from_conversation(conversation, options)
-        return Prepared(conversation, prompt, constraint)
+    def later_constraint(self, prepared: Prepared) -> Constraint | None:
+        """The constraint of a tool loop's steps after a tool reply. Run it in a worker thread.
+
+        What is strict (function arguments, a ``json_schema`` text format) holds
+        on every step; a ``tool_choice`` of ``required`` or a named tool was met
+        by the first step's call, so later steps choose freely (``auto``) and
+        may answer. Without ``strict`` nothing constrains them.
+        """
+        if prepared.constraint is None or not prepared.strict:
+            return None
+        if prepared.tool_choice in (None, "auto", "none"):
+            return prepared.constraint  # the same turn grammar: system and developer hold
+        return _constraint(prepared.conversation, "auto")
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -196,6 +213,24 @@ class Service:
     async def aclose(self) -> None:
         if self.store is not None:
             await self.store.aclose()
+
+
+def _constraint(conversation: Conversation, tool_choice: str) -> Constraint:
+    """The turn grammar for ``conversation``, compiled here when llguidance is installed.
+
+    Compiling before the engine starts makes a schema llguidance refuses the
+    caller's 400 on every engine (inside an engine's worker it would be an
+    engine failure), and in-process engines then copy the compiled template.
+    Without llguidance (a remote engine) the grammar text goes as it is.
+    """
+    from ..constrained import GrammarOptions
+
+    constraint = Constraint.from_conversation(conversation, GrammarOptions(tool_choice=tool_choice))
+    try:
+        matcher = constraint.new_matcher()
+    except ImportError:  # harmonia[constrained] is not installed: the engine's grammar
+        return constraint
+    return Constraint(grammar=constraint.grammar, matcher=matcher)
 
 
 def _warm_constraints(conversation: Conversation) -> None:
