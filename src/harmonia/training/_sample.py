@@ -289,21 +289,19 @@ def _one(
         and spans[-1].message_index == len(messages) - 1
     ):
         ids[-1] = RETURN if policy.final_end == "return" else END
-    n = len(ids)
     if policy.full_sequence:
-        mask = bytearray(b"\x01") * n
+        mask = b"\x01" * len(ids)
         reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
     else:
-        mask = bytearray(n)
-        reasons = mask_from_spans(
-            messages, spans, ids, drop, turns, policy, weights, only, expanded, mask
+        mask, reasons = mask_from_spans(
+            messages, spans, ids, drop, turns, policy, weights, only, expanded
         )
     return finish_sample(ids, mask, spans, reasons, policy, index)
 
 
 def finish_sample(
     ids: list[int],
-    mask: bytearray,
+    mask: bytes,
     spans: Sequence[Any],
     reasons: tuple[str, ...],
     policy: TrainPolicy,
@@ -326,9 +324,9 @@ def finish_sample(
                 "renders the template's text as one piece): choose 'drop' or 'truncate'"
             )
         del ids[policy.max_length :]
-        del mask[policy.max_length :]
+        mask = mask[: policy.max_length]
         truncated = True
-    return TrainSample(ids, bytes(mask), tuple(spans), reasons, index, truncated)
+    return TrainSample(ids, mask, tuple(spans), reasons, index, truncated)
 
 
 SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
@@ -344,23 +342,29 @@ def mask_from_spans(
     weights: Sequence[float | None] | None,
     only: frozenset[int] | None,
     expanded: set[int] | frozenset[int],
-    mask: bytearray,
-) -> tuple[str, ...]:
-    """Set ``mask`` for the trained messages; return why each message is or is not."""
-    # One pass over the spans decides; a second writes the runs. Plain locals and
-    # tuple unpacking: this runs for every message of every sample.
+) -> tuple[bytes, tuple[str, ...]]:
+    """The loss mask (one byte per id, 1: trained), and why each message is or is not
+    trained."""
     reasons = [NOT_ASSISTANT] * len(messages)
     for gone in drop:
         reasons[gone] = DROPPED
-    loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
-    last_turn = max(turns, default=-1) if policy.turns == "last" else None
+    # What rules a message out before (``first``) and after (``then``) its channel
+    # and call are looked at; ``None`` when nothing does, the common case.
+    first = _ruled_out_first(len(messages), only, expanded)
+    then = _ruled_out_then(messages, drop, turns, policy, weights)
     channels = policy.channels
     calls_off = not policy.tool_calls
-    weighted = weights if policy.weights else None
+    headers, inner_start, turn_start = policy.headers, policy.inner_start, policy.turn_start
+    terminators, end_after_final = policy.terminators, policy.end_after_final
+    last_index = len(messages) - 1
     assistant = Role.ASSISTANT
-    # (span, message, model-written <|start|>?) of each message to train, in order.
-    chosen: list[tuple[SpanTuple, Message, bool]] = []
-    last_stop = -1  # len(chosen) after the last chosen final or call
+    # One pass over the spans, with plain locals: this runs for every message of
+    # every sample. Trained ranges go to ``runs`` as flat (begin, end) pairs, a range
+    # that starts where the previous ends extending it (a message's range often
+    # ends where the next begins); ``kept`` is the state after the last final or
+    # call, since the messages after it are never followed by a stop.
+    runs: list[int] = [0, 0]
+    kept_runs, kept_end, kept_after = 2, 0, -1
     inner = False  # the previous span is an assistant message closed with <|end|>
     for span in spans:
         i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
@@ -369,58 +373,107 @@ def mask_from_spans(
             inner = False
             continue
         after_end = inner
-        inner = ids[span[6]] == END
+        _, start, recipient, _, _, message, end, stop = span
+        inner = ids[end] == END
         to = m.recipient
         call = to is not None and to != "all"
         channel = m.channel
-        if only is not None and i not in only:
-            reasons[i] = OTHER_TURN
-        elif i in expanded:
-            reasons[i] = EXPANDED
-        elif channel not in channels:
+        if first is not None and first[i] is not None:
+            reasons[i] = first[i]  # type: ignore[assignment]
+            continue
+        if channel not in channels:
             reasons[i] = CHANNEL_OFF
-        elif calls_off and call:
+            continue
+        if calls_off and call:
             reasons[i] = CALL_OFF
-        elif weighted is not None and weighted[i] is not None and not weighted[i]:
-            reasons[i] = WEIGHT_ZERO
-        elif last_turn is not None and turns[i] != last_turn:
-            reasons[i] = NOT_LAST
-        elif loyal is not None and not loyal[i]:
-            reasons[i] = UNFAITHFUL
-        else:
-            reasons[i] = TRAINED
-            chosen.append((span, m, after_end))
-            if call or channel == "final":
-                last_stop = len(chosen)
-    # Messages after the last final or call are never followed by a stop: leave them out.
-    for span, _, _ in chosen[max(last_stop, 0) :]:
-        reasons[span[0]] = NO_STOP  # type: ignore[index]
-    del chosen[max(last_stop, 0) :]
-    last_index = len(messages) - 1
-    inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
-    terminators, end_after_final = policy.terminators, policy.end_after_final
-    # Adjacent trained ranges (a message's run often ends where the next begins)
-    # are written as one slice assignment.
-    run_begin = run_end = 0
-    for (index, start, recipient, _, _, message, end, stop), m, after_end in chosen:
+            continue
+        if then is not None and then[i] is not None:
+            reasons[i] = then[i]  # type: ignore[assignment]
+            continue
+        reasons[i] = TRAINED
         # The model writes <|start|>assistant itself only after its own <|end|>.
         trains_start = inner_start if after_end else turn_start
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
-        closes = terminators and (end_after_final or index == last_index or m.channel != "final")
+        closes = terminators and (end_after_final or i == last_index or channel != "final")
         stop_at = stop if closes else end
         if headers:  # one range: [start or recipient, stop_at)
             begin = start if trains_start else recipient
         else:
             if trains_start:
-                mask[start:recipient] = b"\x01" * (recipient - start)
+                if runs[-1] == start:
+                    runs[-1] = recipient
+                else:
+                    runs += (start, recipient)
             begin = message + 1  # the body
-        if begin != run_end:
-            mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
-            run_begin = begin
-        run_end = stop_at
-    mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
-    return tuple(reasons)
+        if runs[-1] == begin:
+            runs[-1] = stop_at
+        else:
+            runs += (begin, stop_at)
+        if call or channel == "final":
+            kept_runs, kept_end, kept_after = len(runs), runs[-1], i
+    for i in range(kept_after + 1, len(reasons)):
+        if reasons[i] == TRAINED:
+            reasons[i] = NO_STOP
+    del runs[kept_runs:]
+    runs[-1] = kept_end
+    # The mask in one join of runs of zeros and ones: cheaper than writing slices of
+    # a bytearray (about twice, for the few runs a sample has).
+    parts: list[bytes] = []
+    append = parts.append
+    zero, one = b"\x00", b"\x01"
+    done = 0
+    pairs = iter(runs)
+    for begin, end in zip(pairs, pairs, strict=True):
+        append(zero * (begin - done))
+        append(one * (end - begin))
+        done = end
+    append(zero * (len(ids) - done))
+    return b"".join(parts), tuple(reasons)
+
+
+def _ruled_out_first(
+    n: int, only: frozenset[int] | None, expanded: set[int] | frozenset[int]
+) -> list[str | None] | None:
+    """Per message, why ``only`` or ``expanded`` leaves it untrained (or ``None``)."""
+    if only is None and not expanded:
+        return None
+    out: list[str | None] = [None] * n
+    for i in range(n):
+        if only is not None and i not in only:
+            out[i] = OTHER_TURN
+        elif i in expanded:
+            out[i] = EXPANDED
+    return out
+
+
+def _ruled_out_then(
+    messages: Sequence[Message],
+    drop: frozenset[int],
+    turns: Sequence[int],
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+) -> list[str | None] | None:
+    """Per message, why weights, the turn or faithfulness leave it untrained (or
+    ``None``), in that order of precedence."""
+    weighted = weights if policy.weights else None
+    last_turn = max(turns, default=-1) if policy.turns == "last" else None
+    loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
+    if weighted is None and last_turn is None and loyal is None:
+        return None
+    out: list[str | None] = (
+        [None] * len(messages) if loyal is None else [None if ok else UNFAITHFUL for ok in loyal]
+    )
+    if last_turn is not None:
+        for i, t in enumerate(turns):
+            if t != last_turn:
+                out[i] = NOT_LAST
+    if weighted is not None:
+        for i in range(len(messages)):  # an expanded turn's prefix has fewer messages
+            w = weighted[i]
+            if w is not None and not w:
+                out[i] = WEIGHT_ZERO
+    return out
 
 
 def trained_text(encoding: HarmonyEncoding, sample: TrainSample) -> Iterator[tuple[bool, str]]:
