@@ -29,6 +29,7 @@ END: Final = 200007
 CALL: Final = 200012
 IGNORE_INDEX: Final = -100
 _KEEP_ALL: Final = RenderConversationConfig(auto_drop_analysis=False)
+_new_sample: Final = tuple.__new__
 
 # Why a message is, or is not, trained (``TrainSample.reasons``).
 TRAINED: Final = "trained"
@@ -148,24 +149,26 @@ def _samples(
     needed = policy.cot == "guide" or policy.turns != "all"
     turns: Sequence[int] = turn_ids(messages) if needed else ()
     drop = drops(messages, policy.cot, turns)
+    if policy.turns != "expand" or policy.full_sequence:  # one sample, the common case
+        full = _one(encoding, conversation, drop, turns, policy, weights, None, 0)
+        return [] if full is None else [full]
     samples: list[TrainSample] = []
     expanded: set[int] = set()
-    if policy.turns == "expand" and not policy.full_sequence:
-        for members, sub_drop in _expansions(messages, drop, turns):
-            end = members[-1] + 1
-            sample = _one(
-                encoding,
-                Conversation(messages[:end]),
-                sub_drop,
-                turns[:end],
-                policy,
-                weights,
-                frozenset(members),
-                len(samples) + 1,
-            )
-            if sample is not None and 1 in sample.loss_mask:
-                samples.append(sample)
-                expanded.update(i for i in members if sample.reasons[i] == TRAINED)
+    for members, sub_drop in _expansions(messages, drop, turns):
+        end = members[-1] + 1
+        sample = _one(
+            encoding,
+            Conversation(messages[:end]),
+            sub_drop,
+            turns[:end],
+            policy,
+            weights,
+            frozenset(members),
+            len(samples) + 1,
+        )
+        if sample is not None and 1 in sample.loss_mask:
+            samples.append(sample)
+            expanded.update(i for i in members if sample.reasons[i] == TRAINED)
     full = _one(encoding, conversation, drop, turns, policy, weights, None, 0, expanded)
     if full is not None:
         samples.insert(0, full)
@@ -276,19 +279,14 @@ def _one(
     expanded: set[int] | frozenset[int] = frozenset(),
 ) -> TrainSample | None:
     messages = conversation.messages
-    rendered = encoding.render_with_spans(conversation, _KEEP_ALL, mode="conversation", drop=drop)
-    ids = rendered.ids
-    spans = rendered.spans
-    last = messages[-1] if messages else None
+    ids, spans, _, _ = encoding.render_with_spans(
+        conversation, _KEEP_ALL, mode="conversation", drop=drop
+    )
     # The reference ends a conversation's last final answer with <|return|>.
-    if (
-        last is not None
-        and last.author.role is Role.ASSISTANT
-        and last.channel == "final"
-        and spans
-        and spans[-1].message_index == len(messages) - 1
-    ):
-        ids[-1] = RETURN if policy.final_end == "return" else END
+    if spans and spans[-1][0] == len(messages) - 1:
+        last = messages[-1]
+        if last.author.role is Role.ASSISTANT and last.channel == "final":
+            ids[-1] = RETURN if policy.final_end == "return" else END
     if policy.full_sequence:
         mask = b"\x01" * len(ids)
         reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
@@ -326,7 +324,8 @@ def finish_sample(
         del ids[policy.max_length :]
         mask = mask[: policy.max_length]
         truncated = True
-    return TrainSample(ids, mask, tuple(spans), reasons, index, truncated)
+    # tuple.__new__ skips the keyword handling of a NamedTuple's __new__ (hot path).
+    return _new_sample(TrainSample, (ids, mask, tuple(spans), reasons, index, truncated))
 
 
 SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
@@ -358,6 +357,7 @@ def mask_from_spans(
     terminators, end_after_final = policy.terminators, policy.end_after_final
     last_index = len(messages) - 1
     assistant = Role.ASSISTANT
+    gated = first is not None or calls_off or then is not None
     # One pass over the spans, with plain locals: this runs for every message of
     # every sample. Trained ranges go to ``runs`` as flat (begin, end) pairs, a range
     # that starts where the previous ends extending it (a message's range often
@@ -366,30 +366,31 @@ def mask_from_spans(
     runs: list[int] = [0, 0]
     kept_runs, kept_end, kept_after = 2, 0, -1
     inner = False  # the previous span is an assistant message closed with <|end|>
-    for span in spans:
-        i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
+    i: int  # a conversation render has no None index
+    for i, start, recipient, _, _, message, end, stop in spans:  # type: ignore[assignment]
         m = messages[i]
         if m.author.role is not assistant:
             inner = False
             continue
         after_end = inner
-        _, start, recipient, _, _, message, end, stop = span
         inner = ids[end] == END
+        channel = m.channel
+        # The reasons in order of precedence: first, channel, call, then.
+        if channel not in channels:
+            why = None if first is None else first[i]
+            reasons[i] = CHANNEL_OFF if why is None else why
+            continue
         to = m.recipient
         call = to is not None and to != "all"
-        channel = m.channel
-        if first is not None and first[i] is not None:
-            reasons[i] = first[i]  # type: ignore[assignment]
-            continue
-        if channel not in channels:
-            reasons[i] = CHANNEL_OFF
-            continue
-        if calls_off and call:
-            reasons[i] = CALL_OFF
-            continue
-        if then is not None and then[i] is not None:
-            reasons[i] = then[i]  # type: ignore[assignment]
-            continue
+        if gated:
+            why = None if first is None else first[i]
+            if why is None and calls_off and call:
+                why = CALL_OFF
+            if why is None and then is not None:
+                why = then[i]
+            if why is not None:
+                reasons[i] = why
+                continue
         reasons[i] = TRAINED
         # The model writes <|start|>assistant itself only after its own <|end|>.
         trains_start = inner_start if after_end else turn_start
@@ -411,7 +412,7 @@ def mask_from_spans(
         else:
             runs += (begin, stop_at)
         if call or channel == "final":
-            kept_runs, kept_end, kept_after = len(runs), runs[-1], i
+            kept_runs, kept_end, kept_after = len(runs), stop_at, i
     for i in range(kept_after + 1, len(reasons)):
         if reasons[i] == TRAINED:
             reasons[i] = NO_STOP
