@@ -367,11 +367,14 @@ def mask_from_spans(
     kept_runs, kept_end, kept_after = 2, 0, -1
     inner = False  # the previous span is an assistant message closed with <|end|>
     i: int  # a conversation render has no None index
-    for i, start, recipient, _, _, message, end, stop in spans:  # type: ignore[assignment]
+    for span in spans:
+        # Indexing first: unpacking a tuple subclass takes CPython's slow path.
+        i = span[0]  # type: ignore[assignment]
         m = messages[i]
         if m.author.role is not assistant:
             inner = False
             continue
+        _, start, recipient, _, _, message, end, stop = span
         after_end = inner
         inner = ids[end] == END
         channel = m.channel
