@@ -210,10 +210,12 @@ def bench_render(specs: list[dict[str, Any]], repeat: int) -> None:
 
     # The rows take turns in every repetition, so a noisy neighbour slows all of
     # them alike, and the ratio below is the median of the per-repetition ratios.
+    # The order reverses every repetition (as in bench.py): no row always runs
+    # right after the reference's large allocations.
     times: dict[str, list[float]] = {label: [] for label, _ in rows}
     tokens: dict[str, int] = {}
-    for _ in range(repeat):
-        for label, fn in rows:
+    for k in range(repeat):
+        for label, fn in rows if k % 2 == 0 else rows[::-1]:
             run = fn if label.startswith("openai") else cold(fn)
             start = time.perf_counter()
             tokens[label] = run()
