@@ -426,13 +426,12 @@ def render_hf_for_training(
     if any(isinstance(m, Mapping) and "weight" in m for m in rows):
         weights = [rows[o].get("weight") if o >= 0 else None for o in origin]
     if policy.full_sequence:
-        mask = bytearray(b"\x01") * len(ids)
+        mask = b"\x01" * len(ids)
         reasons = tuple(FULL for _ in messages)
     else:
-        mask = bytearray(len(ids))
         turns = turn_ids(messages)
-        reasons = mask_from_spans(
-            messages, spans, ids, dropped, turns, policy, weights, None, frozenset(), mask
+        mask, reasons = mask_from_spans(
+            messages, spans, ids, dropped, turns, policy, weights, None, frozenset()
         )
     sample = finish_sample(ids, mask, spans, reasons, policy, 0)
     return [] if sample is None else [sample]

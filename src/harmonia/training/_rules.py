@@ -21,28 +21,23 @@ FINAL = "final"
 def turn_ids(messages: Sequence[Message]) -> list[int]:
     """The turn of every message: -1 for system, developer and user messages."""
     out: list[int] = []
+    append = out.append
+    assistant, tool = Role.ASSISTANT, Role.TOOL
     turn = -1
     in_turn = False
     for m in messages:
         role = m.author.role
-        if role is Role.ASSISTANT or role is Role.TOOL:
-            if not in_turn and role is Role.ASSISTANT:
+        if role is assistant:
+            if not in_turn:
                 turn += 1
                 in_turn = True
-            out.append(turn if in_turn else -1)
+            append(turn)
+        elif role is tool:
+            append(turn if in_turn else -1)
         else:
             in_turn = False
-            out.append(-1)
+            append(-1)
     return out
-
-
-def turn_starts(turns: Sequence[int]) -> dict[int, int]:
-    """The index of the first message of each turn."""
-    starts: dict[int, int] = {}
-    for i, t in enumerate(turns):
-        if t >= 0 and t not in starts:
-            starts[t] = i
-    return starts
 
 
 def _is_final(m: Message) -> bool:
@@ -52,7 +47,9 @@ def _is_final(m: Message) -> bool:
 def inference_drops(messages: Sequence[Message], before: int) -> frozenset[int]:
     """What the model saw at inference for a turn starting at ``before`` (the guide's
     rule): the analysis of earlier turns that a final answer concluded is gone."""
-    last_final = max((j for j in range(before) if _is_final(messages[j])), default=-1)
+    last_final = before - 1
+    while last_final >= 0 and not _is_final(messages[last_final]):
+        last_final -= 1
     return frozenset(k for k in range(last_final) if messages[k].channel == ANALYSIS)
 
 
@@ -63,14 +60,27 @@ def drops(messages: Sequence[Message], rule: CotRule, turns: Sequence[int]) -> f
     if rule == "reference":
         # openai-harmony 0.0.8: when the last assistant message is a final, drop the
         # analysis (any role) before the *first* final.
-        last = next((m for m in reversed(messages) if m.author.role is Role.ASSISTANT), None)
-        if last is None or last.channel != FINAL:
+        # Plain loops, not generators: this runs for every sample.
+        assistant = Role.ASSISTANT
+        for m in reversed(messages):
+            if m.author.role is assistant:
+                if m.channel != FINAL:
+                    return frozenset()
+                break
+        else:
             return frozenset()
-        first = next((i for i, m in enumerate(messages) if m.channel == FINAL), len(messages))
-        return frozenset(i for i in range(first) if messages[i].channel == ANALYSIS)
+        analysis: list[int] = []
+        for i, m in enumerate(messages):
+            channel = m.channel
+            if channel == FINAL:
+                break
+            if channel == ANALYSIS:
+                analysis.append(i)
+        return frozenset(analysis)
     if rule == "guide":
         last_turn = max(turns, default=-1)
-        start = turn_starts(turns).get(last_turn, len(messages))
+        # turn ids never decrease, so the last turn starts at its first index
+        start = turns.index(last_turn) if last_turn >= 0 else len(messages)
         return inference_drops(messages, start)
     # The HF template renders reasoning only on tool calls with no final after them,
     # and on the last message when it is a final answer.
@@ -100,33 +110,37 @@ def faithful(
 
     True when the earlier turns' reasoning is dropped exactly as at inference (the
     analysis before the last final answer that precedes the turn) and nothing of
-    the message's own turn before it is missing. One pass with prefix counts.
+    the message's own turn before it is missing. One pass with running counts.
     """
-    n = len(messages)
-    # Prefix counts over [0, x): analysis messages, dropped ones, dropped analysis.
-    analysis = [0] * (n + 1)
-    gone = [0] * (n + 1)
-    gone_analysis = [0] * (n + 1)
-    for k, m in enumerate(messages):
-        a = m.channel == ANALYSIS
-        d = k in dropped
-        analysis[k + 1] = analysis[k] + a
-        gone[k + 1] = gone[k] + d
-        gone_analysis[k + 1] = gone_analysis[k] + (a and d)
-    out = [True] * n
-    last_final = 0  # the last final answer so far (0 when none: nothing lies before it)
+    # Counts over [0, i): analysis messages, dropped ones, dropped analysis; and the
+    # two analysis counts as they stood at the last final answer (0 when none:
+    # nothing lies before it).
+    out = [True] * len(messages)
+    analysis = gone = gone_analysis = 0
+    analysis_at_final = gone_analysis_at_final = 0
     turn = -1
     turn_ok = True
-    turn_start = 0
-    for i, t in enumerate(turns):
+    gone_at_turn_start = 0
+    assistant = Role.ASSISTANT
+    for i, m in enumerate(messages):
+        t = turns[i]
         if t >= 0:
             if t != turn:
-                turn, turn_start = t, i
+                turn, gone_at_turn_start = t, gone
                 # Dropped before the turn == the analysis before its last final.
-                expected = analysis[last_final]
-                turn_ok = gone_analysis[last_final] == expected == gone[i]
+                turn_ok = gone_analysis_at_final == analysis_at_final == gone
             # Nothing of the turn itself before this message may be missing.
-            out[i] = turn_ok and gone[i] == gone[turn_start]
-        if _is_final(messages[i]):
-            last_final = i
+            out[i] = turn_ok and gone == gone_at_turn_start
+        channel = m.channel
+        if channel == ANALYSIS:
+            analysis += 1
+            if i in dropped:
+                gone += 1
+                gone_analysis += 1
+        else:
+            if i in dropped:
+                gone += 1
+            if channel == FINAL and m.author.role is assistant:
+                # A final is no analysis: the counts before it are the counts now.
+                analysis_at_final, gone_analysis_at_final = analysis, gone_analysis
     return out

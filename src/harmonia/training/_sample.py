@@ -29,6 +29,7 @@ END: Final = 200007
 CALL: Final = 200012
 IGNORE_INDEX: Final = -100
 _KEEP_ALL: Final = RenderConversationConfig(auto_drop_analysis=False)
+_new_sample: Final = tuple.__new__
 
 # Why a message is, or is not, trained (``TrainSample.reasons``).
 TRAINED: Final = "trained"
@@ -148,24 +149,26 @@ def _samples(
     needed = policy.cot == "guide" or policy.turns != "all"
     turns: Sequence[int] = turn_ids(messages) if needed else ()
     drop = drops(messages, policy.cot, turns)
+    if policy.turns != "expand" or policy.full_sequence:  # one sample, the common case
+        full = _one(encoding, conversation, drop, turns, policy, weights, None, 0)
+        return [] if full is None else [full]
     samples: list[TrainSample] = []
     expanded: set[int] = set()
-    if policy.turns == "expand" and not policy.full_sequence:
-        for members, sub_drop in _expansions(messages, drop, turns):
-            end = members[-1] + 1
-            sample = _one(
-                encoding,
-                Conversation(messages[:end]),
-                sub_drop,
-                turns[:end],
-                policy,
-                weights,
-                frozenset(members),
-                len(samples) + 1,
-            )
-            if sample is not None and 1 in sample.loss_mask:
-                samples.append(sample)
-                expanded.update(i for i in members if sample.reasons[i] == TRAINED)
+    for members, sub_drop in _expansions(messages, drop, turns):
+        end = members[-1] + 1
+        sample = _one(
+            encoding,
+            Conversation(messages[:end]),
+            sub_drop,
+            turns[:end],
+            policy,
+            weights,
+            frozenset(members),
+            len(samples) + 1,
+        )
+        if sample is not None and 1 in sample.loss_mask:
+            samples.append(sample)
+            expanded.update(i for i in members if sample.reasons[i] == TRAINED)
     full = _one(encoding, conversation, drop, turns, policy, weights, None, 0, expanded)
     if full is not None:
         samples.insert(0, full)
@@ -276,34 +279,27 @@ def _one(
     expanded: set[int] | frozenset[int] = frozenset(),
 ) -> TrainSample | None:
     messages = conversation.messages
-    rendered = encoding.render_with_spans(conversation, _KEEP_ALL, mode="conversation", drop=drop)
-    ids = rendered.ids
-    spans = rendered.spans
-    last = messages[-1] if messages else None
+    ids, spans, _, _ = encoding.render_with_spans(
+        conversation, _KEEP_ALL, mode="conversation", drop=drop
+    )
     # The reference ends a conversation's last final answer with <|return|>.
-    if (
-        last is not None
-        and last.author.role is Role.ASSISTANT
-        and last.channel == "final"
-        and spans
-        and spans[-1].message_index == len(messages) - 1
-    ):
-        ids[-1] = RETURN if policy.final_end == "return" else END
-    n = len(ids)
+    if spans and spans[-1][0] == len(messages) - 1:
+        last = messages[-1]
+        if last.author.role is Role.ASSISTANT and last.channel == "final":
+            ids[-1] = RETURN if policy.final_end == "return" else END
     if policy.full_sequence:
-        mask = bytearray(b"\x01") * n
+        mask = b"\x01" * len(ids)
         reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
     else:
-        mask = bytearray(n)
-        reasons = mask_from_spans(
-            messages, spans, ids, drop, turns, policy, weights, only, expanded, mask
+        mask, reasons = mask_from_spans(
+            messages, spans, ids, drop, turns, policy, weights, only, expanded
         )
     return finish_sample(ids, mask, spans, reasons, policy, index)
 
 
 def finish_sample(
     ids: list[int],
-    mask: bytearray,
+    mask: bytes,
     spans: Sequence[Any],
     reasons: tuple[str, ...],
     policy: TrainPolicy,
@@ -326,9 +322,10 @@ def finish_sample(
                 "renders the template's text as one piece): choose 'drop' or 'truncate'"
             )
         del ids[policy.max_length :]
-        del mask[policy.max_length :]
+        mask = mask[: policy.max_length]
         truncated = True
-    return TrainSample(ids, bytes(mask), tuple(spans), reasons, index, truncated)
+    # tuple.__new__ skips the keyword handling of a NamedTuple's __new__ (hot path).
+    return _new_sample(TrainSample, (ids, mask, tuple(spans), reasons, index, truncated))
 
 
 SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
@@ -344,83 +341,210 @@ def mask_from_spans(
     weights: Sequence[float | None] | None,
     only: frozenset[int] | None,
     expanded: set[int] | frozenset[int],
-    mask: bytearray,
-) -> tuple[str, ...]:
-    """Set ``mask`` for the trained messages; return why each message is or is not."""
-    # One pass over the spans decides; a second writes the runs. Plain locals and
-    # tuple unpacking: this runs for every message of every sample.
+) -> tuple[bytes, tuple[str, ...]]:
+    """The loss mask (one byte per id, 1: trained), and why each message is or is not
+    trained."""
     reasons = [NOT_ASSISTANT] * len(messages)
     for gone in drop:
         reasons[gone] = DROPPED
-    loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
-    last_turn = max(turns, default=-1) if policy.turns == "last" else None
-    channels = policy.channels
+    # What rules a message out before (``first``) and after (``then``) its channel
+    # and call are looked at; ``None`` when nothing does, the common case.
+    first = _ruled_out_first(len(messages), only, expanded)
+    then = _ruled_out_then(messages, drop, turns, policy, weights)
     calls_off = not policy.tool_calls
-    weighted = weights if policy.weights else None
+    gated = first is not None or calls_off or then is not None
+    if not gated and policy.headers:
+        return _mask_ungated(messages, spans, ids, policy, reasons), tuple(reasons)
+    channels = policy.channels
+    headers, inner_start, turn_start = policy.headers, policy.inner_start, policy.turn_start
+    terminators, end_after_final = policy.terminators, policy.end_after_final
+    last_index = len(messages) - 1
     assistant = Role.ASSISTANT
-    # (span, message, model-written <|start|>?) of each message to train, in order.
-    chosen: list[tuple[SpanTuple, Message, bool]] = []
-    last_stop = -1  # len(chosen) after the last chosen final or call
+    # One pass over the spans, with plain locals: this runs for every message of
+    # every sample. Trained ranges go to ``runs`` as flat (begin, end) pairs, a range
+    # that starts where the previous ends extending it (a message's range often
+    # ends where the next begins); ``kept`` is the state after the last final or
+    # call, since the messages after it are never followed by a stop.
+    runs: list[int] = [0, 0]
+    kept_runs, kept_end, kept_after = 2, 0, -1
     inner = False  # the previous span is an assistant message closed with <|end|>
+    i: int  # a conversation render has no None index
     for span in spans:
-        i: int = span[0]  # type: ignore[assignment]  # a conversation render has no None
+        # Indexing first: unpacking a tuple subclass takes CPython's slow path.
+        i = span[0]  # type: ignore[assignment]
         m = messages[i]
         if m.author.role is not assistant:
             inner = False
             continue
+        _, start, recipient, _, _, message, end, stop = span
         after_end = inner
-        inner = ids[span[6]] == END
+        inner = ids[end] == END
+        channel = m.channel
+        # The reasons in order of precedence: first, channel, call, then.
+        if channel not in channels:
+            why = None if first is None else first[i]
+            reasons[i] = CHANNEL_OFF if why is None else why
+            continue
         to = m.recipient
         call = to is not None and to != "all"
-        channel = m.channel
-        if only is not None and i not in only:
-            reasons[i] = OTHER_TURN
-        elif i in expanded:
-            reasons[i] = EXPANDED
-        elif channel not in channels:
-            reasons[i] = CHANNEL_OFF
-        elif calls_off and call:
-            reasons[i] = CALL_OFF
-        elif weighted is not None and weighted[i] is not None and not weighted[i]:
-            reasons[i] = WEIGHT_ZERO
-        elif last_turn is not None and turns[i] != last_turn:
-            reasons[i] = NOT_LAST
-        elif loyal is not None and not loyal[i]:
-            reasons[i] = UNFAITHFUL
-        else:
-            reasons[i] = TRAINED
-            chosen.append((span, m, after_end))
-            if call or channel == "final":
-                last_stop = len(chosen)
-    # Messages after the last final or call are never followed by a stop: leave them out.
-    for span, _, _ in chosen[max(last_stop, 0) :]:
-        reasons[span[0]] = NO_STOP  # type: ignore[index]
-    del chosen[max(last_stop, 0) :]
-    last_index = len(messages) - 1
-    inner_start, turn_start, headers = policy.inner_start, policy.turn_start, policy.headers
-    terminators, end_after_final = policy.terminators, policy.end_after_final
-    # Adjacent trained ranges (a message's run often ends where the next begins)
-    # are written as one slice assignment.
-    run_begin = run_end = 0
-    for (index, start, recipient, _, _, message, end, stop), m, after_end in chosen:
+        if gated:
+            why = None if first is None else first[i]
+            if why is None and calls_off and call:
+                why = CALL_OFF
+            if why is None and then is not None:
+                why = then[i]
+            if why is not None:
+                reasons[i] = why
+                continue
+        reasons[i] = TRAINED
         # The model writes <|start|>assistant itself only after its own <|end|>.
         trains_start = inner_start if after_end else turn_start
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
-        closes = terminators and (end_after_final or index == last_index or m.channel != "final")
+        closes = terminators and (end_after_final or i == last_index or channel != "final")
         stop_at = stop if closes else end
         if headers:  # one range: [start or recipient, stop_at)
             begin = start if trains_start else recipient
         else:
             if trains_start:
-                mask[start:recipient] = b"\x01" * (recipient - start)
+                if runs[-1] == start:
+                    runs[-1] = recipient
+                else:
+                    runs += (start, recipient)
             begin = message + 1  # the body
-        if begin != run_end:
-            mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
-            run_begin = begin
-        run_end = stop_at
-    mask[run_begin:run_end] = b"\x01" * (run_end - run_begin)
-    return tuple(reasons)
+        if runs[-1] == begin:
+            runs[-1] = stop_at
+        else:
+            runs += (begin, stop_at)
+        if call or channel == "final":
+            kept_runs, kept_end, kept_after = len(runs), stop_at, i
+    for i in range(kept_after + 1, len(reasons)):
+        if reasons[i] == TRAINED:
+            reasons[i] = NO_STOP
+    del runs[kept_runs:]
+    runs[-1] = kept_end
+    # The mask in one join of runs of zeros and ones: cheaper than writing slices of
+    # a bytearray (about twice, for the few runs a sample has).
+    parts: list[bytes] = []
+    append = parts.append
+    zero, one = b"\x00", b"\x01"
+    done = 0
+    pairs = iter(runs)
+    for begin, end in zip(pairs, pairs, strict=True):
+        append(zero * (begin - done))
+        append(one * (end - begin))
+        done = end
+    append(zero * (len(ids) - done))
+    return b"".join(parts), tuple(reasons)
+
+
+def _mask_ungated(
+    messages: Sequence[Message],
+    spans: Sequence[SpanTuple],
+    ids: Sequence[int],
+    policy: TrainPolicy,
+    reasons: list[str],
+) -> bytes:
+    """:func:`mask_from_spans` when only the channel rules a message out and headers
+    are trained (the reference rule with all turns, TRL, Megatron): the same bits,
+    with less work per message.
+
+    A message's range is one piece; the open range is written to ``parts`` when the
+    next trained message does not continue it, and the state at the last final or
+    call is kept, since nothing after it is trained. ``reasons`` is filled in.
+    """
+    channels = policy.channels
+    inner_start, turn_start = policy.inner_start, policy.turn_start
+    terminators, end_after_final = policy.terminators, policy.end_after_final
+    last_index = len(messages) - 1
+    assistant = Role.ASSISTANT
+    parts: list[bytes] = []
+    append = parts.append
+    zero, one = b"\x00", b"\x01"
+    done = 0  # parts cover [0, done)
+    begin = close = 0  # the open range [begin, close)
+    kept_parts, kept_done, kept_begin, kept_close, kept_after = 0, 0, 0, 0, -1
+    inner = False  # the previous span is an assistant message closed with <|end|>
+    i: int  # a conversation render has no None index
+    for span in spans:
+        i = span[0]  # type: ignore[assignment]
+        m = messages[i]
+        if m.author.role is not assistant:
+            inner = False
+            continue
+        _, start, recipient, _, _, _, end, stop = span
+        after_end = inner
+        inner = ids[end] == END
+        channel = m.channel
+        if channel not in channels:
+            reasons[i] = CHANNEL_OFF
+            continue
+        reasons[i] = TRAINED
+        # As in mask_from_spans: the model's own <|start|>assistant, and no <|end|>
+        # after an earlier final.
+        first = start if (inner_start if after_end else turn_start) else recipient
+        if first != close:
+            append(zero * (begin - done))
+            append(one * (close - begin))
+            done, begin = close, first
+        closes = terminators and (end_after_final or i == last_index or channel != "final")
+        close = stop if closes else end
+        to = m.recipient
+        if channel == "final" or (to is not None and to != "all"):
+            kept_parts, kept_done, kept_begin, kept_close = len(parts), done, begin, close
+            kept_after = i
+    for i in range(kept_after + 1, len(reasons)):
+        if reasons[i] == TRAINED:
+            reasons[i] = NO_STOP
+    del parts[kept_parts:]
+    append(zero * (kept_begin - kept_done))
+    append(one * (kept_close - kept_begin))
+    append(zero * (len(ids) - kept_close))
+    return b"".join(parts)
+
+
+def _ruled_out_first(
+    n: int, only: frozenset[int] | None, expanded: set[int] | frozenset[int]
+) -> list[str | None] | None:
+    """Per message, why ``only`` or ``expanded`` leaves it untrained (or ``None``)."""
+    if only is None and not expanded:
+        return None
+    out: list[str | None] = [None] * n
+    for i in range(n):
+        if only is not None and i not in only:
+            out[i] = OTHER_TURN
+        elif i in expanded:
+            out[i] = EXPANDED
+    return out
+
+
+def _ruled_out_then(
+    messages: Sequence[Message],
+    drop: frozenset[int],
+    turns: Sequence[int],
+    policy: TrainPolicy,
+    weights: Sequence[float | None] | None,
+) -> list[str | None] | None:
+    """Per message, why weights, the turn or faithfulness leave it untrained (or
+    ``None``), in that order of precedence."""
+    weighted = weights if policy.weights else None
+    last_turn = max(turns, default=-1) if policy.turns == "last" else None
+    loyal = faithful(messages, drop, turns) if policy.turns in ("faithful", "expand") else None
+    if weighted is None and last_turn is None and loyal is None:
+        return None
+    out: list[str | None] = (
+        [None] * len(messages) if loyal is None else [None if ok else UNFAITHFUL for ok in loyal]
+    )
+    if last_turn is not None:
+        for i, t in enumerate(turns):
+            if t != last_turn:
+                out[i] = NOT_LAST
+    if weighted is not None:
+        for i in range(len(messages)):  # an expanded turn's prefix has fewer messages
+            w = weighted[i]
+            if w is not None and not w:
+                out[i] = WEIGHT_ZERO
+    return out
 
 
 def trained_text(encoding: HarmonyEncoding, sample: TrainSample) -> Iterator[tuple[bool, str]]:
