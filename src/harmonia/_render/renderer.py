@@ -30,6 +30,7 @@ TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
 TYPESCRIPT_CORRECTED: Final[TypeScriptMode] = "corrected"
 
 _PIECE_CACHE_LIMIT: Final = 8192
+_Header = tuple[list[int], int, tuple[int, int, int, int]]
 _CONTENT_CACHE_LIMIT: Final = 512
 # Message texts repeat: a chat server re-renders the whole history every turn.
 # Texts up to this long are cached, until the cached texts total _TEXT_CACHE_CHARS.
@@ -84,8 +85,9 @@ class Renderer:
         self._recipients: dict[str, list[int]] = {}
         self._channels: dict[str, list[int]] = {}
         self._content_types: dict[str, list[int]] = {}
-        # Whole headers by their fields: (ids through <|message|>, end token, marks).
-        self._headers: dict[tuple[object, ...], tuple[list[int], int, tuple[int, int, int]]] = {}
+        # Whole headers by their fields: (ids through <|message|>, end token, where the
+        # recipient, channel, content type and <|message|> begin).
+        self._headers: dict[tuple[object, ...], _Header] = {}
 
         # The format's own words are encoded once: a role, or a channel the format
         # defines, is the same few ids in every header (not text a caller wrote).
@@ -308,34 +310,33 @@ class Renderer:
         out.append(head[1])
         if spans is not None:
             end = len(out) - 1
-            # Indexing, not a generator: this runs once per message of every span render.
-            marks = head[2]
+            # Offsets from the message's start, kept with its header (see _new_header).
+            recipient_at, channel_at, content_type_at, message_at = head[2]
             record = (
                 index,
                 start,
-                start + marks[0],
-                start + marks[1],
-                start + marks[2],
-                start + len(head[0]) - 1,  # <|message|>
+                start + recipient_at,
+                start + channel_at,
+                start + content_type_at,
+                start + message_at,
                 end,
                 end + 1,
             )
             spans.append(_new_span(MessageSpan, record))
 
-    def _new_header(
-        self, key: tuple[object, ...], message: Message, index: int | None
-    ) -> tuple[list[int], int, tuple[int, int, int]]:
+    def _new_header(self, key: tuple[object, ...], message: Message, index: int | None) -> _Header:
         """Encode (and check) a header not met before, and cache it by its fields.
 
         The entry is the ids from ``<|start|>`` to ``<|message|>`` inclusive, the
-        token that ends the message, and where the recipient, channel and content
-        type begin (for spans).
+        token that ends the message, and where the recipient, the channel, the
+        content type and ``<|message|>`` begin (for spans).
         """
         marks: list[int] = []
         ids = self._header(message, message.author.role, index, marks)
         ids.append(st.MESSAGE)
         ends_turn = message.author.role is Role.ASSISTANT and message.recipient is not None
-        head = (ids, st.CALL if ends_turn else st.END, (marks[0], marks[1], marks[2]))
+        offsets = (marks[0], marks[1], marks[2], len(ids) - 1)  # the last: <|message|>
+        head = (ids, st.CALL if ends_turn else st.END, offsets)
         if len(self._headers) >= _PIECE_CACHE_LIMIT:
             self._headers.clear()
         self._headers[key] = head
