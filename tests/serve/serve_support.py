@@ -387,9 +387,11 @@ def check_cancel_across_replicas(owner: Server, other: Server) -> None:
     Two background responses run on the owner, each stalled until cancelled
     (scripted engines). The one cancelled on the other replica stops: its
     generation on the owner is cancelled before either replica reports
-    ``cancelled``; the second still runs until its owner cancels it. Cancelling
-    again, on either replica, answers the same.
+    ``cancelled``; the second still runs. Cancelling again, on either replica,
+    answers the same. Deleting the second on the other replica stops it too.
     """
+    import openai
+
     for _ in range(2):
         owner.book.add("<|channel|>final<|message|>never finishes<|return|>", stall_after=2)
     first, second = (
@@ -416,10 +418,14 @@ def check_cancel_across_replicas(owner: Server, other: Server) -> None:
     assert not generation[second].done
     assert owner.client().responses.retrieve(first).status == "cancelled"
     assert other.client().responses.retrieve(second).status == "in_progress"
-    assert owner.client().responses.cancel(second).status == "cancelled"
     for server in (other, owner):  # idempotent, on either replica
         assert server.client().responses.cancel(first).status == "cancelled"
+    # Deleting on the other replica cancels too, and the owner does not write it back.
+    assert other.client().responses.delete(second) is None
+    assert generation[second].done and generation[second].finish.reason.value == "cancelled"
     assert not owner.app.state.responses.background
+    with pytest.raises(openai.NotFoundError):
+        owner.client().responses.retrieve(second)
 
 
 def orphan_record() -> StoredResponse:

@@ -251,10 +251,16 @@ class Responses:
         return json_response(record.response)
 
     async def delete(self, response_id: str) -> Response:
-        await get_record(self.service, response_id)
-        run = self.background.get(response_id)
-        if run is not None:
-            run.cancel()
+        record = await get_record(self.service, response_id)
+        # A running response is cancelled first, and its cancelled record written,
+        # so that the run does not write the record back after the delete.
+        try:
+            await self._stop(record)
+        except APIError as exc:
+            if exc.code != "cancel_not_confirmed":
+                raise
+            # Its replica is gone (or too slow to answer): delete it anyway, or it never goes.
+            log.warning("deleting %s, which its replica did not confirm cancelled", response_id)
         assert self.service.store is not None
         await self.service.store.delete(response_id)
         return json_response({"id": response_id, "object": "response", "deleted": True})
@@ -268,19 +274,21 @@ class Responses:
                 "background responses can be cancelled",
                 code="invalid_value",
             )
-        run = self.background.get(response_id)
+        return json_response((await self._stop(record)).response)
+
+    async def _stop(self, record: StoredResponse) -> StoredResponse:
+        """Cancel ``record``'s run if it still runs, here or on another replica; its record."""
+        run = self.background.get(record.id)
         if run is not None and run.cancel():
             assert run.task is not None
             await asyncio.wait((run.task,))
-            record = await get_record(self.service, response_id)
-        elif record.status in RUNNING:
+            return await get_record(self.service, record.id)
+        if record.status in RUNNING:
             # Another replica runs it (or ran it and died): ask it through the store.
             config, store = self.service.config, self.service.store
             assert store is not None
-            record = await cancel_elsewhere(
-                store, record, config.cancel_wait_s, config.cancel_poll_s
-            )
-        return json_response(record.response)
+            return await cancel_elsewhere(store, record, config.cancel_wait_s, config.cancel_poll_s)
+        return record
 
     async def aclose(self) -> None:
         """Cancel the runs (each records ``cancelled``) and stop watching for cancels."""
