@@ -29,7 +29,7 @@ import uvicorn
 
 import harmonia
 from harmonia.engines import Constraint, Generation, Script, ScriptedEngine
-from harmonia.serve import ServerConfig, create_app
+from harmonia.serve import ServerConfig, StoredResponse, create_app
 
 ENC = harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS)
 MODEL = "gpt-oss-test"
@@ -376,3 +376,86 @@ def _check_sync(response: Any) -> None:
 async def _check_async(response: Any) -> None:
     await response.aread()
     _check(response)
+
+
+# -- cancelling a background response on another replica sharing the store -----------------
+
+
+def check_cancel_across_replicas(owner: Server, other: Server) -> None:
+    """A cancel sent to ``other`` stops the background response ``owner`` runs, and only it.
+
+    Two background responses run on the owner, each stalled until cancelled
+    (scripted engines). The one cancelled on the other replica stops: its
+    generation on the owner is cancelled before either replica reports
+    ``cancelled``; the second still runs. Cancelling again, on either replica,
+    answers the same. Deleting the second on the other replica stops it too.
+    """
+    import openai
+
+    for _ in range(2):
+        owner.book.add("<|channel|>final<|message|>never finishes<|return|>", stall_after=2)
+    first, second = (
+        owner.client().responses.create(model=MODEL, input=text, background=True).id
+        for text in ("first", "second")
+    )
+    deadline = time.monotonic() + 5
+    while {other.client().responses.retrieve(i).status for i in (first, second)} != {"in_progress"}:
+        assert time.monotonic() < deadline, "the background responses did not start"
+        time.sleep(0.02)
+    prompts = [ENC.decode(list(prompt)) for prompt in owner.engine.prompts]
+
+    def generation_of(text: str) -> Generation:
+        (n,) = [n for n, prompt in enumerate(prompts) if f"<|message|>{text}<|end|>" in prompt]
+        generation: Generation = owner.engine.generations[n]
+        return generation
+
+    generation = {first: generation_of("first"), second: generation_of("second")}
+    started = time.monotonic()
+    cancelled = other.client().responses.cancel(first)
+    assert cancelled.id == first and cancelled.status == "cancelled"
+    assert time.monotonic() - started < 2  # the owner looks every cancel_poll_s (0.25 s)
+    assert generation[first].done and generation[first].finish.reason.value == "cancelled"
+    assert not generation[second].done
+    assert owner.client().responses.retrieve(first).status == "cancelled"
+    assert other.client().responses.retrieve(second).status == "in_progress"
+    for server in (other, owner):  # idempotent, on either replica
+        assert server.client().responses.cancel(first).status == "cancelled"
+    # Deleting on the other replica cancels too, and the owner does not write it back.
+    assert other.client().responses.delete(second) is None
+    assert generation[second].done and generation[second].finish.reason.value == "cancelled"
+    assert not owner.app.state.responses.background
+    with pytest.raises(openai.NotFoundError):
+        owner.client().responses.retrieve(second)
+
+
+def orphan_record() -> StoredResponse:
+    """A background response ``in_progress`` that no replica runs (its replica died)."""
+    response_id = "resp_orphan" + str(time.monotonic_ns())
+    response = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": MODEL,
+        "status": "in_progress",
+        "background": True,
+        "output": [],
+        "tools": [],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+    }
+    return StoredResponse(response_id, response)
+
+
+def check_unconfirmed_cancel(server: Server, response_id: str, wait_s: float) -> None:
+    """Cancelling a response nobody runs: a 504 ``cancel_not_confirmed`` after ``wait_s``."""
+    import openai
+
+    started = time.monotonic()
+    with pytest.raises(openai.InternalServerError) as caught:
+        server.client().responses.cancel(response_id)
+    elapsed = time.monotonic() - started
+    assert caught.value.status_code == 504
+    assert caught.value.body["code"] == "cancel_not_confirmed"
+    assert "did not confirm the cancel within" in caught.value.message
+    assert wait_s <= elapsed < wait_s + 1.5
+    assert server.client().responses.retrieve(response_id).status == "in_progress"

@@ -209,6 +209,19 @@ def test_background_response_cancelled(srv):
     assert len(generation.tokens) < 100  # stopped, not run to the end
 
 
+def test_deleting_a_running_background_response_cancels_it_for_good(srv):
+    client = srv.client()
+    srv.book.add(SLOW[0], delay=SLOW[1])
+    queued = client.responses.create(model=MODEL, input="Capital?", background=True)
+    time.sleep(0.1)
+    client.responses.delete(queued.id)
+    generation = srv.engine.generations[-1]
+    assert generation.done and generation.finish.reason.value == "cancelled"
+    time.sleep(0.05)  # a run that recorded its end after the delete would show by now
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(queued.id)
+
+
 def test_background_stream_and_cancel_rules(srv):
     client = srv.client()
     srv.book.add(ANSWER, delay=0.005)

@@ -65,11 +65,7 @@ def create_app(
             yield
         finally:
             starting.cancel()
-            tasks = [run.task for run in responses.background.values() if run.task is not None]
-            for task in tasks:
-                task.cancel()
-            # Let each cancelled run record its status before the store closes.
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await responses.aclose()
             await service.aclose()
 
     app = FastAPI(

@@ -144,6 +144,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="responses the memory store keeps (the least recently used go first)",
     )
     server.add_argument(
+        "--cancel-wait",
+        type=float,
+        default=_DEFAULTS.cancel_wait_s,
+        help="seconds a cancel of a background response another replica runs waits for "
+        "that replica to confirm it (then 504)",
+    )
+    server.add_argument(
         "--cot-policy",
         default=_DEFAULTS.cot_policy,
         choices=COT_POLICY_NAMES,
@@ -206,6 +213,7 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
         ping_interval_s=args.ping_interval,
         store=args.store,
         memory_store_size=args.memory_store_size,
+        cancel_wait_s=args.cancel_wait,
         cot_policy=args.cot_policy,
         prompt_options=PromptOptions(conversation_start_date=date),
         chat_reasoning_field=args.reasoning_field,

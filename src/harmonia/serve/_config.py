@@ -53,6 +53,12 @@ class ServerConfig:
     store: str = field(default="sqlite:harmonia-responses.sqlite3", repr=False)
     #: Responses the in-memory store keeps (least recently used go first).
     memory_store_size: int = 1000
+    #: How often a replica running background responses looks in the store for cancel
+    #: requests other replicas recorded (one query per interval, only while some run).
+    cancel_poll_s: float = 0.25
+    #: How long a cancel sent to another replica than the one running the response waits
+    #: for that one to record ``cancelled`` before answering 504 ``cancel_not_confirmed``.
+    cancel_wait_s: float = 5.0
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
     cot_policy: str = "guide"
     #: What the system message says beyond the request (identity, date, ...).
@@ -76,8 +82,9 @@ class ServerConfig:
                 raise InputError(f"ServerConfig.{name} must be at least 1")
         if self.queue_size < 0 or self.retry_after_s < 0:
             raise InputError("ServerConfig.queue_size and retry_after_s must be >= 0")
-        if self.send_timeout_s <= 0 or self.ping_interval_s <= 0:
-            raise InputError("ServerConfig.send_timeout_s and ping_interval_s must be > 0")
+        for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
+            if getattr(self, name) <= 0:
+                raise InputError(f"ServerConfig.{name} must be > 0")
         if self.chat_reasoning_field not in ("reasoning_content", "reasoning"):
             raise InputError(
                 f"ServerConfig.chat_reasoning_field {self.chat_reasoning_field!r}: "

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from harmonia import InputError
 
 from ._store import StoredResponse
 
+_CANCEL = ":cancel"
+
 
 class RedisStore:
     """Responses as JSON strings under ``{prefix}{id}``, each kept ``ttl_s`` seconds.
+
+    A cancel request is the key ``{prefix}{id}:cancel``, kept as long.
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://...`` for
     TLS); a password in it is never shown in a repr or an error. Needs the
@@ -44,7 +49,20 @@ class RedisStore:
         return None if raw is None else StoredResponse.from_json(raw.decode())
 
     async def delete(self, response_id: str) -> bool:
-        return bool(await self._client.delete(self._prefix + response_id))
+        key = self._prefix + response_id
+        async with self._client.pipeline(transaction=True) as pipe:
+            deleted, _ = await pipe.delete(key).delete(key + _CANCEL).execute()
+        return bool(deleted)
+
+    async def request_cancel(self, response_id: str) -> None:
+        await self._client.set(self._prefix + response_id + _CANCEL, b"1", ex=self._ttl)
+
+    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
+        ids = list(response_ids)
+        if not ids:
+            return set()
+        marks = await self._client.mget([self._prefix + i + _CANCEL for i in ids])
+        return {i for i, mark in zip(ids, marks, strict=True) if mark is not None}
 
     async def aclose(self) -> None:
         await self._client.aclose()

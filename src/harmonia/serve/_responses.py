@@ -19,7 +19,8 @@ from starlette.responses import Response
 from harmonia import EngineError
 
 from ..openai_compat import ResponseStream
-from ._asgi import Disconnect, SSEResponse, dumps, json_response
+from ._asgi import Disconnect, SSEResponse, json_response
+from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
 from ._errors import APIError
 from ._request import ResponsesBody, read_json, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
@@ -33,43 +34,6 @@ JsonDict = dict[str, Any]
 BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
 
 
-class BackgroundRun:
-    """A background response running in this process: its task and its event log."""
-
-    def __init__(self) -> None:
-        self.events: list[JsonDict] = []
-        self.done = False
-        self.task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
-
-    def publish(self, events: Sequence[JsonDict]) -> None:
-        self.events.extend(events)
-        self._changed.set()
-        self._changed = asyncio.Event()
-
-    def end(self) -> None:
-        self.done = True
-        self._changed.set()
-
-    async def follow(self, after: int) -> AsyncIterator[bytes]:
-        """SSE frames of every event with ``sequence_number > after``, until the run ends."""
-        position = 0
-        while True:
-            while position < len(self.events):
-                event = self.events[position]
-                position += 1
-                if event.get("sequence_number", -1) > after:
-                    yield _frame(event)
-            if self.done:
-                return
-            await self._changed.wait()
-
-
-def _frame(event: JsonDict) -> bytes:
-    kind: str = event["type"]
-    return b"event: " + kind.encode() + b"\ndata: " + dumps(event) + b"\n\n"
-
-
 class Responses:
     """The Responses routes over one :class:`Service`."""
 
@@ -77,6 +41,11 @@ class Responses:
         self.service = service
         self.tool_loop = tool_loop
         self.background: dict[str, BackgroundRun] = {}
+        self._watch = (
+            None
+            if service.store is None
+            else CancelWatch(service.store, self.background, service.config.cancel_poll_s)
+        )
 
     # -- POST /v1/responses ----------------------------------------------------------------
 
@@ -151,6 +120,8 @@ class Responses:
             run.task = asyncio.ensure_future(
                 self._background(run, admit, turn, stream, record, request_id)
             )
+            assert self._watch is not None
+            self._watch.wake()
             if body.stream:
                 return self._sse(run.follow(-1), Disconnect(request.receive), None)
             return json_response(queued)
@@ -210,11 +181,11 @@ class Responses:
             async for batch in events:
                 if batch:
                     last = batch[-1]["sequence_number"]
-                yield b"".join(_frame(event) for event in batch)
+                yield b"".join(frame(event) for event in batch)
         except EngineError as exc:
             log.error("[%s] engine failed mid-stream: %s", request_id, exc)
             for event in _failure(snapshot, last, str(exc)):
-                yield _frame(event)
+                yield frame(event)
 
     async def _background(
         self,
@@ -240,6 +211,8 @@ class Responses:
                 run.publish(batch)
             log_diagnostics(stream, request_id)
         except asyncio.CancelledError:
+            if job is not None:  # the engine stops before the store says it has
+                await job.close()
             await service.store.put(record({**snapshot, "status": "cancelled"}))
         except EngineError as exc:
             log.error("[%s] engine failed in background: %s", request_id, exc)
@@ -278,10 +251,16 @@ class Responses:
         return json_response(record.response)
 
     async def delete(self, response_id: str) -> Response:
-        await get_record(self.service, response_id)
-        run = self.background.get(response_id)
-        if run is not None and run.task is not None:
-            run.task.cancel()
+        record = await get_record(self.service, response_id)
+        # A running response is cancelled first, and its cancelled record written,
+        # so that the run does not write the record back after the delete.
+        try:
+            await self._stop(record)
+        except APIError as exc:
+            if exc.code != "cancel_not_confirmed":
+                raise
+            # Its replica is gone (or too slow to answer): delete it anyway, or it never goes.
+            log.warning("deleting %s, which its replica did not confirm cancelled", response_id)
         assert self.service.store is not None
         await self.service.store.delete(response_id)
         return json_response({"id": response_id, "object": "response", "deleted": True})
@@ -295,19 +274,31 @@ class Responses:
                 "background responses can be cancelled",
                 code="invalid_value",
             )
-        run = self.background.get(response_id)
-        if run is not None and run.task is not None and not run.task.done():
-            run.task.cancel()
+        return json_response((await self._stop(record)).response)
+
+    async def _stop(self, record: StoredResponse) -> StoredResponse:
+        """Cancel ``record``'s run if it still runs, here or on another replica; its record."""
+        run = self.background.get(record.id)
+        if run is not None and run.cancel():
+            assert run.task is not None
             await asyncio.wait((run.task,))
-            record = await get_record(self.service, response_id)
-        elif record.status in RUNNING:
-            raise APIError(
-                409,
-                f"response {response_id!r} is running on another server process; send the "
-                "cancel to the replica that created it (route /cancel stickily)",
-                code="response_elsewhere",
-            )
-        return json_response(record.response)
+            return await get_record(self.service, record.id)
+        if record.status in RUNNING:
+            # Another replica runs it (or ran it and died): ask it through the store.
+            config, store = self.service.config, self.service.store
+            assert store is not None
+            return await cancel_elsewhere(store, record, config.cancel_wait_s, config.cancel_poll_s)
+        return record
+
+    async def aclose(self) -> None:
+        """Cancel the runs (each records ``cancelled``) and stop watching for cancels."""
+        tasks = [run.task for run in self.background.values() if run.task is not None]
+        for task in tasks:
+            task.cancel()
+        # Let each cancelled run record its status before the store closes.
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._watch is not None:
+            await self._watch.aclose()
 
     async def input_items(self, request: Request, response_id: str) -> Response:
         record = await get_record(self.service, response_id)

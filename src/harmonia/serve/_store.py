@@ -2,7 +2,9 @@
 
 A record keeps what the model saw and said *as tokens* next to the API
 objects, so a conversation continued with ``previous_response_id`` starts from
-exactly the ids of the earlier turn.
+exactly the ids of the earlier turn. Next to the records the store keeps
+*cancel requests*: the way a replica asks the replica running a background
+response to cancel it.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from harmonia import InputError
 
 JsonDict = dict[str, Any]
+#: Ids per ``IN (...)`` query of :class:`SqliteStore`.
+_SQL_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,21 @@ class ResponseStore(Protocol):
 
     async def get(self, response_id: str) -> StoredResponse | None: ...
 
-    async def delete(self, response_id: str) -> bool: ...
+    async def delete(self, response_id: str) -> bool:
+        """Forget the response (and a cancel request for it); whether it was there."""
+        ...
+
+    async def request_cancel(self, response_id: str) -> None:
+        """Record that a client asked to cancel the response (idempotent).
+
+        A separate mark, never a change to the record: the replica running the
+        response keeps writing the record, and must not overwrite the request.
+        """
+        ...
+
+    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
+        """Which of ``response_ids`` have a cancel request (one query, however many)."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -83,6 +102,15 @@ class MemoryStore:
     ...     return await store.get("resp_a"), (await store.get("resp_b")).id
     >>> asyncio.run(demo())
     (None, 'resp_b')
+
+    Cancel requests are kept only for responses the store holds, and go with them:
+
+    >>> async def cancel():
+    ...     await store.request_cancel("resp_b")
+    ...     await store.request_cancel("resp_gone")
+    ...     return await store.cancel_requests(["resp_b", "resp_gone"])
+    >>> asyncio.run(cancel())
+    {'resp_b'}
     """
 
     def __init__(self, capacity: int = 1000) -> None:
@@ -90,12 +118,14 @@ class MemoryStore:
             raise InputError("MemoryStore capacity must be at least 1")
         self._capacity = capacity
         self._records: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._cancels: set[str] = set()
 
     async def put(self, record: StoredResponse) -> None:
         self._records[record.id] = record
         self._records.move_to_end(record.id)
         while len(self._records) > self._capacity:
-            self._records.popitem(last=False)
+            evicted, _ = self._records.popitem(last=False)
+            self._cancels.discard(evicted)
 
     async def get(self, response_id: str) -> StoredResponse | None:
         record = self._records.get(response_id)
@@ -104,10 +134,19 @@ class MemoryStore:
         return record
 
     async def delete(self, response_id: str) -> bool:
+        self._cancels.discard(response_id)
         return self._records.pop(response_id, None) is not None
+
+    async def request_cancel(self, response_id: str) -> None:
+        if response_id in self._records:  # bounded like the records
+            self._cancels.add(response_id)
+
+    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
+        return self._cancels.intersection(response_ids)
 
     async def aclose(self) -> None:
         self._records.clear()
+        self._cancels.clear()
 
 
 class SqliteStore:
@@ -127,6 +166,8 @@ class SqliteStore:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, record TEXT NOT NULL)"
             )
+            # Its own table: a replica rewriting a record never loses a cancel request.
+            self._db.execute("CREATE TABLE IF NOT EXISTS cancel_requests (id TEXT PRIMARY KEY)")
             self._db.commit()
 
     def _put(self, record: StoredResponse) -> None:
@@ -147,8 +188,29 @@ class SqliteStore:
     def _delete(self, response_id: str) -> bool:
         with self._lock:
             cursor = self._db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+            self._db.execute("DELETE FROM cancel_requests WHERE id = ?", (response_id,))
             self._db.commit()
         return cursor.rowcount > 0
+
+    def _request_cancel(self, response_id: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO cancel_requests (id) VALUES (?)", (response_id,)
+            )
+            self._db.commit()
+
+    def _cancel_requests(self, response_ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        with self._lock:
+            # In slices: SQLite caps the parameters of one statement (999 before 3.32).
+            for start in range(0, len(response_ids), _SQL_BATCH):
+                batch = response_ids[start : start + _SQL_BATCH]
+                marks = ",".join("?" * len(batch))
+                rows = self._db.execute(
+                    f"SELECT id FROM cancel_requests WHERE id IN ({marks})", batch
+                ).fetchall()
+                found.update(row[0] for row in rows)
+        return found
 
     async def put(self, record: StoredResponse) -> None:
         await asyncio.to_thread(self._put, record)
@@ -158,6 +220,12 @@ class SqliteStore:
 
     async def delete(self, response_id: str) -> bool:
         return await asyncio.to_thread(self._delete, response_id)
+
+    async def request_cancel(self, response_id: str) -> None:
+        await asyncio.to_thread(self._request_cancel, response_id)
+
+    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
+        return await asyncio.to_thread(self._cancel_requests, list(response_ids))
 
     async def aclose(self) -> None:
         with self._lock:

@@ -1,0 +1,144 @@
+"""Background responses: their event logs, and cancelling them from any replica.
+
+A background response runs in the replica that accepted it (its owner). A
+cancel that reaches another replica sharing the store is passed on through
+the store: that replica records a cancel request (:meth:`ResponseStore.request_cancel`),
+the owner's :class:`CancelWatch` sees it within ``cancel_poll_s`` and cancels
+the run exactly as a local cancel does, and the first replica waits (at most
+``cancel_wait_s``) for the record to say so (:func:`cancel_elsewhere`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ._asgi import dumps
+from ._errors import APIError
+from ._responses_input import RUNNING
+from ._service import log
+from ._store import ResponseStore, StoredResponse
+
+JsonDict = dict[str, Any]
+
+
+class BackgroundRun:
+    """A background response running in this process: its task and its event log."""
+
+    def __init__(self) -> None:
+        self.events: list[JsonDict] = []
+        self.done = False
+        self.task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    def publish(self, events: Sequence[JsonDict]) -> None:
+        self.events.extend(events)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def end(self) -> None:
+        self.done = True
+        self._changed.set()
+
+    def cancel(self) -> bool:
+        """Cancel the run's task if it still runs; whether it did."""
+        if self.task is None or self.task.done():
+            return False
+        self.task.cancel()
+        return True
+
+    async def follow(self, after: int) -> AsyncIterator[bytes]:
+        """SSE frames of every event with ``sequence_number > after``, until the run ends."""
+        position = 0
+        while True:
+            while position < len(self.events):
+                event = self.events[position]
+                position += 1
+                if event.get("sequence_number", -1) > after:
+                    yield frame(event)
+            if self.done:
+                return
+            await self._changed.wait()
+
+
+def frame(event: JsonDict) -> bytes:
+    """One Responses stream event as an SSE frame."""
+    kind: str = event["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + dumps(event) + b"\n\n"
+
+
+class CancelWatch:
+    """Cancels the runs in ``runs`` that another replica asked to cancel through the store.
+
+    The watch runs only while ``runs`` is not empty (:meth:`wake` starts it
+    when a run is added): one :meth:`ResponseStore.cancel_requests` query per
+    ``interval_s`` for all of them, nothing when the replica is idle.
+    """
+
+    def __init__(
+        self, store: ResponseStore, runs: dict[str, BackgroundRun], interval_s: float
+    ) -> None:
+        self._store = store
+        self._runs = runs
+        self._interval = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        """Make sure the watch runs (call after adding a run)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._watch())
+
+    async def _watch(self) -> None:
+        failing = False
+        while self._runs:
+            await asyncio.sleep(self._interval)
+            try:
+                requested = await self._store.cancel_requests(list(self._runs))
+            except Exception as exc:  # the store is down: keep running, say so once
+                if not failing:
+                    log.warning("cannot read cancel requests from the store: %s", exc)
+                failing = True
+                continue
+            failing = False
+            for response_id in requested:
+                run = self._runs.get(response_id)
+                if run is not None and run.cancel():
+                    log.info("[%s] cancelled at another replica's request", response_id)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def cancel_elsewhere(
+    store: ResponseStore, record: StoredResponse, wait_s: float, poll_s: float
+) -> StoredResponse:
+    """Ask the replica running ``record`` to cancel it; the record once it has finished.
+
+    Raises a 504 ``cancel_not_confirmed`` if it is still running after
+    ``wait_s`` (its replica is gone, or too busy to look); the request stays
+    recorded, so a later cancel may still find it confirmed.
+    """
+    await store.request_cancel(record.id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        await asyncio.sleep(max(0.0, min(poll_s, deadline - loop.time())))
+        current = await store.get(record.id)
+        if current is None:
+            raise APIError(
+                404, f"response {record.id!r} was deleted meanwhile", code="response_not_found"
+            )
+        if current.status not in RUNNING:
+            return current
+        if loop.time() >= deadline:
+            raise APIError(
+                504,
+                f"response {record.id!r} is {current.status} on another replica, which did not "
+                f"confirm the cancel within {wait_s:g} s: that replica may have stopped (its "
+                "response will then never finish) or be overloaded. The cancel request stays "
+                "recorded; send the cancel again to check",
+                code="cancel_not_confirmed",
+            )
