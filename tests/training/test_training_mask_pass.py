@@ -14,10 +14,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from harmonia import Conversation, HarmonyEncoding, Message, RenderConversationConfig, Role
+from harmonia import HarmonyEncoding, Message, Role
 from harmonia.training import PRESETS, TrainPolicy, TrainSample, render_for_training
 from harmonia.training._rules import drops, faithful, turn_ids
-from harmonia.training._sample import mask_from_spans
 
 Convs = list[tuple[list[Message], list[float | None] | None]]
 HEADER_PARTS = {"recipient", "channel", "content_type", "message"}
@@ -88,27 +87,6 @@ def test_mask_equals_the_part_by_part_mask(
             assert sample.loss_mask == expected_mask(sample, messages, policy, end)
             trained += sample.n_trained
     assert trained or policy.full_sequence  # the policy trains something somewhere
-
-
-@pytest.mark.parametrize("name", ["reference-all", "trl", "megatron", "no-terminators"])
-def test_ungated_pass_equals_the_general_pass(
-    enc: HarmonyEncoding, random_conversations: Convs, name: str
-) -> None:
-    """Policies where only the channel rules a message out take a shorter pass; an
-    ``expanded`` set that names no message sends the same input through the general
-    one, and masks and reasons must agree."""
-    policy = POLICIES[name]
-    keep_all = RenderConversationConfig(auto_drop_analysis=False)
-    for messages, _ in random_conversations:
-        turns = turn_ids(messages)
-        drop = drops(messages, policy.cot, turns)
-        ids, spans, _, _ = enc.render_with_spans(
-            Conversation.from_messages(messages), keep_all, drop=drop
-        )
-        nobody = frozenset({len(messages)})
-        fast = mask_from_spans(messages, spans, ids, drop, turns, policy, None, None, frozenset())
-        general = mask_from_spans(messages, spans, ids, drop, turns, policy, None, None, nobody)
-        assert fast == general
 
 
 def slow_faithful(

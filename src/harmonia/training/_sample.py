@@ -353,8 +353,6 @@ def mask_from_spans(
     then = _ruled_out_then(messages, drop, turns, policy, weights)
     calls_off = not policy.tool_calls
     gated = first is not None or calls_off or then is not None
-    if not gated and policy.headers:
-        return _mask_ungated(messages, spans, ids, policy, reasons), tuple(reasons)
     channels = policy.channels
     headers, inner_start, turn_start = policy.headers, policy.inner_start, policy.turn_start
     terminators, end_after_final = policy.terminators, policy.end_after_final
@@ -436,71 +434,6 @@ def mask_from_spans(
         done = end
     append(zero * (len(ids) - done))
     return b"".join(parts), tuple(reasons)
-
-
-def _mask_ungated(
-    messages: Sequence[Message],
-    spans: Sequence[SpanTuple],
-    ids: Sequence[int],
-    policy: TrainPolicy,
-    reasons: list[str],
-) -> bytes:
-    """:func:`mask_from_spans` when only the channel rules a message out and headers
-    are trained (the reference rule with all turns, TRL, Megatron): the same bits,
-    with less work per message.
-
-    A message's range is one piece; the open range is written to ``parts`` when the
-    next trained message does not continue it, and the state at the last final or
-    call is kept, since nothing after it is trained. ``reasons`` is filled in.
-    """
-    channels = policy.channels
-    inner_start, turn_start = policy.inner_start, policy.turn_start
-    terminators, end_after_final = policy.terminators, policy.end_after_final
-    last_index = len(messages) - 1
-    assistant = Role.ASSISTANT
-    parts: list[bytes] = []
-    append = parts.append
-    zero, one = b"\x00", b"\x01"
-    done = 0  # parts cover [0, done)
-    begin = close = 0  # the open range [begin, close)
-    kept_parts, kept_done, kept_begin, kept_close, kept_after = 0, 0, 0, 0, -1
-    inner = False  # the previous span is an assistant message closed with <|end|>
-    i: int  # a conversation render has no None index
-    for span in spans:
-        i = span[0]  # type: ignore[assignment]
-        m = messages[i]
-        if m.author.role is not assistant:
-            inner = False
-            continue
-        _, start, recipient, _, _, _, end, stop = span
-        after_end = inner
-        inner = ids[end] == END
-        channel = m.channel
-        if channel not in channels:
-            reasons[i] = CHANNEL_OFF
-            continue
-        reasons[i] = TRAINED
-        # As in mask_from_spans: the model's own <|start|>assistant, and no <|end|>
-        # after an earlier final.
-        first = start if (inner_start if after_end else turn_start) else recipient
-        if first != close:
-            append(zero * (begin - done))
-            append(one * (close - begin))
-            done, begin = close, first
-        closes = terminators and (end_after_final or i == last_index or channel != "final")
-        close = stop if closes else end
-        to = m.recipient
-        if channel == "final" or (to is not None and to != "all"):
-            kept_parts, kept_done, kept_begin, kept_close = len(parts), done, begin, close
-            kept_after = i
-    for i in range(kept_after + 1, len(reasons)):
-        if reasons[i] == TRAINED:
-            reasons[i] = NO_STOP
-    del parts[kept_parts:]
-    append(zero * (kept_begin - kept_done))
-    append(one * (kept_close - kept_begin))
-    append(zero * (len(ids) - kept_close))
-    return b"".join(parts)
 
 
 def _ruled_out_first(
