@@ -324,7 +324,8 @@ def main() -> None:
     specs = corpus(args.conversations)
     print(f"python {sys.version.split()[0]}, corpus seed {SEED}")
     bench_render(specs, args.repeat)
-    bench_build(args.build_rows, args.shard_rows)
+    if args.build_rows:  # --build-rows 0 times the render only
+        bench_build(args.build_rows, args.shard_rows)
     print(f"\nparent peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -54,7 +54,13 @@ from ._parse import (
     parse_text,
 )
 from ._render import COT_POLICIES
-from ._render.spans import MessageSpan, RenderedConversation, RenderMode
+from ._render.spans import (
+    MessageSpan,
+    MessageSpans,
+    RenderedConversation,
+    RenderMode,
+    SpanRecord,
+)
 from ._tokenizer import Tokenizer, verify_vocabulary, write_tiktoken_file
 from ._turn import (
     ItemAdded,
@@ -93,6 +99,7 @@ __all__ = [
     "MessageDone",
     "MessageHeader",
     "MessageSpan",
+    "MessageSpans",
     "MessageStarted",
     "ModelOutputError",
     "OutputAssembler",
@@ -112,6 +119,7 @@ __all__ = [
     "ResponseFormat",
     "Role",
     "SandboxUnavailableError",
+    "SpanRecord",
     "StreamState",
     "StreamableParser",
     "SystemContent",

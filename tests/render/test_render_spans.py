@@ -24,6 +24,7 @@ from harmonia import (
     HarmonyEncoding,
     InputError,
     Message,
+    MessageSpans,
     RenderConversationConfig,
     Role,
     SystemContent,
@@ -164,6 +165,13 @@ def check(enc: HarmonyEncoding, conversation: Conversation) -> None:
                 assert begin == position and end >= begin
                 position = end
         assert position == len(ids)
+        # The compact records and the spans built from them say the same, both ways.
+        spans = tuple(rendered.spans)
+        assert len(rendered.spans.records) == len(spans)
+        assert MessageSpans.of(spans).records == list(rendered.spans.records)
+        assert rendered.spans == spans and MessageSpans(rendered.spans.records) == spans
+        assert hash(rendered.spans) == hash(spans)
+        assert rendered.spans[1:] == spans[1:]
         kept: list[int | None] = [
             i for i in range(len(conversation.messages)) if i not in rendered.dropped
         ]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harmonia import HarmonyEncoding
+from harmonia import HarmonyEncoding, MessageSpans
 from harmonia.training._hf_template import render_hf
 
 jinja2 = pytest.importorskip("jinja2", reason="jinja2 (the dev extra) renders the template")
@@ -212,15 +212,17 @@ CASES: dict[str, dict[str, Any]] = {
 def test_ids_equal_the_template(enc: HarmonyEncoding, name: str) -> None:
     row = CASES[name]
     expected = enc.encode(template_text(row), allowed_special="all")
-    ids, spans, messages, _, _ = render_hf(row, enc, date=DATE)
+    ids, records, messages, _, _ = render_hf(row, enc, date=DATE)
+    spans = MessageSpans(records)
     assert enc.decode(ids) == enc.decode(expected)
     assert ids == expected
     # The spans tile the ids and name the right messages.
-    assert spans[0][1] == 0 and spans[-1][7] == len(ids)
-    assert all(a[7] == b[1] for a, b in itertools.pairwise(spans))
+    assert spans[0].start == 0 and spans[-1].stop == len(ids)
+    assert all(a.stop == b.start for a, b in itertools.pairwise(spans))
     for span in spans:
-        m = messages[span[0]]
-        body = enc.decode(ids[span[5] + 1 : span[6]])
+        assert span.message_index is not None
+        m = messages[span.message_index]
+        body = enc.decode(ids[span.message + 1 : span.end])
         if m.author.role.value not in ("system",):
             assert body == getattr(m.content[0], "text", None)
 

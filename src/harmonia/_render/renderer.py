@@ -24,7 +24,7 @@ from .._tokenizer import special_tokens as st
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
 from .serde_json import MAX_NESTING, too_deep, write_json
-from .spans import RENDER_MODES, MessageSpan, RenderedConversation, RenderMode
+from .spans import RENDER_MODES, MessageSpans, RenderedConversation, RenderMode, SpanRecord
 
 TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
 TYPESCRIPT_CORRECTED: Final[TypeScriptMode] = "corrected"
@@ -37,9 +37,6 @@ _CONTENT_CACHE_LIMIT: Final = 512
 _CACHED_TEXT_CHARS: Final = 4096
 _TEXT_CACHE_CHARS: Final = 1 << 20
 _SPACE: Final = [220]  # " "
-# MessageSpan(*fields) goes through the NamedTuple's keyword-aware __new__; this is
-# the same object built at tuple speed (one per rendered message).
-_new_span: Final = tuple.__new__
 
 
 def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
@@ -275,7 +272,7 @@ class Renderer:
         has_function_tools: bool,
         typescript: TypeScriptMode,
         index: int | None,
-        spans: list[MessageSpan] | None,
+        spans: list[SpanRecord] | None,
     ) -> None:
         """Append one message to ``out``; with ``spans``, also where its parts lie.
 
@@ -309,20 +306,8 @@ class Renderer:
                 out += self._content(part, role, has_function_tools, typescript, index, j)
         out.append(head[1])
         if spans is not None:
-            end = len(out) - 1
-            # Offsets from the message's start, kept with its header (see _new_header).
-            recipient_at, channel_at, content_type_at, message_at = head[2]
-            record = (
-                index,
-                start,
-                start + recipient_at,
-                start + channel_at,
-                start + content_type_at,
-                start + message_at,
-                end,
-                end + 1,
-            )
-            spans.append(_new_span(MessageSpan, record))
+            # The header's part offsets are kept with its entry (see _new_header).
+            spans.append((index, start, head[2], len(out)))
 
     def _new_header(self, key: tuple[object, ...], message: Message, index: int | None) -> _Header:
         """Encode (and check) a header not met before, and cache it by its fields.
@@ -474,10 +459,10 @@ class Renderer:
             raise InputError(
                 f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
             )
-        spans: list[MessageSpan] = []
+        spans: list[SpanRecord] = []
         chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
         ids, dropped = self._render(conversation, config, mode, next_turn_role, spans, chosen)
-        return RenderedConversation(ids, tuple(spans), dropped, mode)
+        return RenderedConversation(ids, MessageSpans(spans), dropped, mode)
 
     def _render(
         self,
@@ -485,7 +470,7 @@ class Renderer:
         config: RenderConversationConfig | None,
         mode: RenderMode,
         next_turn_role: Role,
-        spans: list[MessageSpan] | None,
+        spans: list[SpanRecord] | None,
         drop: frozenset[int] | None = None,
     ) -> tuple[list[int], frozenset[int]]:
         """The one place a conversation is rendered: every public render comes here."""
@@ -504,8 +489,8 @@ class Renderer:
             out.append(st.START)
             out += self._piece(Role(next_turn_role).value, None, "next_turn_role")
             if spans is not None:
-                end = len(out)
-                spans.append(MessageSpan(None, start, end, end, end, end, end, end))
+                at = len(out) - start  # the next turn's header has no later parts
+                spans.append((None, start, (at, at, at, at), len(out)))
         elif mode == "training" and messages and out:
             last = messages[-1]
             if last.author.role is Role.ASSISTANT and last.channel == FINAL:

@@ -3,8 +3,13 @@
 The renderer writes each header piece and each content part separately, so it
 knows every boundary as it goes; it records them here instead of throwing them
 away. A :class:`MessageSpan` is eight integers per rendered message (offsets into
-the ids), so recording costs a few ``len`` calls per message, and nothing ever
-re-parses or re-renders to find a boundary.
+the ids), and nothing ever re-parses or re-renders to find a boundary.
+
+While rendering, a message is recorded in a compact form, a :data:`SpanRecord`
+(its index, start, the header's offsets and its stop): the header's offsets are
+the same for every message with that header, so recording costs one small tuple.
+:class:`MessageSpans` turns records into :class:`MessageSpan` objects when they are
+first read; the training masks read the records and never pay for the objects.
 
 Parts of a message, in order, each ``[offset, next offset)`` (an absent part is
 empty): ``start`` (``<|start|>``), ``role`` (the role or tool name, and
@@ -16,8 +21,8 @@ name), ``content_type`` (`` json`` or `` <|constrain|>json``), ``message``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final, Literal, NamedTuple, get_args
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final, Literal, NamedTuple, get_args, overload
 
 from .._errors import InputError
 
@@ -78,6 +83,104 @@ class MessageSpan(NamedTuple):
         return self.stop, self.stop
 
 
+#: ``(message_index, start, (recipient, channel, content_type, message), stop)``:
+#: one rendered message, its header's part offsets counted from ``start``. The
+#: next-turn header of a completion render has index ``None`` and every offset
+#: at its stop.
+SpanRecord = tuple[int | None, int, tuple[int, int, int, int], int]
+_new_span: Final = tuple.__new__  # MessageSpan at tuple speed (no keyword handling)
+
+
+def span_of(record: SpanRecord) -> MessageSpan:
+    """The :class:`MessageSpan` of a record."""
+    index, start, (recipient, channel, content_type, message), stop = record
+    end = stop if index is None else stop - 1
+    fields = (
+        index,
+        start,
+        start + recipient,
+        start + channel,
+        start + content_type,
+        start + message,
+        end,
+        stop,
+    )
+    return _new_span(MessageSpan, fields)
+
+
+def record_of(span: MessageSpan) -> SpanRecord:
+    """The record of a span (the inverse of :func:`span_of`)."""
+    start = span.start
+    offsets = (
+        span.recipient - start,
+        span.channel - start,
+        span.content_type - start,
+        span.message - start,
+    )
+    return (span.message_index, start, offsets, span.stop)
+
+
+class MessageSpans(Sequence[MessageSpan]):
+    """The spans of a render, one :class:`MessageSpan` per rendered message, in order.
+
+    A read-only sequence that compares equal to a tuple of the same spans. The
+    spans are built from :attr:`records` on first read: code that needs only
+    offsets (the training masks) reads the records and skips the objects.
+
+    >>> spans = MessageSpans([(0, 0, (2, 2, 4, 4), 7)])
+    >>> spans[0].message, spans[0].end, spans[0].stop
+    (4, 6, 7)
+    >>> spans == (spans[0],)
+    True
+    """
+
+    __slots__ = ("_spans", "records")
+
+    def __init__(self, records: Sequence[SpanRecord]) -> None:
+        self.records: Sequence[SpanRecord] = records
+        self._spans: tuple[MessageSpan, ...] | None = None
+
+    @classmethod
+    def of(cls, spans: Iterable[MessageSpan]) -> MessageSpans:
+        """The sequence of existing spans (their records are computed from them)."""
+        built = tuple(spans)
+        made = cls([record_of(span) for span in built])
+        made._spans = built
+        return made
+
+    def _all(self) -> tuple[MessageSpan, ...]:
+        spans = self._spans
+        if spans is None:
+            spans = self._spans = tuple(map(span_of, self.records))
+        return spans
+
+    @overload
+    def __getitem__(self, index: int) -> MessageSpan: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[MessageSpan, ...]: ...
+    def __getitem__(self, index: int | slice) -> MessageSpan | tuple[MessageSpan, ...]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[MessageSpan]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MessageSpans):
+            return self._all() == other._all()
+        if isinstance(other, tuple):
+            return self._all() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"MessageSpans({list(self._all())!r})"
+
+
 class RenderedConversation(NamedTuple):
     """Token ids with their provenance, from :meth:`HarmonyEncoding.render_with_spans`.
 
@@ -87,7 +190,7 @@ class RenderedConversation(NamedTuple):
     """
 
     ids: list[int]
-    spans: tuple[MessageSpan, ...]
+    spans: MessageSpans
     dropped: frozenset[int]
     mode: RenderMode
 

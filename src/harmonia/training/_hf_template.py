@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from harmonia import (
     Author,
     HarmonyEncoding,
     Message,
+    MessageSpans,
     ReasoningEffort,
     RenderOptions,
     Role,
+    SpanRecord,
     SystemContent,
 )
 
@@ -43,19 +45,6 @@ _CHANNEL: Final = "<|channel|>"
 _MESSAGE: Final = "<|message|>"
 _INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
 _DEFAULT_INDENT: Final = " " * 20
-
-
-class Span(NamedTuple):
-    """Where a message of the template's text lies (the fields of harmonia's spans)."""
-
-    message_index: int
-    start: int
-    recipient: int
-    channel: int
-    content_type: int
-    message: int
-    end: int
-    stop: int
 
 
 def _tojson(value: object) -> str:
@@ -174,7 +163,7 @@ class _Writer:
             )
         }
         self.ids: list[int] = []
-        self.spans: list[Span] = []
+        self.spans: list[SpanRecord] = []
 
     def _run(self, pieces: Sequence[str]) -> list[int]:
         """Encode a run of texts as one string; the offset where each piece starts."""
@@ -215,9 +204,8 @@ class _Writer:
         self.ids += self.encoding.encode_ordinary(body)
         end = len(self.ids)
         self.ids.append(self.special[terminator])
-        self.spans.append(
-            Span(index, start, at_recipient, at_channel, at_type, at_message, end, end + 1)
-        )
+        offsets = (at_recipient - start, at_channel - start, at_type - start, at_message - start)
+        self.spans.append((index, start, offsets, end + 1))
 
 
 def render_hf(
@@ -227,7 +215,7 @@ def render_hf(
     date: str,
     reasoning_effort: str | None = None,
     add_generation_prompt: bool = False,
-) -> tuple[list[int], list[Span], list[Message], frozenset[int], list[int]]:
+) -> tuple[list[int], list[SpanRecord], list[Message], frozenset[int], list[int]]:
     """The template's ids for a ``messages`` row, with provenance.
 
     Returns the ids, one span per rendered message, harmony messages describing
@@ -433,5 +421,5 @@ def render_hf_for_training(
         mask, reasons = mask_from_spans(
             messages, spans, ids, dropped, turns, policy, weights, None, frozenset()
         )
-    sample = finish_sample(ids, mask, spans, reasons, policy, 0)
+    sample = finish_sample(ids, mask, MessageSpans(spans), reasons, policy, 0)
     return [] if sample is None else [sample]

@@ -8,15 +8,17 @@ the policy. Nothing here re-renders, searches token ids or looks at text.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Final, NamedTuple
 
 from harmonia import (
     Conversation,
     HarmonyEncoding,
     InputError,
     Message,
+    MessageSpans,
     RenderConversationConfig,
     Role,
+    SpanRecord,
 )
 
 from ._policy import TrainPolicy, resolve_policy
@@ -49,27 +51,6 @@ _KEPT_ROLES: Final = frozenset({Role.SYSTEM, Role.DEVELOPER})
 _IN_TURN: Final = frozenset({Role.ASSISTANT, Role.TOOL})
 
 
-class Span(Protocol):
-    """The fields of ``harmonia``'s message spans that masks use."""
-
-    @property
-    def message_index(self) -> int | None: ...
-    @property
-    def start(self) -> int: ...
-    @property
-    def recipient(self) -> int: ...
-    @property
-    def channel(self) -> int: ...
-    @property
-    def content_type(self) -> int: ...
-    @property
-    def message(self) -> int: ...
-    @property
-    def end(self) -> int: ...
-    @property
-    def stop(self) -> int: ...
-
-
 class TrainSample(NamedTuple):
     """Token ids, which of them are trained, and why.
 
@@ -81,7 +62,7 @@ class TrainSample(NamedTuple):
 
     input_ids: list[int]
     loss_mask: bytes
-    spans: tuple[Span, ...]
+    spans: MessageSpans
     reasons: tuple[str, ...]
     sample_index: int = 0
     truncated: bool = False
@@ -256,9 +237,11 @@ def _widen(sample: TrainSample, keep: Sequence[int], n: int) -> TrainSample:
     reasons = [TRIMMED] * n
     for k, i in enumerate(keep):
         reasons[i] = sample.reasons[k]
-    spans = tuple(
-        s if s.message_index is None else s._replace(message_index=keep[s.message_index])  # type: ignore[attr-defined]
-        for s in sample.spans
+    spans = MessageSpans(
+        [
+            (i if i is None else keep[i], start, offsets, stop)
+            for i, start, offsets, stop in sample.spans.records
+        ]
     )
     return sample._replace(spans=spans, reasons=tuple(reasons), truncated=True)
 
@@ -282,8 +265,9 @@ def _one(
     ids, spans, _, _ = encoding.render_with_spans(
         conversation, _KEEP_ALL, mode="conversation", drop=drop
     )
+    records = spans.records
     # The reference ends a conversation's last final answer with <|return|>.
-    if spans and spans[-1][0] == len(messages) - 1:
+    if records and records[-1][0] == len(messages) - 1:
         last = messages[-1]
         if last.author.role is Role.ASSISTANT and last.channel == "final":
             ids[-1] = RETURN if policy.final_end == "return" else END
@@ -292,7 +276,7 @@ def _one(
         reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
     else:
         mask, reasons = mask_from_spans(
-            messages, spans, ids, drop, turns, policy, weights, only, expanded
+            messages, records, ids, drop, turns, policy, weights, only, expanded
         )
     return finish_sample(ids, mask, spans, reasons, policy, index)
 
@@ -300,7 +284,7 @@ def _one(
 def finish_sample(
     ids: list[int],
     mask: bytes,
-    spans: Sequence[Any],
+    spans: MessageSpans,
     reasons: tuple[str, ...],
     policy: TrainPolicy,
     index: int,
@@ -325,15 +309,12 @@ def finish_sample(
         mask = mask[: policy.max_length]
         truncated = True
     # tuple.__new__ skips the keyword handling of a NamedTuple's __new__ (hot path).
-    return _new_sample(TrainSample, (ids, mask, tuple(spans), reasons, index, truncated))
-
-
-SpanTuple = tuple[int | None, int, int, int, int, int, int, int]
+    return _new_sample(TrainSample, (ids, mask, spans, reasons, index, truncated))
 
 
 def mask_from_spans(
     messages: Sequence[Message],
-    spans: Sequence[SpanTuple],
+    spans: Sequence[SpanRecord],
     ids: Sequence[int],
     drop: frozenset[int],
     turns: Sequence[int],
@@ -367,16 +348,14 @@ def mask_from_spans(
     kept_runs, kept_end, kept_after = 2, 0, -1
     inner = False  # the previous span is an assistant message closed with <|end|>
     i: int  # a conversation render has no None index
-    for span in spans:
-        # Indexing first: unpacking a tuple subclass takes CPython's slow path.
-        i = span[0]  # type: ignore[assignment]
+    # A record's offsets: (recipient, channel, content_type, message) from its start.
+    for i, start, offsets, stop in spans:  # type: ignore[assignment]
         m = messages[i]
         if m.author.role is not assistant:
             inner = False
             continue
-        _, start, recipient, _, _, message, end, stop = span
         after_end = inner
-        inner = ids[end] == END
+        inner = ids[stop - 1] == END
         channel = m.channel
         # The reasons in order of precedence: first, channel, call, then.
         if channel not in channels:
@@ -400,16 +379,16 @@ def mask_from_spans(
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
         closes = terminators and (end_after_final or i == last_index or channel != "final")
-        stop_at = stop if closes else end
+        stop_at = stop if closes else stop - 1
         if headers:  # one range: [start or recipient, stop_at)
-            begin = start if trains_start else recipient
+            begin = start if trains_start else start + offsets[0]
         else:
             if trains_start:
                 if runs[-1] == start:
-                    runs[-1] = recipient
+                    runs[-1] = start + offsets[0]
                 else:
-                    runs += (start, recipient)
-            begin = message + 1  # the body
+                    runs += (start, start + offsets[0])
+            begin = start + offsets[3] + 1  # the body, after <|message|>
         if runs[-1] == begin:
             runs[-1] = stop_at
         else:
