@@ -19,11 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harmonia._render.serde_json import (
+    RoundTripped,
     emit_serde_json,
     format_f64,
     parse_serde_number,
+    serde_parse,
     serde_roundtrip,
     to_serde_json,
+    write_json,
 )
 from harmonia._render.typescript import schema_to_typescript, schema_to_typescript_corrected
 
@@ -286,6 +289,29 @@ def test_the_fast_round_trip_equals_the_exact_walk(value: object) -> None:
     # Without max_depth the C json module does the round trip; with it, the exact
     # walk does. Same values (repr tells 1 from 1.0 and -0.0 from 0.0), same errors.
     assert _outcome(value, None) == _outcome(value, 10**6)
+
+
+def _parsed_outcome(value: object) -> tuple[str, str]:
+    try:
+        text = write_json(value)
+    except (TypeError, ValueError) as exc:
+        return (type(exc).__name__, str(exc))
+    try:
+        return ("value", repr(serde_parse(text, value)))
+    except (TypeError, ValueError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+@given(_VALUES)
+def test_parsing_the_json_dumps_text_equals_the_exact_walk(value: object) -> None:
+    # The renderer keys a tool's parameters by json.dumps's text and parses that
+    # text instead of writing it again: the same values and errors as the walk.
+    assert _parsed_outcome(value) == _outcome(value, 10**6)
+
+
+def test_a_round_tripped_value_passes_through() -> None:
+    value = {"a": [1.5]}
+    assert serde_roundtrip(RoundTripped(value)) is value
 
 
 def test_max_depth_mirrors_serde_recursion_limit() -> None:

@@ -17,13 +17,20 @@ from typing import Any, Final
 from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
 from .._errors import InputError, RenderError
-from .._message import DEFAULT_TYPESCRIPT_MODE, Conversation, Message, RenderConversationConfig
+from .._message import (
+    DEFAULT_TYPESCRIPT_MODE,
+    Author,
+    Conversation,
+    Message,
+    RenderConversationConfig,
+)
 from .._names import CHANNELS, CONSTRAIN, FINAL, TYPESCRIPT_MODES, TypeScriptMode, is_tool_name
 from .._tokenizer import Tokenizer
 from .._tokenizer import special_tokens as st
+from .content_key import Schemas, content_key
 from .cot import dropped_indices, resolve_policy
 from .prompt_text import developer_text, has_function_tools, system_text
-from .serde_json import MAX_NESTING, too_deep, write_json
+from .serde_json import MAX_NESTING, RoundTripped, serde_parse, too_deep, write_json
 from .spans import RENDER_MODES, MessageSpans, RenderedConversation, RenderMode, SpanRecord
 
 TYPESCRIPT_REFERENCE: Final[TypeScriptMode] = "reference"
@@ -92,6 +99,16 @@ class Renderer:
         self._roles: dict[Role, list[int]] = {role: encode(role.value) for role in Role}
         self._standard_channels = {channel: encode(channel) for channel in CHANNELS}
         self._channels.update(self._standard_channels)
+        # So are the headers made of them alone (a role, perhaps a channel the
+        # format defines): `<|start|>user<|message|>` is no caller's text, and
+        # clear_caches keeps them as it keeps the roles.
+        for role in Role:
+            if role is Role.TOOL:
+                continue  # a tool's header is its name: always the caller's
+            for channel in (None, *CHANNELS):
+                header = Message(Author(role), [], channel=channel)
+                self._new_header((role, None, None, channel, None), header, None)
+        self._format_headers = dict(self._headers)
 
     def clear_caches(self) -> None:
         """Forget every cached encoding of text (the benchmark times cold renders so)."""
@@ -108,6 +125,7 @@ class Renderer:
         ):
             fields.clear()
         self._headers.clear()
+        self._headers.update(self._format_headers)
         self._channels.update(self._standard_channels)
 
     # -- encoding helpers -----------------------------------------------------
@@ -128,19 +146,24 @@ class Renderer:
         """Encode a message's text; short ones are cached (callers never mutate the ids)."""
         ids = self._texts.get(text) if type(text) is str else None
         if ids is None:
-            if type(text) is str and text:
-                try:
-                    ids = self._engine.encode_ordinary(text)
-                except (TypeError, UnicodeEncodeError):
-                    ids = self._text(text, index, path)  # raises the RenderError
-            else:
-                ids = self._text(text, index, path)
-            if len(text) <= _CACHED_TEXT_CHARS:
-                if self._texts_size >= _TEXT_CACHE_CHARS:
-                    self._texts.clear()
-                    self._texts_size = 0
-                self._texts[text] = ids
-                self._texts_size += len(text)
+            ids = self._new_message_text(text, index, path)
+        return ids
+
+    def _new_message_text(self, text: str, index: int | None, path: str) -> list[int]:
+        """Encode a message's text not in the cache, and cache it when short."""
+        if type(text) is str and text:
+            try:
+                ids = self._engine.encode_ordinary(text)
+            except (TypeError, UnicodeEncodeError):
+                ids = self._text(text, index, path)  # raises the RenderError
+        else:
+            ids = self._text(text, index, path)
+        if len(text) <= _CACHED_TEXT_CHARS:
+            if self._texts_size >= _TEXT_CACHE_CHARS:
+                self._texts.clear()
+                self._texts_size = 0
+            self._texts[text] = ids
+            self._texts_size += len(text)
         return ids
 
     def _piece(self, text: str, index: int | None, path: str) -> list[int]:
@@ -299,7 +322,7 @@ class Renderer:
             text = part.text
             ids = self._texts.get(text) if type(text) is str else None
             if ids is None:
-                ids = self._message_text(text, index, "content[0].text")
+                ids = self._new_message_text(text, index, "content[0].text")
             out += ids
         else:
             for j, part in enumerate(content):
@@ -371,6 +394,15 @@ class Renderer:
         index: int | None,
         j: int,
     ) -> list[int]:
+        fast = content_key(part, has_ft, typescript)
+        if fast is not None:
+            # Fields of the usual types: a tuple key (see content_key), already
+            # checked for depth.
+            key, schemas = fast
+            ids = self._contents.get(key)
+            if ids is None:
+                ids = self._encode_content(part, has_ft, typescript, index, j, key, schemas)
+            return ids
         raw = part.to_dict()
         try:
             try:
@@ -387,8 +419,8 @@ class Renderer:
                 message_index=index,
                 path=f"content[{j}]",
             ) from None
-        key = (part.TYPE, has_ft, typescript, value)
-        ids = None if value is None else self._contents.get(key)
+        json_key = (part.TYPE, has_ft, typescript, value)
+        ids = None if value is None else self._contents.get(json_key)
         if ids is None:
             # Checked on a cache miss only: a cached key was checked when it was stored.
             # Nesting cannot exceed the number of brackets in the JSON text.
@@ -401,25 +433,53 @@ class Renderer:
                     message_index=index,
                     path=_short_path(f"content[{j}]{deep}"),
                 )
-            to_ts = typescript_converter(typescript)
-            try:
-                if isinstance(part, SystemContent):
-                    text = system_text(part, has_ft, to_ts)
-                else:
-                    text = developer_text(part, to_ts)
-            except RenderError as exc:
-                # A converter's own error, with the path of the schema inside the content.
-                raise RenderError(
-                    exc.reason, message_index=index, path=_short_path(f"content[{j}]{exc.path}")
-                ) from None
-            except (TypeError, ValueError) as exc:
-                raise RenderError(
-                    f"cannot render tool schemas: {exc}", message_index=index, path=f"content[{j}]"
-                ) from None
-            ids = self._text(text, index, f"content[{j}]")
-            if len(self._contents) >= _CONTENT_CACHE_LIMIT:
-                self._contents.clear()
-            self._contents[key] = ids
+            ids = self._encode_content(part, has_ft, typescript, index, j, json_key, None)
+        return ids
+
+    def _encode_content(
+        self,
+        part: SystemContent | DeveloperContent,
+        has_ft: bool,
+        typescript: TypeScriptMode,
+        index: int | None,
+        j: int,
+        key: tuple[object, ...],
+        schemas: Schemas | None,
+    ) -> list[int]:
+        """Write and encode a content's text, and cache its ids under ``key``.
+
+        ``schemas`` holds the ``json.dumps`` texts of its tools' parameters, when
+        the key was made of them: the schema round trip parses those texts
+        instead of writing each schema again.
+        """
+        to_ts = typescript_converter(typescript)
+        if schemas:
+            convert = to_ts
+
+            def to_ts(parameters: Any) -> str:
+                known = schemas.get(id(parameters))
+                if known is not None and known[0] is parameters:
+                    return convert(RoundTripped(serde_parse(known[1], parameters)))
+                return convert(parameters)
+
+        try:
+            if isinstance(part, SystemContent):
+                text = system_text(part, has_ft, to_ts)
+            else:
+                text = developer_text(part, to_ts)
+        except RenderError as exc:
+            # A converter's own error, with the path of the schema inside the content.
+            raise RenderError(
+                exc.reason, message_index=index, path=_short_path(f"content[{j}]{exc.path}")
+            ) from None
+        except (TypeError, ValueError) as exc:
+            raise RenderError(
+                f"cannot render tool schemas: {exc}", message_index=index, path=f"content[{j}]"
+            ) from None
+        ids = self._text(text, index, f"content[{j}]")
+        if len(self._contents) >= _CONTENT_CACHE_LIMIT:
+            self._contents.clear()
+        self._contents[key] = ids
         return ids
 
     # -- conversations --------------------------------------------------------

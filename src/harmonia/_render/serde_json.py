@@ -34,9 +34,11 @@ from .._errors import InputError, InputTypeError
 __all__ = [
     "MAX_NESTING",
     "JsonValue",
+    "RoundTripped",
     "emit_serde_json",
     "format_f64",
     "parse_serde_number",
+    "serde_parse",
     "serde_roundtrip",
     "to_serde_json",
     "too_deep",
@@ -92,7 +94,11 @@ def serde_roundtrip(value: object, max_depth: int | None = None) -> JsonValue:
 
     >>> serde_roundtrip({1: "a", "1": "b", None: (1.5, 2**64)})
     {'1': 'b', 'null': [1.5, 1.8446744073709552e+19]}
+
+    A :class:`RoundTripped` value is returned as it is.
     """
+    if type(value) is RoundTripped:
+        return value.value
     if max_depth is None:
         # The C json module does the same round trip many times faster: json.dumps
         # writes exactly the text the reference hands to serde, and json.loads reads
@@ -112,6 +118,38 @@ def serde_roundtrip(value: object, max_depth: int | None = None) -> JsonValue:
 
 _CONTAINERS = (dict, list, tuple)
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class RoundTripped:
+    """A value :func:`serde_roundtrip` has already produced (it returns it as it is).
+
+    Lets a caller that parsed the JSON text itself hand the result to code that
+    round-trips its input, such as the TypeScript converters.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: JsonValue) -> None:
+        self.value = value
+
+
+def serde_parse(text: str, value: object) -> JsonValue:
+    """What ``serde_roundtrip(value)`` returns, given ``text == write_json(value)``.
+
+    The text is the one ``json.dumps`` writes and the reference hands to serde,
+    so parsing it with serde's number rules is the round trip without writing
+    the text again. Where the C parser would differ from serde (surrogate escapes,
+    NaN and Infinity) the value takes the exact way, which also raises serde's error.
+
+    >>> serde_parse(write_json({"a": 0.9641532750770685}), None)
+    {'a': 0.9641532750770684}
+    """
+    if "\\ud" not in text:
+        try:
+            return cast("JsonValue", _loads(text))
+        except _NotSerde:
+            pass
+    return serde_roundtrip(value)
 
 
 def too_deep(value: object, limit: int) -> str | None:
@@ -461,4 +499,16 @@ def _json_writer(ensure_ascii: bool, allow_nan: bool) -> Callable[[object], str]
 #: json.dumps(value) for values made of dicts, lists, strings, numbers, bools and None.
 write_json: Final = _json_writer(ensure_ascii=True, allow_nan=True)
 _dumps = _json_writer(ensure_ascii=False, allow_nan=False)
-_loads = json.JSONDecoder(parse_float=parse_serde_number, parse_int=_parse_int).decode
+
+
+class _NotSerde(Exception):
+    """A token serde_json refuses (NaN, Infinity)."""
+
+
+def _refuse_constant(name: str) -> object:
+    raise _NotSerde(name)
+
+
+_loads = json.JSONDecoder(
+    parse_float=parse_serde_number, parse_int=_parse_int, parse_constant=_refuse_constant
+).decode
