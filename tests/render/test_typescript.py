@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -277,11 +278,15 @@ _VALUES = st.recursive(
 )
 
 
-def _outcome(value: object, max_depth: int | None) -> tuple[str, str]:
+def _result(call: Callable[[], object]) -> tuple[str, str]:
     try:
-        return ("value", repr(serde_roundtrip(value, max_depth)))
+        return ("value", repr(call()))
     except (TypeError, ValueError) as exc:
         return (type(exc).__name__, str(exc))
+
+
+def _outcome(value: object, max_depth: int | None) -> tuple[str, str]:
+    return _result(lambda: serde_roundtrip(value, max_depth))
 
 
 @given(_VALUES)
@@ -292,14 +297,7 @@ def test_the_fast_round_trip_equals_the_exact_walk(value: object) -> None:
 
 
 def _parsed_outcome(value: object) -> tuple[str, str]:
-    try:
-        text = write_json(value)
-    except (TypeError, ValueError) as exc:
-        return (type(exc).__name__, str(exc))
-    try:
-        return ("value", repr(serde_parse(text, value)))
-    except (TypeError, ValueError) as exc:
-        return (type(exc).__name__, str(exc))
+    return _result(lambda: serde_parse(write_json(value), value))
 
 
 @given(_VALUES)
