@@ -58,6 +58,7 @@ _KEYWORDS: Mapping[str, int] = MappingProxyType(
         "$ref": _REF,
     }
 )
+_KEYWORD_KINDS = dict(_KEYWORDS)  # the quick pass's lookups (a proxy's get costs more)
 
 # A path is built only for an error: each pending schema carries its parent's
 # path and its own segment (a key, or a list index), a linked list ending in the
@@ -80,7 +81,7 @@ def check_schema(schema: object, path: str) -> None:
 
 def _looks_valid(schema: object) -> bool:
     """True if ``schema`` passes every check of :func:`_check_with_paths` (no paths kept)."""
-    keywords = _KEYWORDS
+    keywords = _KEYWORD_KINDS
     stack = [schema]
     pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
@@ -109,6 +110,16 @@ def _looks_valid(schema: object) -> bool:
                 if not isinstance(value, list):
                     return False
                 extend(value)
+            elif kind == _REQUIRED:
+                # Inline, as for "type": these two are in most object schemas.
+                if not isinstance(value, list):
+                    return False
+                for name in value:
+                    if not isinstance(name, str):
+                        return False
+            elif kind == _ENUM:
+                if not isinstance(value, list):
+                    return False
             elif not _valid_value(kind, value):
                 return False
     return True

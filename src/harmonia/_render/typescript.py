@@ -62,7 +62,7 @@ def _render(schema: JsonValue, indent: str) -> str:
     """TS(schema, indent): the first keyword that yields a rendering wins."""
     if not isinstance(schema, dict):
         return "any"  # `true`, `"string"`, numbers...: nothing to look at
-    for keyword, handler in _KEYWORD_HANDLERS.items():
+    for keyword, handler in _KEYWORD_ORDER:
         if keyword in schema:
             rendered = handler(schema[keyword], schema, indent)
             if rendered is not None:
@@ -96,7 +96,7 @@ def _keyword_type(type_value: JsonValue, schema: Schema, indent: str) -> str | N
     if isinstance(type_value, list):
         return _type_list(type_value)
     if isinstance(type_value, str):
-        return _TYPE_HANDLERS.get(type_value, _type_unknown)(schema, indent)
+        return _type_handler(type_value, _type_unknown)(schema, indent)
     return None  # e.g. `"type": 5`
 
 
@@ -111,6 +111,8 @@ def _type_list(names: list[JsonValue]) -> str | None:
 _KEYWORD_HANDLERS: Mapping[str, KeywordHandler] = MappingProxyType(
     {"oneOf": _keyword_one_of, "type": _keyword_type}
 )
+# The table as _render walks it (a tuple iterates faster than a mapping proxy).
+_KEYWORD_ORDER: tuple[tuple[str, KeywordHandler], ...] = tuple(_KEYWORD_HANDLERS.items())
 
 
 # --------------------------------------------------------------------------
@@ -173,6 +175,8 @@ _TYPE_HANDLERS: Mapping[str, TypeHandler] = MappingProxyType(
         "object": _type_object,
     }
 )
+# The proxy's get goes through a wrapper; its dict's own does not.
+_type_handler: Callable[[str, TypeHandler], TypeHandler] = dict(_TYPE_HANDLERS).get
 
 
 # --------------------------------------------------------------------------
@@ -192,6 +196,12 @@ def _property(key: str, value: JsonValue, required: bool, indent: str) -> str:
 
 def _property_header(prop: Schema, indent: str) -> str:
     """Title, description and examples comments above a property line."""
+    if "title" not in prop and "examples" not in prop:
+        # The usual property: at most a description (see below).
+        description = prop.get("description")
+        if "oneOf" not in prop and isinstance(description, str):
+            return f"{indent}// {description}\n"
+        return ""
     out = []
     title = prop.get("title")
     if isinstance(title, str):
