@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +24,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serve_support import MODEL, Server, orphan_record, redis_server
+from serve_support import MODEL, Server, free_port, orphan_record, redis_server
 
 from harmonia import InputError
 from harmonia.serve import ServerConfig, StoredResponse, open_store, tenant_id
@@ -28,6 +32,7 @@ from harmonia.serve import ServerConfig, StoredResponse, open_store, tenant_id
 KEY_A = "sk-tenant-a-7f3e0c5d"
 KEY_B = "sk-tenant-b-91c2aa40"
 STORES = ("memory", "sqlite", "redis")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +287,56 @@ def test_a_redis_record_of_an_older_version_is_the_single_tenants(redis_url):
 
     single, keyed = asyncio.run(run())
     assert single == legacy and keyed is None
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp* write them) listening on ``port``."""
+    found = set()
+    for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")):
+        if table.exists():
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                address, hex_port = fields[1].split(":")
+                if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                    found.add(address)
+    return found
+
+
+def test_the_cli_binds_loopback_and_logs_no_key_even_at_debug(tmp_path):
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc/net/tcp to read the bound address from (not Linux)")
+    port = free_port()
+    store = tmp_path / "cli.sqlite3"
+    env = {**os.environ, "PYTHONPATH": SRC, "HARMONIA_API_KEYS": f"{KEY_A},{KEY_B}"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harmonia.serve._cli", "--engine", "scripted", "--port",
+         str(port), "--store", f"sqlite:{store}", "--model", "m", "--log-level", "debug",
+         "--no-warmup"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, "the server did not start"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert _listening(port) == {"0100007F"}  # 127.0.0.1 only, no --host given
+        a = openai.OpenAI(base_url=base, api_key=KEY_A, max_retries=0, timeout=20)
+        rid = a.responses.create(model="m", input="Hi").id
+        for key, status in ((KEY_B, 404), ("sk-not-a-key", 401), (KEY_A, 200)):
+            answer = httpx.get(
+                f"{base}/responses/{rid}", headers={"Authorization": f"Bearer {key}"}
+            )
+            assert answer.status_code == status
+    finally:
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=20)
+    assert process.returncode == 0, output
+    assert " DEBUG " in output  # the most the server logs
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("cli.sqlite3*"))
+    for key in (KEY_A, KEY_B):
+        assert key not in output and key.encode() not in stored
