@@ -27,7 +27,8 @@ import pytest
 from serve_support import MODEL, Server, free_port, orphan_record, redis_server
 
 from harmonia import InputError
-from harmonia.serve import ServerConfig, StoredResponse, open_store, tenant_id
+from harmonia.engines import ScriptedEngine
+from harmonia.serve import ServerConfig, StoredResponse, create_app, open_store, tenant_id
 
 KEY_A = "sk-tenant-a-7f3e0c5d"
 KEY_B = "sk-tenant-b-91c2aa40"
@@ -99,6 +100,21 @@ def test_each_store_keeps_records_and_cancels_to_their_tenant(store_spec):
         await store.aclose()
 
     asyncio.run(run())
+
+
+def test_a_store_that_takes_no_tenant_is_refused_at_start():
+    class OldStore:  # a custom store written before tenancy
+        async def put(self, record: StoredResponse) -> None: ...
+        async def get(self, response_id: str) -> StoredResponse | None: ...
+        async def delete(self, response_id: str) -> bool: ...
+        async def request_cancel(self, response_id: str) -> None: ...
+        async def cancel_requests(self, response_ids: Any) -> set[str]: ...
+        async def aclose(self) -> None: ...
+
+    engine = ScriptedEngine(lambda prompt: None)
+    with pytest.raises(InputError, match="OldStore.get takes no tenant"):
+        create_app(engine, ServerConfig(store="none"), store=OldStore())
+    create_app(engine, ServerConfig(store="none"), store=open_store("memory"))
 
 
 def _call(server: Server, key: str, method: str, path: str, **kwargs: Any) -> httpx.Response:

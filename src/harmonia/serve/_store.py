@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import inspect
 import json
 import sqlite3
 import threading
@@ -304,6 +305,21 @@ class SqliteStore:
     async def aclose(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def check_tenancy(store: ResponseStore) -> None:
+    """Refuse a store whose lookups take no ``tenant`` (written before tenancy).
+
+    Such a store would fail at the first lookup; said at start-up instead.
+    """
+    for name in ("get", "delete", "request_cancel"):
+        method = getattr(store, name, None)
+        if method is None or "tenant" not in inspect.signature(method).parameters:
+            raise InputError(
+                f"{type(store).__name__}.{name} takes no tenant: a ResponseStore's get, delete "
+                "and request_cancel take (response_id, tenant) and answer only that tenant's "
+                "records (see docs/serve.md, Tenants)"
+            )
 
 
 def open_store(spec: str, memory_capacity: int = 1000) -> ResponseStore | None:
