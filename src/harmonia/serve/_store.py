@@ -7,7 +7,7 @@ exactly the ids of the earlier turn. Next to the records the store keeps
 response to cancel it.
 
 Every record belongs to a *tenant*: the API key that made it, kept as
-:func:`tenant_id` (a slow keyed hash of the key, never the key), or ``""``
+:func:`tenant_id` (a slow salted hash of the key, never the key), or ``""``
 when the server has no API keys. Each lookup names its tenant, and another
 tenant's record answers exactly as a missing one does.
 """
@@ -38,7 +38,7 @@ _TENANT_ROUNDS = 200_000
 
 
 def tenant_id(api_key: str) -> str:
-    """The tenant an API key's responses belong to: a slow keyed hash of the key.
+    """The tenant an API key's responses belong to: a slow salted hash of the key.
 
     The same on every replica and across restarts (no secret to share), so a
     store shared by replicas keeps working; the key itself never reaches the
