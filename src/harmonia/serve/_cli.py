@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from harmonia import HarmonyError, InputError
+from harmonia._errors import install_hint
 
 from .._names import COT_POLICY_NAMES
 from ..engines import Engine, Script, ScriptedEngine
@@ -290,8 +291,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from ._app import create_app
     except ImportError as exc:
         raise InputError(
-            f"harmonia serve needs the serve extra ({exc.name} is missing): "
-            "pip install 'harmonia[serve]'"
+            f"harmonia serve needs the serve extra ({exc.name} is missing): {install_hint('serve')}"
         ) from None
 
     logging.basicConfig(
