@@ -20,8 +20,10 @@ from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
+from .._files import atomic_file, refuse_existing
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
+from .._options import add_force, add_progress, progress_on_terminal
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
@@ -156,11 +158,14 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
+    if args.html:
+        refuse_existing(args.html, args.force)
     enc = _encoding()
     tokens, expected = read_tokens(args.file, enc, text=args.text, ids=args.ids)
     role, tokens = completion_role(args.role, tokens)
-    if args.progress if args.progress is not None else sys.stderr.isatty():
-        tokens = progress(tokens, expected, f"harmonia {args.command}")
+    redraw = progress_on_terminal(args.progress, sys.stderr)
+    if redraw is not None:
+        tokens = progress(tokens, expected, f"harmonia {args.command}", redraw=redraw)
     totals = Totals()
     events = walk(enc, tokens, role, totals)
     if not args.html:
@@ -174,7 +179,7 @@ def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
             f"{expected * PAGE_BYTES_PER_TOKEN / 1e6:,.0f} MB, more than browsers open "
             "comfortably; the terminal view (without --html) or a part of the input reads better",
         )
-    with open(args.html, "w", encoding="utf-8") as f:
+    with atomic_file(args.html) as f:  # a page appears whole or not at all
         write_html(events, totals, f, title=f"harmony tokens: {args.file}")
     out.write(f"wrote {args.html}\n")
     return 0
@@ -321,12 +326,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="colour the terminal view (auto: when stdout is a terminal)",
     )
     inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
-    inspect.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="report progress on stderr (default: when stderr is a terminal)",
-    )
+    add_progress(inspect)
+    add_force(inspect, "the --html page")
     inspect.set_defaults(func=_cmd_inspect)
 
     # The apps' commands: each module adds its own and imports its extras only when run.
@@ -342,25 +343,53 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_words(args: argparse.Namespace) -> str:
+    """``harmonia data build``: the words of the command that ran, for its messages."""
+    words = ["harmonia", args.command]
+    for attribute in ("data_command", "tools_command", "tools_tool"):
+        word = getattr(args, attribute, None)
+        if word:
+            words.append(word)
+    return " ".join(words)
+
+
+#: The exit status after Ctrl-C (SIGINT), as shells report a process it ended.
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
+    try:
+        return _main(argv, stdout)
+    except KeyboardInterrupt:  # before a command started (while importing)
+        print("harmonia: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
     out = stdout if stdout is not None else sys.stdout
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
+    words = command_words(args)
     try:
         return int(args.func(args, out))
     except HarmonyError as exc:
-        _note(args, str(exc).replace("\n", " "))
+        print(f"{words}: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # One line, no traceback; what was being written was never renamed into place.
+        hint = getattr(args, "on_interrupt", None)
+        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as cat does, and keep
         # Python from failing again when it flushes stdout at exit.
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except OSError as exc:  # writing an output file
-        _note(args, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+    except OSError as exc:  # reading an input or writing an output
+        print(f"{words}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1

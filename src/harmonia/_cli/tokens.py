@@ -158,13 +158,15 @@ def completion_role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Ite
     return role, itertools.chain(head, it)
 
 
-def progress(tokens: Iterable[int], expected: int | None, label: str) -> Iterator[int]:
+def progress(
+    tokens: Iterable[int], expected: int | None, label: str, *, redraw: bool | None = None
+) -> Iterator[int]:
     """``tokens``, reporting on stderr about once a second how many have gone by.
 
-    On a terminal the report is one line rewritten in place; elsewhere (a log)
-    each report is a line of its own.
+    ``redraw``: the report is one line rewritten in place (the default on a
+    terminal); otherwise (a log) each report is a line of its own.
     """
-    tty = sys.stderr.isatty()
+    tty = sys.stderr.isatty() if redraw is None else redraw
     started = last = time.monotonic()
     for count, token in enumerate(tokens, 1):
         yield token

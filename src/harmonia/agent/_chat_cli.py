@@ -26,6 +26,8 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
+from harmonia._files import refuse_existing, write_text
+from harmonia._options import add_force
 from harmonia.engines import SamplingParams
 
 from ._agent import Agent
@@ -44,7 +46,7 @@ _EXAMPLES = """examples:
   harmonia chat --engine transformers --model ./gpt-oss-20b --device cuda
 
 exit status: 0 success; 1 an input or the engine failed (one line says what to check);
-2 a usage error"""
+2 a usage error; 130 interrupted (Ctrl-C at the prompt; during an answer it stops the answer)"""
 
 
 def add_subcommand(
@@ -96,7 +98,13 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
     )
     talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
-    talk.add_argument("--save", metavar="FILE", help="save the conversation after each answer")
+    talk.add_argument(
+        "--save",
+        metavar="FILE",
+        help="save the conversation after each answer (an existing file only with --force, "
+        "or when it is the --load file)",
+    )
+    add_force(talk, "the --save file")
     talk.add_argument(
         "--color",
         choices=("auto", "always", "never"),
@@ -131,16 +139,19 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         print("harmonia chat: --json needs --prompt (one message, one answer)", file=sys.stderr)
         return 2
     try:
+        if args.save and not (args.load and Path(args.load).resolve() == Path(args.save).resolve()):
+            refuse_existing(args.save, args.force)
         return asyncio.run(_session(args, out))
     except HarmonyError as exc:
         print(f"harmonia chat: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
+    except OSError as exc:  # a missing --load file is a refused input, as everywhere
         print(f"harmonia chat: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat
         print(file=out)
-        return 0
+        print("harmonia chat: interrupted", file=sys.stderr)
+        return 130
 
 
 async def _session(args: argparse.Namespace, out: TextIO) -> int:
@@ -234,8 +245,8 @@ def _with_user(conversation: Conversation, text: str) -> Conversation:
 
 
 def _save(args: argparse.Namespace, conversation: Conversation) -> None:
-    if args.save:
-        Path(args.save).write_text(conversation.to_json() + "\n", encoding="utf-8")
+    if args.save:  # whole or not at all: Ctrl-C mid-write keeps the last save
+        write_text(args.save, conversation.to_json() + "\n")
 
 
 def view_banner(view: TerminalView, banner: str) -> str:
