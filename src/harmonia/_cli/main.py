@@ -27,6 +27,8 @@ from .._options import add_force, add_progress, progress_on_terminal
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
+from .._render.schema_check import check_schema
+from .._tokenizer.special_tokens import STOP_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
 from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
 from .io import FORMAT_NAMES, INPUT_FORMATS, describe, detect_format, load_conversation, read_json
@@ -102,6 +104,8 @@ def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
         namespace = ToolNamespaceConfig(args.namespace, None, [t for t in tools if t is not None])
         text = tools_section({namespace.name: namespace}, convert).split("\n\n", 1)[1]
     elif isinstance(data, dict):
+        # The renderer's check first: a schema it refuses is not shown as ``any``.
+        check_schema(data, "")
         text = convert(data)
     else:
         raise InputError(
@@ -127,18 +131,32 @@ def _explain(exc: ParseError, enc: HarmonyEncoding) -> str:
         hints.append(f"id {exc.token} is out of range (o200k_harmony ids are 0..{vocabulary - 1})")
     if exc.token_index == 0 and exc.state == StreamState.EXPECT_START.value:
         hints.append("if the input is model output after <|start|>assistant, use --role assistant")
-    hints.append("--lenient recovers and lists what it repaired")
-    return f"{exc.reason} {where}; {'; '.join(hints)}"
+    # The library's advice names its keyword; on the command line it is a flag.
+    reason = exc.reason.replace("strict=False", "--lenient")
+    if "--lenient" not in reason:
+        hints.append("--lenient recovers and lists what it repaired")
+    return f"{reason} {where}; {'; '.join(hints)}"
 
 
 def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids)
-    role, tokens = completion_role(args.role, tokens)
+    read, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids, strict=not args.lenient)
+    role, read = completion_role(args.role, read)
+    tokens = list(read)
     try:
         result = parse_completion(enc, tokens, role, strict=not args.lenient)
     except ParseError as exc:
         raise InputError(_explain(exc, enc)) from None
+    if not args.lenient and result.messages and tokens and tokens[-1] not in STOP_TOKENS:
+        # Strict parsing returns a completion cut off inside a message as it is (as
+        # the reference does); say so, since a truncated tool call is not a call.
+        last = result.messages[-1]
+        what = f"a tool call to {last.recipient}" if last.recipient else "the last message"
+        _note(
+            args,
+            f"the input ends inside a message (no <|end|>, <|call|> or <|return|>): {what} "
+            "is truncated; --lenient lists it as a 'truncated' diagnostic",
+        )
     payload = {
         "messages": [m.to_dict() for m in result.messages],
         "diagnostics": [
