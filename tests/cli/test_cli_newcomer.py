@@ -83,3 +83,61 @@ def test_a_chat_user_message_without_content_is_refused() -> None:
         assert result.returncode == 1
         assert "a user message needs content" in result.stderr
         assert "messages[0].content" in result.stderr
+
+
+def _run_without(module: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``harmonia argv`` in a Python where ``module`` cannot be imported."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        "from harmonia._cli.main import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        timeout=300,
+    )
+
+
+def test_serve_mcp_without_its_extra_says_how_to_install_it() -> None:
+    from harmonia._errors import install_hint
+
+    result = _run_without("mcp", "tools", "serve-mcp", "browser", "--corpus", ".")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "harmonia tools serve-mcp: harmonia tools serve-mcp needs the mcp extra "
+        f"(mcp is missing): {install_hint('mcp')}"
+    )
+
+
+def test_the_version_and_the_format_commands_do_not_load_the_apps() -> None:
+    # What `harmonia --version` costs is what it imports: not agent, training or serve.
+    code = (
+        "import sys\n"
+        "from harmonia._cli.main import main\n"
+        "main(sys.argv[1:])\n"
+        "apps = ('harmonia.agent', 'harmonia.training', 'harmonia.serve', 'harmonia.tools')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(apps)))\n"
+    )
+    for argv in (["--version"], ["--help"], ["schema", "-"]):
+        result = subprocess.run(
+            [sys.executable, "-c", code, *argv],
+            input='{"type": "string"}',
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+            timeout=300,
+        )
+        assert result.stdout.splitlines()[-1] == "[]", (argv, result.stdout, result.stderr)
+    # Each app's command still loads its own module, and only that one.
+    result = subprocess.run(
+        [sys.executable, "-c", code, "data", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        timeout=300,
+    )
+    loaded = result.stdout.splitlines()[-1]
+    assert "harmonia.training._cli" in loaded and "harmonia.serve" not in loaded

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
@@ -255,7 +256,8 @@ def _version() -> str:
     return f"harmonia {harmonia.__version__}"
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``chosen``: the command about to run (``None``: every command in full)."""
     parser = argparse.ArgumentParser(
         prog="harmonia",
         description="Render and parse the harmony format of gpt-oss.",
@@ -348,17 +350,32 @@ def _build_parser() -> argparse.ArgumentParser:
     add_force(inspect, "the --html page")
     inspect.set_defaults(func=_cmd_inspect)
 
-    # The apps' commands: each module adds its own and imports its extras only when run.
-    from ..agent._chat_cli import add_subcommand as add_chat_command
-    from ..serve._cli import add_subcommand as add_serve_command
-    from ..tools.mcp._cli import add_subcommand as add_tools_command
-    from ..training._cli import add_subcommand as add_data_command
-
-    add_chat_command(sub, _HelpFormatter)
-    add_serve_command(sub, _HelpFormatter)
-    add_tools_command(sub, _HelpFormatter)
-    add_data_command(sub, _HelpFormatter)
+    # The apps' commands: each module adds its own and imports its extras only when
+    # run. Only the command being run is imported (agent, serve and training take
+    # about a second to import); the others get a placeholder with their help line.
+    for name, (module, help) in _APPS.items():
+        if chosen in (None, name):
+            importlib.import_module(module, __package__).add_subcommand(sub, _HelpFormatter)
+        else:
+            sub.add_parser(name, help=help, add_help=False)
     return parser
+
+
+#: The apps' commands: the module that adds each, and its line in ``harmonia --help``.
+_APPS: Final = {
+    "chat": ("..agent._chat_cli", "chat with gpt-oss in the terminal, with tools"),
+    "serve": (
+        "..serve._cli",
+        "an OpenAI-compatible HTTP server (Chat Completions, Responses) over an engine",
+    ),
+    "tools": ("..tools.mcp._cli", "run harmonia's built-in tools outside an agent loop"),
+    "data": ("..training._cli", "training data: validate, build, stats, inspect, pack, export"),
+}
+
+
+def _chosen_command(argv: Sequence[str]) -> str:
+    """The command word of ``argv`` (the first that is not an option), or ``""``."""
+    return next((word for word in argv if not word.startswith("-")), "")
 
 
 def command_words(args: argparse.Namespace) -> str:
@@ -386,9 +403,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 
 def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
     out = stdout if stdout is not None else sys.stdout
-    parser = _build_parser()
+    words_in = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(_chosen_command(words_in))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words_in)
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
     words = command_words(args)

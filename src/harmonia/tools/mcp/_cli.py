@@ -16,6 +16,7 @@ import asyncio
 from typing import Any, TextIO
 
 from ... import InputError, ToolNamespaceConfig
+from ..._errors import install_hint
 from .._base import Tool
 
 DEFAULT_PORT = 8001
@@ -77,7 +78,15 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Build the runtime factory the arguments describe and serve it until interrupted."""
-    from ._server import McpToolServer
+    try:
+        import mcp  # noqa: F401
+
+        from ._server import McpToolServer
+    except ImportError as exc:
+        raise InputError(
+            f"harmonia tools serve-mcp needs the mcp extra ({exc.name or exc} is missing): "
+            f"{install_hint('mcp')}"
+        ) from None
 
     factory, config = _factory(args)
     server = McpToolServer(factory, config=config)
