@@ -31,7 +31,7 @@ from harmonia._options import add_force
 from harmonia.engines import SamplingParams
 
 from ._agent import Agent
-from ._chat_setup import DEFAULT_URLS, ENGINES, build_engine, build_toolbox
+from ._chat_setup import DEFAULT_URLS, ENGINES, RANDOM_MAX_TOKENS, build_engine, build_toolbox
 from ._chat_ui import TerminalView, use_color
 from ._conversation import new_conversation
 from ._events import AgentResult, StopReason
@@ -44,6 +44,7 @@ _EXAMPLES = """examples:
   harmonia chat --engine vllm --url http://127.0.0.1:8000 --browser docs/ --python
   harmonia chat --engine llama.cpp --url http://127.0.0.1:8080 --prompt "Hi" --json
   harmonia chat --engine transformers --model ./gpt-oss-20b --device cuda
+  harmonia chat --engine random --prompt "Hi"   no model: random weights, real format
 
 exit status: 0 success; 1 an input or the engine failed (one line says what to check);
 2 a usage error; 130 interrupted (Ctrl-C at the prompt; during an answer it stops the answer)"""
@@ -158,13 +159,17 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
     enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
     box, browser = build_toolbox(args)
     engine, banner = build_engine(args, enc)
+    max_tokens = args.max_tokens
+    if args.engine == "random" and max_tokens == DEFAULT_MAX_TOKENS:
+        max_tokens = RANDOM_MAX_TOKENS
     agent = Agent(
         engine,
         box,
         encoding=enc,
         params=SamplingParams(temperature=args.temperature),
-        limits=AgentLimits(max_steps=args.max_steps, max_tokens=args.max_tokens),
-        constraint=args.constrain,
+        limits=AgentLimits(max_steps=args.max_steps, max_tokens=max_tokens),
+        # Random weights write well-formed turns only under the harmony constraint.
+        constraint=args.constrain or args.engine == "random",
     )
     if args.load:
         conversation = Conversation.from_json(Path(args.load).read_text(encoding="utf-8"))

@@ -74,6 +74,9 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
         help="run kernels without the sandbox where bubblewrap cannot start (unsafe)",
     )
     serve.set_defaults(func=run)
+    from .._shell import add_commands
+
+    add_commands(tools_sub, formatter_class)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
