@@ -75,7 +75,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
             f"server address (vllm: {DEFAULT_URLS['vllm']}, llama.cpp: {DEFAULT_URLS['llama.cpp']})"
         ),
     )
-    engine.add_argument("--model", help="vllm: the served model's name; transformers: its folder")
+    engine.add_argument(
+        "--model",
+        "--engine-model",
+        "--model-path",
+        dest="model",
+        help="vllm: the served model's name; transformers: its folder or hub id "
+        "(--engine-model and --model-path are serve's words for the same)",
+    )
     engine.add_argument("--device", default="cpu", help="transformers: cpu, cuda, ...")
     engine.add_argument("--dtype", help="transformers: float32, bfloat16, ... (default: float32)")
     engine.add_argument("--script", help="scripted: a JSON list of completions to replay")
@@ -83,7 +90,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
     )
     tools = p.add_argument_group("tools")
-    tools.add_argument("--browser", metavar="DIR|exa", help="a local corpus folder, or exa (web)")
+    tools.add_argument(
+        "--browser",
+        metavar="DIR|exa|you",
+        help="a local corpus folder, or web search: exa (EXA_API_KEY) or you (YDC_API_KEY)",
+    )
     tools.add_argument("--python", action="store_true", help="the sandboxed python tool")
     tools.add_argument("--functions", metavar="MODULE", help="@function_tool functions to offer")
     talk = p.add_argument_group("conversation")

@@ -104,18 +104,20 @@ def build_toolbox(args: argparse.Namespace) -> tuple[Toolbox, Any]:
     box = Toolbox()
     browser = None
     if args.browser:
-        from harmonia.tools.browser import BrowserTool, ExaBackend, LocalCorpusBackend
+        from harmonia.tools._shell import browser_backend
+        from harmonia.tools.browser import BrowserTool
 
-        if args.browser == "exa":
-            backend: Any = ExaBackend()  # the key comes from EXA_API_KEY
+        # The same words as serve's --browser: a folder, exa (EXA_API_KEY) or you (YDC_API_KEY).
+        if args.browser in ("exa", "you"):
+            backend: Any = browser_backend(None, args.browser)
         else:
             folder = Path(args.browser)
             if not folder.is_dir():
                 raise InputError(
                     f"--browser {args.browser}: no such folder; give a folder of Markdown, "
-                    "text or HTML files, or 'exa' for web search"
+                    "text or HTML files, or exa or you for web search"
                 )
-            backend = LocalCorpusBackend(folder)
+            backend = browser_backend(str(folder), None)
         browser = BrowserTool(backend)
         box.add(browser)
     if args.python:

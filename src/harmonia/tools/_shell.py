@@ -20,30 +20,37 @@ from ._base import Tool, ToolCall, ToolOutput
 
 def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     """Add ``browser`` and ``python`` to ``harmonia tools``'s subcommands."""
+    examples = (
+        "examples:\n"
+        "  harmonia tools browser search 'lunar day' --corpus docs/\n"
+        "  harmonia tools browser open docs/tides.md --corpus docs/ --loc 10\n"
+        "  harmonia tools browser find moon --url docs/tides.md --corpus docs/\n"
+        "  harmonia tools browser search 'gpt-oss' --web exa    # EXA_API_KEY\n\n"
+        "exit status: 0 success; 1 the call failed (one line on stderr says why); "
+        "2 a usage error"
+    )
     browser = tools_sub.add_parser(
         "browser",
         help="one browser call: search, open or find, over a folder or the web",
         description="One call of the built-in browser tool; prints what the model would read.",
-        epilog=(
-            "examples:\n"
-            "  harmonia tools browser search 'lunar day' --corpus docs/\n"
-            "  harmonia tools browser open docs/tides.md --corpus docs/ --loc 10\n"
-            "  harmonia tools browser find moon --url docs/tides.md --corpus docs/\n"
-            "  harmonia tools browser search 'gpt-oss' --web exa    # EXA_API_KEY"
-        ),
+        epilog=examples,
         formatter_class=formatter_class,
     )
     calls = browser.add_subparsers(
         dest="tools_tool", required=True, metavar="CALL", help="the browser function"
     )
-    search = calls.add_parser("search", help="search and show the results page")
+    search = calls.add_parser("search", help="search and show the results page", epilog=examples)
     search.add_argument("query", help="what to search for")
     search.add_argument("--topn", type=int, default=10, help="results to show")
-    opened = calls.add_parser("open", help="open a URL (or a file of the corpus) and show it")
+    opened = calls.add_parser(
+        "open", help="open a URL (or a file of the corpus) and show it", epilog=examples
+    )
     opened.add_argument("url", help="a URL, or a corpus file's path")
     opened.add_argument("--loc", type=int, default=-1, help="the first line to show")
     opened.add_argument("--num-lines", type=int, default=-1, help="lines to show")
-    find = calls.add_parser("find", help="open --url and show the lines with a pattern")
+    find = calls.add_parser(
+        "find", help="open --url and show the lines with a pattern", epilog=examples
+    )
     find.add_argument("pattern", help="the text to find (case-insensitive)")
     find.add_argument("--url", required=True, help="the page to search in")
     for parser in (search, opened, find):
@@ -57,6 +64,7 @@ def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         description="One call of the built-in python tool (a Jupyter kernel in bubblewrap).",
         epilog=(
             "examples:\n  harmonia tools python 'print(6 * 7)'\n  harmonia tools python - < s.py"
+            "\n\nexit status: 0 success; 1 the call failed; 2 a usage error"
         ),
         formatter_class=formatter_class,
     )
