@@ -33,7 +33,7 @@ def test_chat_with_the_random_engine_runs_the_real_decode_path() -> None:
 
 
 def test_without_torch_the_random_engine_says_how_to_install_it() -> None:
-    from harmonia._errors import install_hint
+    from harmonia._errors import _install_hint as install_hint  # uncached: this cwd
 
     code = (
         "import sys; sys.modules['torch'] = None\n"
