@@ -29,6 +29,7 @@ ROOT = "harmonia"
 #: the module of that name and everything below it. Blocks of one layer are siblings.
 LAYERS: Sequence[Mapping[str, Sequence[str]]] = (
     {"base": ("harmonia._errors", "harmonia._names", "harmonia._enums")},
+    {"files": ("harmonia._files", "harmonia._options")},
     {"tokenizer": ("harmonia._tokenizer",)},
     {"model": ("harmonia._builtin_tools", "harmonia._content", "harmonia._message")},
     {

@@ -154,3 +154,63 @@ class EngineError(HarmonyError):
 
 class SandboxUnavailableError(ToolError):
     """The python tool's sandbox cannot start here; the message says why and how to fix it."""
+
+
+#: The hint of each extra, worked out once per process (see :func:`install_hint`).
+_HINTS: dict[str, str] = {}
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs harmonia's ``extra`` from where this harmonia came from.
+
+    harmonia is not on the package index, so ``pip install 'harmonia[serve]'``
+    cannot work. From a checkout (an editable install, or ``src`` on the path)
+    the hint is ``pip install -e '<checkout>[serve]'`` (``'.[serve]'`` in the
+    checkout itself); from a wheel or a folder installed by path,
+    ``pip install '<that path>[serve]'``; otherwise the extra's own requirements,
+    which pip installs into any environment. Every error and doc names an extra
+    through this function, so a hint never names a command that cannot work.
+    """
+    hint = _HINTS.get(extra)
+    if hint is None:
+        hint = _HINTS[extra] = _install_hint(extra)
+    return hint
+
+
+def _install_hint(extra: str, here: str = __file__) -> str:
+    """The hint for ``extra`` when this module's file is ``here``."""
+    import shlex
+    from pathlib import Path
+
+    def target(path: Path) -> str:
+        try:
+            shown = "." if path.resolve() == Path.cwd().resolve() else str(path)
+        except OSError:
+            shown = str(path)
+        return shlex.quote(f"{shown}[{extra}]")
+
+    # A checkout: the package sits in <root>/src/harmonia next to pyproject.toml.
+    root = Path(here).resolve().parent.parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "src" / "harmonia").is_dir():
+        return f"pip install -e {target(root)}"
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        dist = metadata.distribution("harmonia")
+    except metadata.PackageNotFoundError:
+        return f"install harmonia's {extra!r} extra (pyproject.toml lists it)"
+    try:  # PEP 610: where pip installed it from
+        url = str(json.loads(dist.read_text("direct_url.json") or "{}").get("url", ""))
+    except ValueError:
+        url = ""
+    if url.startswith("file://"):
+        return f"pip install {target(Path(unquote(urlparse(url).path)))}"
+    marker = f'extra == "{extra}"'
+    wanted = [
+        req.split(";")[0].strip() for req in dist.requires or [] if marker in req.replace("'", '"')
+    ]
+    if not wanted:
+        return f"install harmonia's {extra!r} extra (pyproject.toml lists it)"
+    return "pip install " + " ".join(shlex.quote(w) for w in wanted)

@@ -124,7 +124,11 @@ def test_progress_when_asked(
     page = str(tmp_path / "c.html")
     assert main(["inspect", str(path), "--html", page], stdout=io.StringIO()) == 0
     assert capsys.readouterr().err == ""  # stderr is not a terminal here
-    assert main(["inspect", str(path), "--html", page, "--progress"], stdout=io.StringIO()) == 0
+    # The page exists now: --force replaces it (without it the command refuses).
+    assert main(["inspect", str(path), "--html", page], stdout=io.StringIO()) == 1
+    assert "--force replaces it" in capsys.readouterr().err
+    again = ["inspect", str(path), "--html", page, "--force", "--progress", "lines"]
+    assert main(again, stdout=io.StringIO()) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines and lines[0].startswith("harmonia inspect: 65,536 tokens (")
     assert lines[0].endswith("%), 5 s")
@@ -142,7 +146,8 @@ def test_a_huge_page_is_announced(
     assert main(["inspect", str(path), "--html", str(page)], stdout=io.StringIO()) == 0
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(main_module, "HUGE_PAGE", 10_000)
-    assert main(["inspect", str(path), "--html", str(page)], stdout=io.StringIO()) == 0
+    again = ["inspect", str(path), "--html", str(page), "--force"]
+    assert main(again, stdout=io.StringIO()) == 0
     [line] = capsys.readouterr().err.splitlines()
     estimate = 100 * len(ids)
     assert line.startswith(f"harmonia inspect: about {estimate:,} tokens: the page will be about")

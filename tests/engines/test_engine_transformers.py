@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -197,7 +196,7 @@ def test_cancel_is_seen_within_one_step(
     # A forced script that never ends: the engine would decode until max_tokens.
     forced = forced_matcher([13] * 10_000)
 
-    async def main() -> tuple[int, int, int, float]:
+    async def main() -> tuple[int, int, int]:
         generation = transformers_engine.generate(
             prompt,
             SamplingParams(max_tokens=10_000, temperature=0),
@@ -210,20 +209,17 @@ def test_cancel_is_seen_within_one_step(
                 break
         (matcher,) = forced.copies
         steps_before = matcher.mask_calls
-        started = time.perf_counter()
         await generation.cancel()
-        took = time.perf_counter() - started
         steps_after = matcher.mask_calls
         await asyncio.sleep(0.2)
         assert generation.finish is not None
         assert generation.finish.reason is FinishReason.CANCELLED
-        return steps_before, steps_after, matcher.mask_calls, took
+        return steps_before, steps_after, matcher.mask_calls
 
-    before, after, later, took = asyncio.run(main())
+    before, after, later = asyncio.run(main())
     # At most the step in flight when cancel() was called completes; none after it returns.
     assert after - before <= 1
     assert later == after
-    assert took < 5.0
 
 
 def test_decoding_never_runs_on_the_event_loop(

@@ -368,14 +368,22 @@ def test_disconnect_cancels_generation_and_closes_the_tools(corpus, make_server,
 def test_agent_limits_cut_the_response_short(corpus, make_server, make_engine):
     """max_seconds stops a slow answer; max_steps stops a model that keeps searching."""
     backend = LocalCorpusBackend(corpus)
-    limits = AgentLimits(max_seconds=0.5, max_steps=2)
+    limits = AgentLimits(max_seconds=0.5)
     server = make_server(make_engine, tool_loop=AgentToolLoop(browser=backend, limits=limits))
     client = server.client()
+    # The pacing is a lower bound on the answer's time (200 tokens, at least 4 s),
+    # whatever the machine's load: the limit must cut it short, and the engine
+    # must have stopped before the end of the script (a count, not a stopwatch).
     server.book.add("<|channel|>final<|message|>" + "word " * 200 + "<|return|>", delay=0.02)
-    started = time.monotonic()
     slow = client.responses.create(model=MODEL, input="x", tools=SEARCH)
-    assert slow.status == "incomplete" and time.monotonic() - started < 3
-    assert server.engine.generations[-1].finish.reason.value == "cancelled"
+    assert slow.status == "incomplete"
+    cut = server.engine.generations[-1]
+    assert cut.finish.reason.value == "cancelled" and len(cut.tokens) < 200
+    # The step limit on a server without a time limit: however slow the machine,
+    # the model's searches are counted, never timed.
+    limits = AgentLimits(max_seconds=None, max_steps=2)
+    server = make_server(make_engine, tool_loop=AgentToolLoop(browser=backend, limits=limits))
+    client = server.client()
     for _ in range(3):
         server.book.add(SEARCH_STEPS[0])
     looping = client.responses.create(model=MODEL, input="x", tools=SEARCH)

@@ -31,10 +31,9 @@ def test_streaming_disconnect_cancels_within_one_token(srv):
         generation = srv.engine.generations[-1]
         at_close = len(generation.tokens)
     # Leaving the block closed the connection.
-    waited = wait_done(generation)
+    wait_done(generation)
     assert generation.finish.reason.value == "cancelled"
     assert len(generation.tokens) - at_close <= 1
-    assert waited < 2 * DELAY + 0.5  # generous: the machine is shared; the token count is exact
 
 
 def test_non_streaming_disconnect_cancels_within_one_token(srv):
@@ -47,10 +46,9 @@ def test_non_streaming_disconnect_cancels_within_one_token(srv):
         pass
     generation = srv.engine.generations[-1]
     at_close = len(generation.tokens)
-    waited = wait_done(generation)
+    wait_done(generation)
     assert generation.finish.reason.value == "cancelled"
     assert len(generation.tokens) - at_close <= 1
-    assert waited < 2 * DELAY + 0.5  # generous: the machine is shared; the token count is exact
     assert at_close < 20  # it did not run to the end (200+ tokens)
 
 
@@ -72,10 +70,9 @@ def test_slow_reader_is_dropped(make_server):
         )
         time.sleep(0.2)
         generation = server.engine.generations[-1]
-        waited = wait_done(generation, timeout=10)
+        wait_done(generation, timeout=10)
         assert generation.finish.reason.value == "cancelled"
         assert len(generation.tokens) < 1000000
-        assert waited < 5
 
 
 def test_keep_alive_comments_while_the_engine_is_silent(make_server):

@@ -134,9 +134,43 @@ class _CountingBuild:
         return QUICK
 
 
+class _Metered:
+    """The Python engine, with a clock that counts its work instead of reading the time.
+
+    Each character encoded costs ``seconds_per_char`` of the clock, so the tiered
+    engine's decisions follow the work done, never the machine's speed or load.
+    """
+
+    name = "python"
+
+    def __init__(self, seconds_per_char: float) -> None:
+        self.rate = seconds_per_char
+        self.now = 0.0
+        self.token_bytes = PY.token_bytes
+        self.split = PY.split  # type: ignore[attr-defined]
+
+    def clock(self) -> float:
+        return self.now
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.now += self.rate * len(text)
+        return PY.encode_ordinary(text)
+
+    def encode_pieces(self, pieces: list[str]) -> list[int]:
+        self.now += self.rate * sum(map(len, pieces))
+        return PY.encode_pieces(pieces)  # type: ignore[attr-defined, no-any-return]
+
+
+def _tiered(
+    build: _CountingBuild, seconds: float, seconds_per_char: float = 1e-6
+) -> auto_engine.TieredEngine:
+    python = _Metered(seconds_per_char)
+    return auto_engine.TieredEngine(python, build, switch_after_seconds=seconds, clock=python.clock)
+
+
 def test_tiered_engine_starts_in_python_and_switches_once_it_pays() -> None:
     build = _CountingBuild()
-    engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.002)
+    engine = _tiered(build, 0.002)
     assert engine.status == "python"
     text = workloads.big_text()
     expected = QUICK.encode_ordinary(text)
@@ -190,7 +224,7 @@ def test_a_big_random_text_switches_after_its_first_part_and_stays_exact() -> No
     # Random words cost about a microsecond a character in Python: the first part
     # predicts more than the budget, and quicktok takes the rest of the text.
     build = _CountingBuild()
-    engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.01)
+    engine = _tiered(build, 0.01, seconds_per_char=1e-6)
     rng = random.Random(5)
     text = "".join(rng.choice("abcdefghij ,.\n") for _ in range(60_000))
     assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
@@ -199,12 +233,19 @@ def test_a_big_random_text_switches_after_its_first_part_and_stays_exact() -> No
 
 def test_a_big_cheap_text_stays_in_python() -> None:
     # A run of one character is tiled in linear time: encoding it costs less than
-    # building quicktok, so a text that size alone does not make the switch.
+    # building quicktok, so a text that size alone does not make the switch. The
+    # clock counts characters at a cheap text's rate (0.05 us each), so the first
+    # part predicts that the rest fits in the budget, on any machine.
     build = _CountingBuild()
-    engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.05)
+    engine = _tiered(build, 0.05, seconds_per_char=5e-8)
     for text in (" " * 200_000, "a" * 200_000, "\n" * 200_000):
         assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
     assert build.calls == 0 and engine.status == "python"
+    # The same text at an expensive text's rate switches after its first part.
+    build = _CountingBuild()
+    engine = _tiered(build, 0.05, seconds_per_char=1e-6)
+    assert engine.encode_ordinary("a" * 200_000) == QUICK.encode_ordinary("a" * 200_000)
+    assert build.calls == 1 and engine.status == "quicktok"
 
 
 @settings(max_examples=200, deadline=None)

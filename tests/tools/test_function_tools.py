@@ -239,6 +239,15 @@ def blocking(seconds: float) -> str:
     return threading.current_thread().name
 
 
+LOOP_RAN = threading.Event()
+
+
+@function_tool
+def waits_for_the_loop() -> bool:
+    """A sync function that returns once the event loop has run something else."""
+    return LOOP_RAN.wait(timeout=30)
+
+
 @function_tool
 def nothing() -> None:
     return None
@@ -258,7 +267,9 @@ def _dispatch(box: Toolbox, recipient: str, body: str) -> Message:
 
 @pytest.fixture
 def box() -> Toolbox:
-    return Toolbox([FunctionTools([plan, slow, slower, blocking, nothing, fails])])
+    return Toolbox(
+        [FunctionTools([plan, slow, slower, blocking, waits_for_the_loop, nothing, fails])]
+    )
 
 
 def test_arguments_are_converted_to_the_annotated_types(box: Toolbox) -> None:
@@ -333,25 +344,29 @@ def test_results_serialise_none_as_json_null(box: Toolbox) -> None:
 
 
 def test_sync_functions_do_not_block_the_event_loop(box: Toolbox) -> None:
-    async def main() -> tuple[float, list[str]]:
-        start = time.perf_counter()
-        ticks: list[float] = []
+    # The function waits until the event loop has run another task: on the loop's
+    # own thread it would wait its whole timeout and answer false. No stopwatch.
+    async def main() -> list[str]:
+        LOOP_RAN.clear()
 
-        async def ticker() -> None:
-            for _ in range(5):
-                await asyncio.sleep(0.02)
-                ticks.append(time.perf_counter())
+        async def other_task() -> None:
+            await asyncio.sleep(0)
+            LOOP_RAN.set()
 
-        message = Message.from_role_and_content(Role.ASSISTANT, '{"seconds": 0.3}')
-        results = await asyncio.gather(
-            box.dispatch(message.with_recipient("functions.blocking")), ticker()
+        message = Message.from_role_and_content(Role.ASSISTANT, "{}")
+        waited, _ = await asyncio.gather(
+            box.dispatch(message.with_recipient("functions.waits_for_the_loop")), other_task()
         )
-        reply = results[0]
-        assert reply is not None
-        return ticks[-1] - start, [reply.text]
+        named = await box.dispatch(
+            Message.from_role_and_content(Role.ASSISTANT, '{"seconds": 0}').with_recipient(
+                "functions.blocking"
+            )
+        )
+        assert waited is not None and named is not None
+        return [waited.text, named.text]
 
-    ticker_done, [thread_name] = asyncio.run(main())
-    assert ticker_done < 0.25  # the ticker ran while the function slept
+    loop_ran, thread_name = asyncio.run(main())
+    assert loop_ran == "true"  # the other task ran while the function waited
     assert thread_name != "MainThread"
 
 

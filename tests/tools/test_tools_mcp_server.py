@@ -295,3 +295,37 @@ def test_runtimes_are_built_in_the_serving_thread(serve_app: Any) -> None:
 
             assert asyncio.run(asyncio.wait_for(main(), 20)) == [("same thread: True", False)]
     assert len(ThreadBound.built) == 4  # probe, declaration, and one per served session
+
+
+def test_a_client_without_session_header_keeps_one_runtime_per_connection(
+    fake_browser: Any, serve_app: Any
+) -> None:
+    # Clients other than vLLM send no x-session-id: each MCP connection (an SSE
+    # stream, a Streamable HTTP session) is then one session, whose state (the
+    # browser's pages and cursors) lasts across its calls.
+    from mcp import Client
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    server = McpToolServer(type(fake_browser))
+    with serve_app(server.http_app()) as http:
+
+        async def calls(transport: Any) -> list[str]:
+            async with Client(transport) as client:
+                texts = []
+                for query in ("a", "b"):
+                    result = await client.call_tool("search", {"query": query})
+                    texts.append(result.content[0].text)  # type: ignore[union-attr]
+                return texts
+
+        async def main() -> list[list[str]]:
+            return [
+                await calls(sse_client(f"{http.base}/sse")),
+                await calls(streamable_http_client(f"{http.base}/mcp")),
+                await calls(sse_client(f"{http.base}/sse")),
+            ]
+
+        sse, streamable, other = asyncio.run(asyncio.wait_for(main(), 30))
+    assert sse == ["[0] results for a", "[1] results for b"]
+    assert streamable == ["[0] results for a", "[1] results for b"]
+    assert other == ["[0] results for a", "[1] results for b"]  # a new connection starts fresh

@@ -10,21 +10,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
+from .._files import atomic_file, refuse_existing
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
+from .._options import add_force, add_progress, progress_on_terminal
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
+from .._render.schema_check import check_schema
+from .._tokenizer.special_tokens import STOP_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
 from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
 from .io import FORMAT_NAMES, INPUT_FORMATS, describe, detect_format, load_conversation, read_json
@@ -100,6 +105,8 @@ def _cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
         namespace = ToolNamespaceConfig(args.namespace, None, [t for t in tools if t is not None])
         text = tools_section({namespace.name: namespace}, convert).split("\n\n", 1)[1]
     elif isinstance(data, dict):
+        # The renderer's check first: a schema it refuses is not shown as ``any``.
+        check_schema(data, "")
         text = convert(data)
     else:
         raise InputError(
@@ -125,18 +132,32 @@ def _explain(exc: ParseError, enc: HarmonyEncoding) -> str:
         hints.append(f"id {exc.token} is out of range (o200k_harmony ids are 0..{vocabulary - 1})")
     if exc.token_index == 0 and exc.state == StreamState.EXPECT_START.value:
         hints.append("if the input is model output after <|start|>assistant, use --role assistant")
-    hints.append("--lenient recovers and lists what it repaired")
-    return f"{exc.reason} {where}; {'; '.join(hints)}"
+    # The library's advice names its keyword; on the command line it is a flag.
+    reason = exc.reason.replace("strict=False", "--lenient")
+    if "--lenient" not in reason:
+        hints.append("--lenient recovers and lists what it repaired")
+    return f"{reason} {where}; {'; '.join(hints)}"
 
 
 def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     enc = _encoding()
-    tokens, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids)
-    role, tokens = completion_role(args.role, tokens)
+    read, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids, strict=not args.lenient)
+    role, read = completion_role(args.role, read)
+    tokens = list(read)
     try:
         result = parse_completion(enc, tokens, role, strict=not args.lenient)
     except ParseError as exc:
         raise InputError(_explain(exc, enc)) from None
+    if not args.lenient and result.messages and tokens and tokens[-1] not in STOP_TOKENS:
+        # Strict parsing returns a completion cut off inside a message as it is (as
+        # the reference does); say so, since a truncated tool call is not a call.
+        last = result.messages[-1]
+        what = f"a tool call to {last.recipient}" if last.recipient else "the last message"
+        _note(
+            args,
+            f"the input ends inside a message (no <|end|>, <|call|> or <|return|>): {what} "
+            "is truncated; --lenient lists it as a 'truncated' diagnostic",
+        )
     payload = {
         "messages": [m.to_dict() for m in result.messages],
         "diagnostics": [
@@ -156,11 +177,14 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
+    if args.html:
+        refuse_existing(args.html, args.force)
     enc = _encoding()
     tokens, expected = read_tokens(args.file, enc, text=args.text, ids=args.ids)
     role, tokens = completion_role(args.role, tokens)
-    if args.progress if args.progress is not None else sys.stderr.isatty():
-        tokens = progress(tokens, expected, f"harmonia {args.command}")
+    redraw = progress_on_terminal(args.progress, sys.stderr)
+    if redraw is not None:
+        tokens = progress(tokens, expected, f"harmonia {args.command}", redraw=redraw)
     totals = Totals()
     events = walk(enc, tokens, role, totals)
     if not args.html:
@@ -174,7 +198,7 @@ def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
             f"{expected * PAGE_BYTES_PER_TOKEN / 1e6:,.0f} MB, more than browsers open "
             "comfortably; the terminal view (without --html) or a part of the input reads better",
         )
-    with open(args.html, "w", encoding="utf-8") as f:
+    with atomic_file(args.html) as f:  # a page appears whole or not at all
         write_html(events, totals, f, title=f"harmony tokens: {args.file}")
     out.write(f"wrote {args.html}\n")
     return 0
@@ -232,7 +256,8 @@ def _version() -> str:
     return f"harmonia {harmonia.__version__}"
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``chosen``: the command about to run (``None``: every command in full)."""
     parser = argparse.ArgumentParser(
         prog="harmonia",
         description="Render and parse the harmony format of gpt-oss.",
@@ -321,46 +346,86 @@ def _build_parser() -> argparse.ArgumentParser:
         help="colour the terminal view (auto: when stdout is a terminal)",
     )
     inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
-    inspect.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="report progress on stderr (default: when stderr is a terminal)",
-    )
+    add_progress(inspect)
+    add_force(inspect, "the --html page")
     inspect.set_defaults(func=_cmd_inspect)
 
-    # The apps' commands: each module adds its own and imports its extras only when run.
-    from ..agent._chat_cli import add_subcommand as add_chat_command
-    from ..serve._cli import add_subcommand as add_serve_command
-    from ..tools.mcp._cli import add_subcommand as add_tools_command
-    from ..training._cli import add_subcommand as add_data_command
-
-    add_chat_command(sub, _HelpFormatter)
-    add_serve_command(sub, _HelpFormatter)
-    add_tools_command(sub, _HelpFormatter)
-    add_data_command(sub, _HelpFormatter)
+    # The apps' commands: each module adds its own and imports its extras only when
+    # run. Only the command being run is imported (agent, serve and training take
+    # about a second to import); the others get a placeholder with their help line.
+    for name, (module, help) in _APPS.items():
+        if chosen in (None, name):
+            importlib.import_module(module, __package__).add_subcommand(sub, _HelpFormatter)
+        else:
+            sub.add_parser(name, help=help, add_help=False)
     return parser
+
+
+#: The apps' commands: the module that adds each, and its line in ``harmonia --help``.
+_APPS: Final = {
+    "chat": ("..agent._chat_cli", "chat with gpt-oss in the terminal, with tools"),
+    "serve": (
+        "..serve._cli",
+        "an OpenAI-compatible HTTP server (Chat Completions, Responses) over an engine",
+    ),
+    "tools": ("..tools.mcp._cli", "run harmonia's built-in tools outside an agent loop"),
+    "data": ("..training._cli", "training data: validate, build, stats, inspect, pack, export"),
+}
+
+
+def _chosen_command(argv: Sequence[str]) -> str:
+    """The command word of ``argv`` (the first that is not an option), or ``""``."""
+    return next((word for word in argv if not word.startswith("-")), "")
+
+
+def command_words(args: argparse.Namespace) -> str:
+    """``harmonia data build``: the words of the command that ran, for its messages."""
+    words = ["harmonia", args.command]
+    for attribute in ("data_command", "tools_command", "tools_tool"):
+        word = getattr(args, attribute, None)
+        if word:
+            words.append(word)
+    return " ".join(words)
+
+
+#: The exit status after Ctrl-C (SIGINT), as shells report a process it ended.
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
-    out = stdout if stdout is not None else sys.stdout
-    parser = _build_parser()
     try:
-        args = parser.parse_args(argv)
+        return _main(argv, stdout)
+    except KeyboardInterrupt:  # before a command started (while importing)
+        print("harmonia: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
+    out = stdout if stdout is not None else sys.stdout
+    words_in = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(_chosen_command(words_in))
+    try:
+        args = parser.parse_args(words_in)
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
+    words = command_words(args)
     try:
         return int(args.func(args, out))
     except HarmonyError as exc:
-        _note(args, str(exc).replace("\n", " "))
+        print(f"{words}: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # One line, no traceback; what was being written was never renamed into place.
+        hint = getattr(args, "on_interrupt", None)
+        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as cat does, and keep
         # Python from failing again when it flushes stdout at exit.
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except OSError as exc:  # writing an output file
-        _note(args, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+    except OSError as exc:  # reading an input or writing an output
+        print(f"{words}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1

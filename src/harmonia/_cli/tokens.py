@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import sys
@@ -114,29 +115,77 @@ def _looks_like_ids(first: str) -> bool:
 
 
 def read_tokens(
-    path: str, enc: HarmonyEncoding, *, text: bool = False, ids: bool = False
+    path: str,
+    enc: HarmonyEncoding,
+    *,
+    text: bool = False,
+    ids: bool = False,
+    strict: bool = False,
 ) -> tuple[Iterable[int], int | None]:
     """Token ids (a JSON list or ids separated by spaces), or text with special tokens.
 
     Also about how many there are (``None`` when unknown). Id files are read as
     they are consumed, so a large file never sits in memory whole. ``text``: the
-    input is text even if it looks like ids; ``ids``: it must be ids.
+    input is text even if it looks like ids; ``ids``: it must be ids; ``strict``:
+    an id outside the vocabulary is refused (naming it and its index) when read.
     """
     if text:
         content = read_input(path)
     else:
         source, content = TokenFile.open(path)
         if source is not None:
-            return source, source.estimate()
+            vocabulary = len(enc.tokenizer.token_bytes_table)
+            ids_in = _in_range(source, path, vocabulary) if strict else source
+            return ids_in, source.estimate()
         if ids:
             raise InputError(
                 f"{describe(path)} is not a list of token ids "
                 "(a JSON list, or ids separated by spaces or commas); drop --ids to read text"
             )
-    tokens = enc.encode(
-        content.removesuffix("\n") if path == "-" else content, allowed_special="all"
-    )
+    if not text:
+        _refuse_conversation_json(path, content)
+    # The newline an editor (or echo) puts at the end of a file is not model output:
+    # after a stop token it would be one more token, which strict parsing refuses.
+    tokens = enc.encode(_without_final_newline(content), allowed_special="all")
     return tokens, len(tokens)
+
+
+def _in_range(ids: Iterable[int], path: str, vocabulary: int) -> Iterator[int]:
+    """``ids``, refusing the first that is not a token id, by its value and index."""
+    for index, token in enumerate(ids):
+        if not 0 <= token < vocabulary:
+            raise InputError(
+                f"{describe(path)}: token id {token} at token index {index} is out of range "
+                f"(o200k_harmony ids are 0..{vocabulary - 1}); --lenient reads past it "
+                "with a diagnostic"
+            )
+        yield token
+
+
+def _refuse_conversation_json(path: str, content: str) -> None:
+    """A conversation (harmony JSON or a Chat request) is not model output: say what reads it."""
+    start = content.lstrip()[:1]
+    if start not in ("{", "["):
+        return
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return
+    messages = data.get("messages") if isinstance(data, dict) else data
+    if isinstance(messages, list) and any(isinstance(m, dict) and "role" in m for m in messages):
+        raise InputError(
+            f"{describe(path)} is a conversation (JSON with messages), not model output: "
+            f"harmonia render {path} turns it into tokens "
+            f"(harmonia render {path} --format ids | harmonia {{parse,inspect}} - reads those); "
+            "--text reads it as text anyway"
+        )
+
+
+def _without_final_newline(text: str) -> str:
+    for ending in ("\r\n", "\n"):
+        if text.endswith(ending):
+            return text[: -len(ending)]
+    return text
 
 
 def completion_role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Iterable[int]]:
@@ -158,13 +207,15 @@ def completion_role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Ite
     return role, itertools.chain(head, it)
 
 
-def progress(tokens: Iterable[int], expected: int | None, label: str) -> Iterator[int]:
+def progress(
+    tokens: Iterable[int], expected: int | None, label: str, *, redraw: bool | None = None
+) -> Iterator[int]:
     """``tokens``, reporting on stderr about once a second how many have gone by.
 
-    On a terminal the report is one line rewritten in place; elsewhere (a log)
-    each report is a line of its own.
+    ``redraw``: the report is one line rewritten in place (the default on a
+    terminal); otherwise (a log) each report is a line of its own.
     """
-    tty = sys.stderr.isatty()
+    tty = sys.stderr.isatty() if redraw is None else redraw
     started = last = time.monotonic()
     for count, token in enumerate(tokens, 1):
         yield token

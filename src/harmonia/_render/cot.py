@@ -8,6 +8,11 @@
   later ``final`` assistant message concluded; keep the analysis of the current,
   unfinished turn (e.g. one still calling tools), which the model needs.
 * ``"keep_all"`` -- drop nothing (the reference's ``auto_drop_analysis=False``).
+
+A training sequence (``render_conversation_for_training``) teaches the last turn,
+reasoning included: under ``"guide"`` it keeps the analysis of its last assistant
+turn (the turn the last ``final`` concludes) and drops what earlier finals
+concluded, which is what ``harmonia.training``'s ``guide`` rule trains.
 """
 
 from __future__ import annotations
@@ -39,13 +44,29 @@ def resolve_policy(config: RenderConversationConfig | None) -> CotPolicyName:
     return REFERENCE if config.auto_drop_analysis else KEEP_ALL
 
 
-def dropped_indices(messages: Sequence[Message], policy: CotPolicyName) -> frozenset[int]:
-    """Indices of the messages the policy leaves out of the prompt."""
+def dropped_indices(
+    messages: Sequence[Message], policy: CotPolicyName, *, training: bool = False
+) -> frozenset[int]:
+    """Indices of the messages the policy leaves out of the prompt (or training sequence)."""
     if policy == KEEP_ALL:
         return frozenset()
     if policy == REFERENCE:
         return _reference_drops(messages)
+    if training:
+        return _guide_drops(messages[: _last_turn_start(messages)])
     return _guide_drops(messages)
+
+
+def _last_turn_start(messages: Sequence[Message]) -> int:
+    """Where the last assistant turn starts (tool results belong to the turn)."""
+    start = len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        role = messages[i].author.role
+        if role is Role.ASSISTANT:
+            start = i
+        elif role is not Role.TOOL:
+            break
+    return start
 
 
 def _reference_drops(messages: Sequence[Message]) -> frozenset[int]:

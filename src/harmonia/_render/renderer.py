@@ -537,7 +537,7 @@ class Renderer:
         messages = conversation.messages
         has_ft = conversation_has_function_tools(messages)
         if drop is None:
-            drop = dropped_indices(messages, resolve_policy(config))
+            drop = dropped_indices(messages, resolve_policy(config), training=mode == "training")
         typescript = DEFAULT_TYPESCRIPT_MODE if config is None else config.typescript
         out: list[int] = []
         emit = self._emit

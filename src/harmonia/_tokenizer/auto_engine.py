@@ -60,6 +60,7 @@ class TieredEngine:
         python: BpeEngine,
         build_fast: Callable[[], BpeEngine],
         switch_after_seconds: float = DEFAULT_SWITCH_AFTER_SECONDS,
+        clock: Callable[[], float] = perf_counter,
     ) -> None:
         self._python: BpeEngine | None = python  # dropped after the switch, to free its tables
         self._build_fast = build_fast
@@ -67,6 +68,8 @@ class TieredEngine:
         # Updated without a lock: a lost update between threads only moves the
         # switch by one call's worth of time, which does not matter for a heuristic.
         self._seconds_left = switch_after_seconds
+        #: Seconds now (``perf_counter``; a test passes a clock that counts work).
+        self._clock = clock
         self._lock = threading.Lock()
         self._failure: str | None = None
         self.token_bytes = python.token_bytes
@@ -94,9 +97,9 @@ class TieredEngine:
         assert python is not None
         if len(text) * PYTHON_SECONDS_PER_CHAR > self._seconds_left and self._failure is None:
             return self._encode_big(python, text)
-        start = perf_counter()
+        start = self._clock()
         ids = python.encode_ordinary(text)
-        self._seconds_left -= perf_counter() - start
+        self._seconds_left -= self._clock() - start
         if self._seconds_left < 0 and self._failure is None:
             self.switch()
         return ids
@@ -122,9 +125,9 @@ class TieredEngine:
             while index < len(pieces) and size < BIG_TEXT_PART_CHARS:
                 size += len(pieces[index])
                 index += 1
-            start = perf_counter()
+            start = self._clock()
             ids += encode_pieces(pieces[part_start:index])
-            spent = perf_counter() - start
+            spent = self._clock() - start
             self._seconds_left -= spent
             done += size
             if self._fast is not None:  # a long piece made the switch meanwhile

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 
-from .._errors import VocabularyError
+from .._errors import VocabularyError, install_hint
 from .auto_engine import BpeEngine
 from .python_engine import UnicodeClasses
 from .vocab_file import import_quicktok, write_quicktok_data
@@ -83,7 +83,7 @@ class TiktokenEngine:
         except ImportError as exc:
             raise VocabularyError(
                 "the tiktoken engine was selected but tiktoken is not installed: "
-                "pip install 'harmonia[tiktoken]' (or unset HARMONIA_BPE_ENGINE)"
+                f"{install_hint('tiktoken')} (or unset HARMONIA_BPE_ENGINE)"
             ) from exc
         self._ranks = ranks
         self._enc = tiktoken.Encoding(

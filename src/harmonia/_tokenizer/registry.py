@@ -6,7 +6,7 @@ Engines, by name (:data:`~harmonia._names.ENGINE_NAMES`):
   (:mod:`.auto_engine`);
 * ``python``: the pure-Python encoder only (:mod:`.python_engine`);
 * ``quicktok``: quicktok's C++ tables, built at load (about half a second);
-* ``tiktoken``: tiktoken built from the same ranks (``pip install harmonia[tiktoken]``).
+* ``tiktoken``: tiktoken built from the same ranks (the ``tiktoken`` extra).
 
 Each engine is built once per process, under a lock, on first use.
 """

@@ -26,10 +26,12 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
+from harmonia._files import refuse_existing, write_text
+from harmonia._options import add_force
 from harmonia.engines import SamplingParams
 
 from ._agent import Agent
-from ._chat_setup import DEFAULT_URLS, ENGINES, build_engine, build_toolbox
+from ._chat_setup import DEFAULT_URLS, ENGINES, RANDOM_MAX_TOKENS, build_engine, build_toolbox
 from ._chat_ui import TerminalView, use_color
 from ._conversation import new_conversation
 from ._events import AgentResult, StopReason
@@ -42,9 +44,10 @@ _EXAMPLES = """examples:
   harmonia chat --engine vllm --url http://127.0.0.1:8000 --browser docs/ --python
   harmonia chat --engine llama.cpp --url http://127.0.0.1:8080 --prompt "Hi" --json
   harmonia chat --engine transformers --model ./gpt-oss-20b --device cuda
+  harmonia chat --engine random --prompt "Hi"   no model: random weights, real format
 
 exit status: 0 success; 1 an input or the engine failed (one line says what to check);
-2 a usage error"""
+2 a usage error; 130 interrupted (Ctrl-C at the prompt; during an answer it stops the answer)"""
 
 
 def add_subcommand(
@@ -72,7 +75,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
             f"server address (vllm: {DEFAULT_URLS['vllm']}, llama.cpp: {DEFAULT_URLS['llama.cpp']})"
         ),
     )
-    engine.add_argument("--model", help="vllm: the served model's name; transformers: its folder")
+    engine.add_argument(
+        "--model",
+        "--engine-model",
+        "--model-path",
+        dest="model",
+        help="vllm: the served model's name; transformers: its folder or hub id "
+        "(--engine-model and --model-path are serve's words for the same)",
+    )
     engine.add_argument("--device", default="cpu", help="transformers: cpu, cuda, ...")
     engine.add_argument("--dtype", help="transformers: float32, bfloat16, ... (default: float32)")
     engine.add_argument("--script", help="scripted: a JSON list of completions to replay")
@@ -80,7 +90,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
     )
     tools = p.add_argument_group("tools")
-    tools.add_argument("--browser", metavar="DIR|exa", help="a local corpus folder, or exa (web)")
+    tools.add_argument(
+        "--browser",
+        metavar="DIR|exa|you",
+        help="a local corpus folder, or web search: exa (EXA_API_KEY) or you (YDC_API_KEY)",
+    )
     tools.add_argument("--python", action="store_true", help="the sandboxed python tool")
     tools.add_argument("--functions", metavar="MODULE", help="@function_tool functions to offer")
     talk = p.add_argument_group("conversation")
@@ -96,7 +110,13 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
     )
     talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
-    talk.add_argument("--save", metavar="FILE", help="save the conversation after each answer")
+    talk.add_argument(
+        "--save",
+        metavar="FILE",
+        help="save the conversation after each answer (an existing file only with --force, "
+        "or when it is the --load file)",
+    )
+    add_force(talk, "the --save file")
     talk.add_argument(
         "--color",
         choices=("auto", "always", "never"),
@@ -131,29 +151,36 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         print("harmonia chat: --json needs --prompt (one message, one answer)", file=sys.stderr)
         return 2
     try:
+        if args.save and not (args.load and Path(args.load).resolve() == Path(args.save).resolve()):
+            refuse_existing(args.save, args.force)
         return asyncio.run(_session(args, out))
     except HarmonyError as exc:
         print(f"harmonia chat: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
+    except OSError as exc:  # a missing --load file is a refused input, as everywhere
         print(f"harmonia chat: {exc}", file=sys.stderr)
-        return 2
+        return 1
     except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat
         print(file=out)
-        return 0
+        print("harmonia chat: interrupted", file=sys.stderr)
+        return 130
 
 
 async def _session(args: argparse.Namespace, out: TextIO) -> int:
     enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
     box, browser = build_toolbox(args)
     engine, banner = build_engine(args, enc)
+    max_tokens = args.max_tokens
+    if args.engine == "random" and max_tokens == DEFAULT_MAX_TOKENS:
+        max_tokens = RANDOM_MAX_TOKENS
     agent = Agent(
         engine,
         box,
         encoding=enc,
         params=SamplingParams(temperature=args.temperature),
-        limits=AgentLimits(max_steps=args.max_steps, max_tokens=args.max_tokens),
-        constraint=args.constrain,
+        limits=AgentLimits(max_steps=args.max_steps, max_tokens=max_tokens),
+        # Random weights write well-formed turns only under the harmony constraint.
+        constraint=args.constrain or args.engine == "random",
     )
     if args.load:
         conversation = Conversation.from_json(Path(args.load).read_text(encoding="utf-8"))
@@ -234,8 +261,8 @@ def _with_user(conversation: Conversation, text: str) -> Conversation:
 
 
 def _save(args: argparse.Namespace, conversation: Conversation) -> None:
-    if args.save:
-        Path(args.save).write_text(conversation.to_json() + "\n", encoding="utf-8")
+    if args.save:  # whole or not at all: Ctrl-C mid-write keeps the last save
+        write_text(args.save, conversation.to_json() + "\n")
 
 
 def view_banner(view: TerminalView, banner: str) -> str:

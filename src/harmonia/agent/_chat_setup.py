@@ -16,7 +16,24 @@ from harmonia.tools import FunctionTool, FunctionTools, Toolbox
 
 #: Where each HTTP engine's server listens unless ``--url`` says otherwise.
 DEFAULT_URLS = {"vllm": "http://127.0.0.1:8000", "llama.cpp": "http://127.0.0.1:8080"}
-ENGINES = ("vllm", "llama.cpp", "transformers", "scripted")
+ENGINES = ("vllm", "llama.cpp", "transformers", "scripted", "random")
+
+#: Sampled tokens per answer of ``--engine random`` unless ``--max-tokens`` says more:
+#: its words mean nothing, and a CPU samples a few dozen a second.
+RANDOM_MAX_TOKENS = 200
+
+
+def random_engine(seed: int = 0) -> Engine:
+    """The tiny random-weight gpt-oss of the tests (real vocabulary, no download).
+
+    It says nothing sensible, but runs the real decode path; a harmony constraint
+    keeps its turns well formed. Needs torch and transformers.
+    """
+    try:
+        from harmonia.engines.transformers import TransformersEngine, random_gpt_oss
+    except ImportError as exc:  # pragma: no cover - the module imports nothing optional
+        raise InputError(f"--engine random needs torch and transformers ({exc})") from None
+    return TransformersEngine(random_gpt_oss(seed=seed))
 
 
 def build_engine(args: argparse.Namespace, enc: HarmonyEncoding) -> tuple[Engine, str]:
@@ -31,6 +48,12 @@ def build_engine(args: argparse.Namespace, enc: HarmonyEncoding) -> tuple[Engine
             "the model's words are replayed, the tools are real"
         )
         return ScriptedEngine(completions), banner
+    if kind == "random":
+        banner = (
+            "random engine: a tiny gpt-oss with random weights and the real vocabulary "
+            "(no download); its words mean nothing, its turns are well formed"
+        )
+        return random_engine(), banner
     if kind == "transformers":
         if not args.model:
             raise InputError("--engine transformers needs --model DIR (a gpt-oss checkpoint)")
@@ -81,18 +104,20 @@ def build_toolbox(args: argparse.Namespace) -> tuple[Toolbox, Any]:
     box = Toolbox()
     browser = None
     if args.browser:
-        from harmonia.tools.browser import BrowserTool, ExaBackend, LocalCorpusBackend
+        from harmonia.tools._shell import browser_backend
+        from harmonia.tools.browser import BrowserTool
 
-        if args.browser == "exa":
-            backend: Any = ExaBackend()  # the key comes from EXA_API_KEY
+        # The same words as serve's --browser: a folder, exa (EXA_API_KEY) or you (YDC_API_KEY).
+        if args.browser in ("exa", "you"):
+            backend: Any = browser_backend(None, args.browser)
         else:
             folder = Path(args.browser)
             if not folder.is_dir():
                 raise InputError(
                     f"--browser {args.browser}: no such folder; give a folder of Markdown, "
-                    "text or HTML files, or 'exa' for web search"
+                    "text or HTML files, or exa or you for web search"
                 )
-            backend = LocalCorpusBackend(folder)
+            backend = browser_backend(str(folder), None)
         browser = BrowserTool(backend)
         box.add(browser)
     if args.python:

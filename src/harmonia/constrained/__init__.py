@@ -4,7 +4,7 @@ The grammar is generated from the same conversation the prompt is rendered from
 (declared tools, built-in tools, response format, channels), so the two cannot
 drift. :func:`build_turn_grammar` exports it as Lark text (llguidance's
 dialect); :class:`TurnMatcher` follows a turn token by token and gives the
-allowed-token bitmask (needs ``pip install 'harmonia[constrained]'``); the
+allowed-token bitmask (needs the ``constrained`` extra); the
 adapters plug it into vLLM and transformers. See ``docs/constrained-decoding.md``.
 """
 

@@ -6,7 +6,7 @@ sampled token, ask it for the bitmask of the tokens allowed next. The bitmask is
 llguidance's layout: ``int32`` words, bit ``i % 32`` of word ``i // 32`` set when
 token ``i`` is allowed, one bit for each of the 201,089 ids.
 
-llguidance is an optional dependency (``pip install 'harmonia[constrained]'``);
+llguidance is an optional dependency (the ``constrained`` extra);
 it is imported on first use, so ``import harmonia`` never needs it.
 
 The llguidance tokenizer is built once per process from harmonia's own id ->
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import HarmonyError, InputError, ModelOutputError
+from .._errors import HarmonyError, InputError, ModelOutputError, install_hint
 from .._message import Conversation
 from .._tokenizer import special_tokens as st
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
@@ -48,12 +48,11 @@ HARMONY_SPECIAL_TOKENS: Final = frozenset(
     {st.START, st.CHANNEL, st.CONSTRAIN, st.MESSAGE, st.END, st.CALL, st.RETURN}
 )
 
-_INSTALL_HINT: Final = "pip install 'harmonia[constrained]'"
 _TEMPLATE_CACHE_LIMIT: Final = 32
 
 
 class ConstrainedUnavailableError(HarmonyError, ImportError):
-    """llguidance is not installed (``pip install 'harmonia[constrained]'``)."""
+    """llguidance is not installed (the ``constrained`` extra)."""
 
 
 def _special_keep_words() -> NDArray[np.int32]:
@@ -115,7 +114,7 @@ def _llguidance() -> Any:
         import llguidance
     except ImportError as exc:
         raise ConstrainedUnavailableError(
-            f"constrained decoding needs llguidance: {_INSTALL_HINT}"
+            f"constrained decoding needs llguidance: {install_hint('constrained')}"
         ) from exc
     return llguidance
 

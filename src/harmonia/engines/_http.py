@@ -7,7 +7,7 @@ timeout), a connection that broke mid-stream. The API key goes into the
 ``Authorization`` header only; it is never part of a repr or a message.
 
 The client is httpx, imported when the first request is made
-(``pip install 'harmonia[engines-http]'``).
+(the ``engines-http`` extra: ``harmonia._errors.install_hint`` says how).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from harmonia import EngineError, InputError
+from harmonia._errors import install_hint
 
 if TYPE_CHECKING:
     import httpx
 
-_INSTALL_HINT: Final = "pip install 'harmonia[engines-http]'"
 #: Longest piece of a server's error body quoted in a message.
 _BODY_QUOTE: Final = 500
 
@@ -49,7 +49,7 @@ def _httpx() -> Any:
     try:
         import httpx
     except ImportError as exc:
-        raise EngineError(f"the HTTP engines need httpx: {_INSTALL_HINT}") from exc
+        raise EngineError(f"the HTTP engines need httpx: {install_hint('engines-http')}") from exc
     return httpx
 
 

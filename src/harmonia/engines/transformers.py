@@ -8,7 +8,7 @@ cache), with the mask and sampling in between, so it is as fast.
 
 The loop runs on one worker thread per engine, never on the event loop; ids
 reach the loop through ``call_soon_threadsafe``. Generations on one engine run
-one after another. Needs ``pip install 'harmonia[transformers]'`` (torch and
+one after another. Needs the ``transformers`` extra (torch and
 transformers); both are imported when the engine is built.
 """
 
@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harmonia import EngineError, HarmonyError, InputError
+from harmonia._errors import install_hint
 
 from ._base import (
     Constraint,
@@ -36,7 +37,6 @@ from ._generation import Emit, Generation
 __all__ = ["TransformersEngine"]
 
 _NAME = "transformers"
-_INSTALL_HINT = "pip install 'harmonia[transformers]'"
 
 #: The size of gpt-oss's vocabulary (o200k_harmony, reserved ids included).
 GPT_OSS_VOCAB_SIZE = 201_088
@@ -50,7 +50,7 @@ def _import_torch() -> Any:
         import torch
     except ImportError as exc:
         raise EngineError(
-            f"the transformers engine needs torch and transformers: {_INSTALL_HINT}",
+            f"the transformers engine needs torch and transformers: {install_hint('transformers')}",
             engine=_NAME,
         ) from exc
     return torch
@@ -135,7 +135,8 @@ class TransformersEngine:
             import transformers
         except ImportError as exc:
             raise EngineError(
-                f"the transformers engine needs transformers: {_INSTALL_HINT}", engine=_NAME
+                f"the transformers engine needs transformers: {install_hint('transformers')}",
+                engine=_NAME,
             ) from exc
         model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
         return cls(model, device=device, dtype=dtype)

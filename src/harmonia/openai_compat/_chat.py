@@ -89,6 +89,11 @@ def chat_request_to_conversation(
         if role in ("system", "developer"):
             instructions.append(join_text(message.get("content"), f"{path}.content", _TEXT_PARTS))
         elif role == "user":
+            if message.get("content") is None:  # as OpenAI: a user message says something
+                raise RequestError(
+                    "a user message needs content (a string or a list of text parts)",
+                    f"{path}.content",
+                )
             transcript.user(join_text(message.get("content"), f"{path}.content", _TEXT_PARTS))
         elif role == "assistant":
             _assistant(transcript, message, path, declared, preamble[i])

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from harmonia import HarmonyError, InputError
+from harmonia._errors import install_hint
 
 from .._names import COT_POLICY_NAMES
 from ..engines import Engine, Script, ScriptedEngine
@@ -40,6 +41,7 @@ _EXAMPLES = """examples:
   harmonia serve --engine llama.cpp --url http://127.0.0.1:8080
   harmonia serve --engine transformers --model-path ./gpt-oss-20b --device cuda
   harmonia serve --engine scripted          # a demo model that replays a reply
+  harmonia serve --engine random            # random weights, the real format (torch)
   harmonia serve --engine vllm --url http://127.0.0.1:8001 --browser ./notes --python
 
 exit status: 0 after a clean shutdown; 1 a bad option or an engine that cannot start;
@@ -68,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     engine.add_argument(
         "--engine",
         required=True,
-        choices=("scripted", "transformers", "vllm", "llama.cpp"),
+        choices=("scripted", "random", "transformers", "vllm", "llama.cpp"),
         help="what samples the tokens",
     )
     engine.add_argument("--url", help="vllm / llama.cpp: the engine server's base URL")
@@ -226,6 +228,10 @@ def build_engine(args: argparse.Namespace) -> Engine:
     """The engine the arguments name (its optional dependencies imported only now)."""
     if args.engine == "scripted":
         return _scripted(args.script, args.script_delay)
+    if args.engine == "random":  # the tests' tiny random-weight gpt-oss: no model needed
+        from ..agent._chat_setup import random_engine
+
+        return random_engine()
     if args.engine == "transformers":
         if not args.model_path:
             raise InputError("--engine transformers needs --model-path (a directory or hub id)")
@@ -290,8 +296,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from ._app import create_app
     except ImportError as exc:
         raise InputError(
-            f"harmonia serve needs the serve extra ({exc.name} is missing): "
-            "pip install 'harmonia[serve]'"
+            f"harmonia serve needs the serve extra ({exc.name} is missing): {install_hint('serve')}"
         ) from None
 
     logging.basicConfig(

@@ -6,6 +6,7 @@ from collections.abc import Collection
 from typing import Any
 
 from harmonia import InputError
+from harmonia._errors import install_hint
 
 from ._store import SINGLE_TENANT, StoredResponse
 
@@ -31,8 +32,7 @@ class RedisStore:
             import redis.asyncio
         except ImportError as exc:
             raise InputError(
-                "the Redis response store needs the redis package: "
-                "pip install 'harmonia[serve-redis]'"
+                f"the Redis response store needs the redis package: {install_hint('serve-redis')}"
             ) from exc
         if ttl_s is not None and ttl_s < 1:
             raise InputError("RedisStore ttl_s must be at least 1 second, or None to keep forever")

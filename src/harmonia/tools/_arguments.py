@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harmonia._errors import install_hint
+
 from .. import InputError, ToolError
 from ._base import ToolCall
 
@@ -116,7 +118,7 @@ def _validator(schema: Mapping[str, Any]) -> Any:
         import jsonschema
     except ImportError:  # pragma: no cover - depends on the environment
         raise InputError(
-            "validating tool arguments needs jsonschema: pip install 'harmonia[tools]'"
+            f"validating tool arguments needs jsonschema: {install_hint('tools')}"
         ) from None
     relaxed = validation_schema(schema)
     cls = jsonschema.validators.validator_for(relaxed, default=jsonschema.Draft202012Validator)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from harmonia import InputError
+from harmonia._errors import install_hint
 
 from ._sample import IGNORE_INDEX
 
@@ -31,7 +32,7 @@ def require_pyarrow() -> Any:
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise InputError("writing Parquet needs pyarrow: pip install 'harmonia[parquet]'") from None
+        raise InputError(f"writing Parquet needs pyarrow: {install_hint('parquet')}") from None
     return pyarrow
 
 

@@ -8,21 +8,33 @@ runs it on its own (``main(["build", "in.jsonl", "-o", "out/"])``). Exit status:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from harmonia import HarmonyError, InputError
+from harmonia._files import atomic_file, atomic_folder, refuse_existing, write_text
+from harmonia._names import COT_POLICY_NAMES
+from harmonia._options import (
+    STDIN,
+    add_cot_policy,
+    add_force,
+    add_progress,
+    progress_on_terminal,
+)
 
 from ._arrow import PROFILES
 from ._batch import Stats, default_encoding, render_batch
 from ._hf_template import render_hf, render_hf_for_training
 from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, row_date
 from ._pack import export_memmap, pack
-from ._policy import COT_RULES, FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
+from ._policy import FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
 from ._runner import MANIFEST, BuildOptions, build, open_input
 from ._sample import render_for_training
 from ._view import html_view, terminal_view
@@ -36,8 +48,8 @@ _EXAMPLES = """examples:
   harmonia data inspect chats.jsonl --row 3 --html row3.html
   harmonia data pack out/ -o packed/ --seq-len 8192
 
-exit status: 0 success; 1 an input was refused or more rows were rejected than
---max-reject-rate allows; 2 a usage error"""
+exit status: 0 success; 1 an input was refused, nothing was written, or more rows
+were rejected than --max-reject-rate allows; 2 a usage error; 130 interrupted (Ctrl-C)"""
 
 
 def add_subcommand(
@@ -68,6 +80,7 @@ def add_subcommand(
     _policy(validate)
     validate.add_argument("--rejects", metavar="FILE", help="write rejected rows (JSONL) here")
     validate.add_argument("--report", metavar="FILE", help="write the statistics (JSON) here")
+    add_force(validate, "the --rejects and --report files")
     _reject_rate(validate)
     validate.set_defaults(func=_validate)
 
@@ -92,14 +105,12 @@ def add_subcommand(
         "--compression", default=BuildOptions.compression, help="Parquet compression codec"
     )
     build_cmd.add_argument("--resume", action="store_true", help="continue an interrupted build")
-    build_cmd.add_argument(
-        "--progress",
-        choices=("auto", "lines", "none"),
-        default="auto",
-        help="progress on stderr: auto redraws a line on a terminal, plain lines otherwise",
-    )
+    add_force(build_cmd, "the build directory")
+    add_progress(build_cmd)
     _reject_rate(build_cmd)
-    build_cmd.set_defaults(func=_build)
+    build_cmd.set_defaults(
+        func=_build, on_interrupt="the same command with --resume continues the build"
+    )
 
     stats = command("stats", "statistics of a build directory or of inputs")
     stats.add_argument(
@@ -116,6 +127,7 @@ def add_subcommand(
         "-o", "--output", required=True, metavar="PACKED/", help="the directory to write"
     )
     pack_cmd.add_argument("--seq-len", type=int, required=True, help="tokens per packed row")
+    add_force(pack_cmd, "the output directory")
     pack_cmd.set_defaults(func=_pack)
 
     export = command("export", "a build as flat memory-mapped files")
@@ -124,10 +136,11 @@ def add_subcommand(
     export.add_argument(
         "--to", choices=("memmap",), default="memmap", help="memmap: uint32 ids, uint8 mask"
     )
+    add_force(export, "the output directory")
     export.set_defaults(func=_export)
 
     inspect = command("inspect", "one row's tokens: context and trained, and why")
-    inspect.add_argument("input", metavar="IN.jsonl", help="the input file")
+    inspect.add_argument("input", metavar="IN.jsonl", help="the input file; - for standard input")
     inspect.add_argument("--row", type=int, required=True, help="the line number (from 1)")
     inspect.add_argument("--html", metavar="OUT.html", help="also write an HTML page")
     inspect.add_argument(
@@ -136,6 +149,7 @@ def add_subcommand(
         default="auto",
         help="colour the terminal view (auto: when stdout is a terminal)",
     )
+    add_force(inspect, "the --html page")
     _input_format(inspect)
     _policy(inspect)
     inspect.set_defaults(func=_inspect)
@@ -151,14 +165,19 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     except SystemExit as exc:
         return int(exc.code or 0)
     out = stdout if stdout is not None else sys.stdout
+    words = f"harmonia data {args.data_command}"
     try:
         return int(args.func(args, out))
     except HarmonyError as exc:
-        print(f"harmonia data {args.data_command}: {exc}", file=sys.stderr)
+        print(f"{words}: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"harmonia data {args.data_command}: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        hint = getattr(args, "on_interrupt", None)
+        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a missing input is a refused input, as in every command
+        print(f"{words}: {exc}", file=sys.stderr)
+        return 1
 
 
 # -- arguments --------------------------------------------------------------------
@@ -195,7 +214,9 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
 
 
 def _inputs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("inputs", nargs="+", metavar="IN.jsonl", help="JSONL input files")
+    parser.add_argument(
+        "inputs", nargs="+", metavar="IN.jsonl", help="JSONL input files; - for standard input"
+    )
     _input_format(parser)
 
 
@@ -207,7 +228,14 @@ def _policy(parser: argparse.ArgumentParser) -> None:
         help="the preset the options below change (docs/training.md compares them)",
     )
     parser.add_argument("--turns", choices=TURNS_MODES, default=None, help="which turns train")
-    parser.add_argument("--cot", choices=COT_RULES, default=None, help="the reasoning rule")
+    add_cot_policy(
+        parser,
+        (*COT_POLICY_NAMES, "hf", "keep"),
+        default=None,
+        help="which earlier reasoning a sample keeps: as render's --cot-policy, or hf (the "
+        "gpt-oss chat template's rule); keep is the old spelling of keep_all",
+        old="--cot",
+    )
     parser.add_argument("--channels", default=None, help="trained channels, comma-separated")
     parser.add_argument(
         "--final-end", choices=FINAL_ENDS, default=None, help="how the last final answer ends"
@@ -233,12 +261,18 @@ def _reject_rate(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: ``--cot-policy`` words (render's and serve's) as TrainPolicy's ``cot`` rules.
+_COT_RULE = {"keep_all": "keep"}
+
+
 def _policy_of(args: argparse.Namespace) -> TrainPolicy:
     changes: dict[str, Any] = {
         k: getattr(args, k)
-        for k in ("turns", "cot", "final_end", "max_length", "overflow", "full_sequence")
+        for k in ("turns", "final_end", "max_length", "overflow", "full_sequence")
         if getattr(args, k) is not None
     }
+    if args.cot_policy is not None:
+        changes["cot"] = _COT_RULE.get(args.cot_policy, args.cot_policy)
     if args.channels is not None:
         changes["channels"] = tuple(c.strip() for c in args.channels.split(",") if c.strip())
     return PRESETS[args.policy].with_(**changes)
@@ -278,32 +312,65 @@ def _chunks(path: Path) -> Iterator[tuple[list[int], list[str]]]:
         yield numbers, rows
 
 
+@contextlib.contextmanager
+def _stdin_spooled(paths: Sequence[str]) -> Iterator[list[str]]:
+    """``paths`` with ``-`` (standard input) replaced by a temporary copy of it.
+
+    The commands read an input more than once (build plans, then renders each
+    range), so standard input is copied to a file first.
+    """
+    if STDIN not in paths:
+        yield list(paths)
+        return
+    if list(paths).count(STDIN) > 1:
+        raise InputError("give - (standard input) once")
+    with tempfile.TemporaryDirectory(prefix="harmonia-stdin-") as folder:
+        copy = Path(folder) / "stdin.jsonl"
+        with copy.open("wb") as handle:
+            shutil.copyfileobj(sys.stdin.buffer, handle)
+        yield [str(copy) if p == STDIN else p for p in paths]
+
+
 def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     """Render every row without writing; problems go to ``out`` and ``--rejects``."""
     policy, options = _policy_of(args), _options_of(args)
     stats = Stats()
     rejects_path = getattr(args, "rejects", None)
-    rejects = open(rejects_path, "w", encoding="utf-8") if rejects_path else None  # noqa: SIM115
-    try:
-        for name in paths:
-            for numbers, rows in _chunks(Path(name)):
-                batch = render_batch(
-                    rows, policy=policy, options=options, line_numbers=numbers, source=name
-                )
-                stats.merge(batch.stats)
-                for problem in batch.problems:
-                    out.write(
-                        f"{problem.source}:{problem.line}: {problem.code} {problem.name} "
-                        f"({problem.severity}): {problem.message}\n"
-                    )
-                if rejects is not None:
-                    for problem, raw in batch.rejected:
-                        record = {**problem.to_dict(), "row": raw.rstrip("\n")}
-                        rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
-    finally:
-        if rejects is not None:
-            rejects.close()
+    for written in (rejects_path, getattr(args, "report", None)):
+        if written:
+            refuse_existing(written, args.force)
+    with contextlib.ExitStack() as stack:
+        rejects = stack.enter_context(atomic_file(rejects_path)) if rejects_path else None
+        with _stdin_spooled(paths) as files:
+            _scan_files(policy, options, paths, files, stats, out, rejects)
     return stats
+
+
+def _scan_files(
+    policy: TrainPolicy,
+    options: InputOptions,
+    names: Sequence[str],
+    files: Sequence[str],
+    stats: Stats,
+    out: TextIO,
+    rejects: TextIO | None,
+) -> None:
+    for name, file in zip(names, files, strict=True):
+        source = "<stdin>" if name == STDIN else name
+        for numbers, rows in _chunks(Path(file)):
+            batch = render_batch(
+                rows, policy=policy, options=options, line_numbers=numbers, source=source
+            )
+            stats.merge(batch.stats)
+            for problem in batch.problems:
+                out.write(
+                    f"{problem.source}:{problem.line}: {problem.code} {problem.name} "
+                    f"({problem.severity}): {problem.message}\n"
+                )
+            if rejects is not None:
+                for problem, raw in batch.rejected:
+                    record = {**problem.to_dict(), "row": raw.rstrip("\n")}
+                    rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _too_many_rejects(stats: dict[str, Any], limit: float, out: TextIO) -> int:
@@ -330,30 +397,71 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
         out.write(f"{'formats':>15}: {chosen}\n")
 
 
+def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
+    """An input without a row is an error: a command that reads nothing writes nothing."""
+    if not stats["rows"]:
+        names = ", ".join("standard input" if p == STDIN else p for p in inputs)
+        raise InputError(f"no rows in {names}: nothing to do (give JSONL, one row per line)")
+
+
 def _validate(args: argparse.Namespace, out: TextIO) -> int:
     stats = _scan(args, args.inputs, out).to_dict()
+    _no_rows(stats, args.inputs)
     _print_stats(stats, out)
     if args.report:
-        Path(args.report).write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
+        write_text(args.report, json.dumps(stats, indent=1) + "\n")
     return _too_many_rejects(stats, args.max_reject_rate, out)
 
 
+#: Files only harmonia's own outputs hold: a folder with one of them (or an empty
+#: one) is what --force may replace; any other folder is refused.
+_OUR_FILES = (MANIFEST, ".progress.json", "pack.json", "tokens.u32")
+
+
+def _refuse_output_folder(path: str, force: bool, *, also: str = "") -> None:
+    folder = Path(path)
+    if folder.is_dir() and not any(folder.iterdir()):
+        return  # an empty folder is as good as none
+    refuse_existing(folder, force, also=also)
+    if folder.exists() and (
+        not folder.is_dir() or not any((folder / name).exists() for name in _OUR_FILES)
+    ):
+        raise InputError(
+            f"{folder} is not a folder harmonia wrote: --force replaces only harmonia's "
+            "outputs; choose another name"
+        )
+
+
 def _build(args: argparse.Namespace, out: TextIO) -> int:
+    if not args.resume:
+        _refuse_output_folder(args.output, args.force, also="--resume continues it")
+    output = Path(args.output)
+    fresh = not output.exists() or (output.is_dir() and not any(output.iterdir()))
     options = BuildOptions(
         workers=args.workers,
         shard_rows=args.shard_rows,
         profile=args.profile,
         compression=args.compression,
         resume=args.resume,
-        progress=args.progress,
+        # The command line's auto: a redrawn line on a terminal, quiet in a log.
+        progress=(
+            "none" if progress_on_terminal(args.progress, sys.stderr) is None else args.progress
+        ),
     )
-    manifest = build(
-        args.inputs,
-        args.output,
-        policy=_policy_of(args),
-        input_options=_options_of(args),
-        options=options,
-    )
+    if args.force and not args.resume and not fresh:
+        shutil.rmtree(output)
+        fresh = True
+    with _stdin_spooled(args.inputs) as inputs:
+        manifest = build(
+            inputs,
+            args.output,
+            policy=_policy_of(args),
+            input_options=_options_of(args),
+            options=options,
+        )
+    if not manifest["stats"]["rows"] and fresh:
+        shutil.rmtree(output, ignore_errors=True)  # nothing written is not a build
+    _no_rows(manifest["stats"], args.inputs)
     _print_stats(manifest["stats"], out)
     out.write(
         f"wrote {len(manifest['shards'])} shard(s), {MANIFEST} and rejects.jsonl to {args.output}\n"
@@ -377,11 +485,15 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:
-    line = _line(Path(args.input), args.row)
+    if args.html:
+        refuse_existing(args.html, args.force)
+    with _stdin_spooled([args.input]) as [path]:
+        line = _line(Path(path), args.row, args.input)
+    name = "<stdin>" if args.input == STDIN else args.input
     try:
         row = json.loads(line)
     except ValueError as exc:
-        raise InputError(f"{args.input}:{args.row}: not JSON: {exc}") from None
+        raise InputError(f"{name}:{args.row}: not JSON: {exc}") from None
     options = _options_of(args)
     enc = default_encoding()
     if options.dialect == "hf":
@@ -396,17 +508,23 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         messages = converted.conversation.messages
         samples = render_for_training(messages, enc, _policy_of(args), weights=converted.weights)
         chosen = f"format {converted.format}"
-    out.write(f"{args.input}:{args.row}: {chosen}, policy {args.policy}\n")
+    out.write(f"{name}:{args.row}: {chosen}, policy {args.policy}\n")
     color = args.color == "always" or (args.color == "auto" and out.isatty())
     out.write(terminal_view(enc, samples, messages, color))
     if args.html:
-        page = html_view(enc, samples, messages, f"{args.input}:{args.row}")
-        Path(args.html).write_text(page, encoding="utf-8")
+        write_text(args.html, html_view(enc, samples, messages, f"{name}:{args.row}"))
     return 0
 
 
 def _pack(args: argparse.Namespace, out: TextIO) -> int:
-    summary = pack(args.build, args.output, args.seq_len)
+    _refuse_output_folder(args.output, args.force)
+    with atomic_folder(args.output) as folder:  # appears whole, or not at all
+        summary = pack(args.build, folder, args.seq_len)
+        if not summary["rows"]:
+            raise InputError(
+                f"nothing written: all {summary['too_long']} samples are longer than "
+                f"--seq-len {args.seq_len}; give a larger --seq-len"
+            )
     out.write(
         f"packed {summary['samples']} samples into {summary['rows']} rows of {args.seq_len} "
         f"tokens ({summary['efficiency']:.1%} filled, {summary['too_long']} too long, left out)\n"
@@ -415,14 +533,18 @@ def _pack(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
-    count = export_memmap(args.build, args.output)
+    _refuse_output_folder(args.output, args.force)
+    with atomic_folder(args.output) as folder:
+        count = export_memmap(args.build, folder)
+        if not count:
+            raise InputError(f"nothing written: {args.build} holds no samples")
     out.write(f"wrote {count} samples to {args.output} (tokens.u32, mask.u8, offsets.i64)\n")
     return 0
 
 
-def _line(path: Path, number: int) -> str:
+def _line(path: Path, number: int, name: str) -> str:
     with io.TextIOWrapper(open_input(path), encoding="utf-8") as handle:
         for n, line in enumerate(handle, 1):
             if n == number:
                 return line
-    raise InputError(f"{path} has no line {number}")
+    raise InputError(f"{'standard input' if name == STDIN else name} has no line {number}")

@@ -32,7 +32,9 @@ from harmonia.openai_compat import (
 
 from ._problems import RowError
 
-InputFormat = Literal["auto", "openai", "sharegpt", "harmony", "responses", "columns"]
+InputFormat = Literal[
+    "auto", "openai", "sharegpt", "harmony", "responses", "columns", "prompt-completion"
+]
 INPUT_FORMATS: Final[tuple[InputFormat, ...]] = get_args(InputFormat)
 Dialect = Literal["harmony", "hf"]
 DIALECTS: Final[tuple[Dialect, ...]] = get_args(Dialect)
@@ -109,6 +111,8 @@ def detect_format(row: Mapping[str, Any]) -> InputFormat:
     messages = row.get("messages")
     if isinstance(messages, list):
         return "harmony" if any(_is_harmony(m) for m in messages) else "openai"
+    if "prompt" in row and "completion" in row:
+        return "prompt-completion"
     if any(key in row for key in DEFAULT_COLUMNS.values()):
         return "columns"
     raise RowError(
@@ -155,6 +159,8 @@ def convert_row(row: object, options: InputOptions) -> Row:
                 chat = _sharegpt_to_chat(row)
             elif fmt == "columns":
                 chat = _columns_to_chat(row, options.columns or DEFAULT_COLUMNS)
+            elif fmt == "prompt-completion":
+                chat = _prompt_completion_to_chat(row)
             messages = chat.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise RowError("E102", "'messages' is missing or empty")
@@ -332,6 +338,32 @@ def _columns_to_chat(row: Mapping[str, Any], columns: Mapping[str, str]) -> dict
         assistant["thinking"] = get("analysis")
     messages.append(assistant)
     return {"messages": messages}
+
+
+def _prompt_completion_to_chat(row: Mapping[str, Any]) -> dict[str, Any]:
+    """TRL's prompt-completion rows: ``prompt`` and ``completion`` as texts, or as
+    lists of chat messages. As TRL's completion-only loss, only the completion's
+    assistant messages train (the prompt's get weight 0)."""
+    prompt, completion = row.get("prompt"), row.get("completion")
+    if isinstance(prompt, str) and isinstance(completion, str):
+        prompt = [{"role": "user", "content": prompt}]
+        completion = [{"role": "assistant", "content": completion}]
+    if not (isinstance(prompt, list) and isinstance(completion, list) and completion):
+        raise RowError(
+            "E102",
+            "'prompt' and 'completion' must both be texts, or both lists of chat messages "
+            "(the completion not empty)",
+        )
+    context = [
+        {**m, "weight": 0} if isinstance(m, Mapping) and m.get("role") == "assistant" else m
+        for m in prompt
+    ]
+    trained = [
+        {"weight": 1, **m} if isinstance(m, Mapping) and m.get("role") == "assistant" else m
+        for m in completion
+    ]
+    chat = {k: v for k, v in row.items() if k not in ("prompt", "completion")}
+    return {**chat, "messages": [*context, *trained]}
 
 
 def _warnings(conversation: Conversation) -> tuple[tuple[str, str], ...]:

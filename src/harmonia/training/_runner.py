@@ -136,7 +136,9 @@ def _run_pool(
     # first array (which imports pandas when it is installed, about a second).
     default_encoding()
     require_pyarrow().array([0])
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+    context = multiprocessing.get_context(method)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+    try:
         pending: dict[Future[dict[str, Any]], int] = {}
         queue = list(todo)
         while queue or pending:
@@ -146,6 +148,24 @@ def _run_pool(
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 record(pending.pop(future), future.result())
+    except BaseException:
+        # Ctrl-C or a failed shard: stop the workers now rather than let them finish
+        # their shards (the finished ones are recorded; --resume redoes the rest).
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join()
+        raise
+    pool.shutdown()
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dict[str, Any]]]:

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from harmonia import InputError
+from harmonia._errors import install_hint
 
 from ._page import LinkTable, Page, clean_source_text, get_domain, merge_whitespace, tidy_text
 
@@ -30,9 +31,7 @@ def _lxml_html() -> Any:
         import lxml.etree
         import lxml.html
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise InputError(
-            "HTML pages need lxml and html2text: pip install 'harmonia[browser]'"
-        ) from e
+        raise InputError(f"HTML pages need lxml and html2text: {install_hint('browser')}") from e
     return lxml
 
 
@@ -74,9 +73,7 @@ def _to_text(html: str) -> str:
     try:
         import html2text
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise InputError(
-            "HTML pages need lxml and html2text: pip install 'harmonia[browser]'"
-        ) from e
+        raise InputError(f"HTML pages need lxml and html2text: {install_hint('browser')}") from e
     html = _SUP.sub(r"^{\2}", html)
     html = _SUB.sub(r"_{\2}", html)
     html = _TAGS_BETWEEN_WORDS.sub(r" \1", html)

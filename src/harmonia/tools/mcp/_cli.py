@@ -16,6 +16,7 @@ import asyncio
 from typing import Any, TextIO
 
 from ... import InputError, ToolNamespaceConfig
+from ..._errors import install_hint
 from .._base import Tool
 
 DEFAULT_PORT = 8001
@@ -73,11 +74,22 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
         help="run kernels without the sandbox where bubblewrap cannot start (unsafe)",
     )
     serve.set_defaults(func=run)
+    from .._shell import add_commands
+
+    add_commands(tools_sub, formatter_class)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Build the runtime factory the arguments describe and serve it until interrupted."""
-    from ._server import McpToolServer
+    try:
+        import mcp  # noqa: F401
+
+        from ._server import McpToolServer
+    except ImportError as exc:
+        raise InputError(
+            f"harmonia tools serve-mcp needs the mcp extra ({exc.name or exc} is missing): "
+            f"{install_hint('mcp')}"
+        ) from None
 
     factory, config = _factory(args)
     server = McpToolServer(factory, config=config)

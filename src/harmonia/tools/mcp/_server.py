@@ -15,8 +15,10 @@ The same app also answers Streamable HTTP on ``/mcp`` for other MCP clients.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_SESSIONS = 64
 #: The header vLLM sends to name a conversation.
 SESSION_HEADER = "x-session-id"
+#: The session id a Streamable HTTP client sends with each request of its session.
+MCP_SESSION_HEADER = "mcp-session-id"
 # The argument a namespace called as a whole (``python``) receives its text in,
 # as in gpt-oss's python server and vLLM's client.
 CODE_ARGUMENT = "code"
@@ -306,7 +310,21 @@ def _session_key(ctx: Any) -> str:
         value = headers.get(SESSION_HEADER)
         if value:
             return f"h:{value}"
-    return f"c:{id(ctx.session)}"
+        # Without it, one session per MCP connection. Streamable HTTP names its sessions.
+        value = headers.get(MCP_SESSION_HEADER)
+        if value:
+            return f"m:{value}"
+    # An SSE stream or stdio: the SDK builds a session object per request, but its
+    # connection's outbound channel lasts as long as the connection. The key is a
+    # fresh id kept on that channel (an object's id() may be reused by a later
+    # connection, which must never see an earlier one's pages or kernel).
+    channel = getattr(getattr(ctx.session, "_connection", None), "outbound", None)
+    key = getattr(channel, "_harmonia_session_key", None)
+    if key is None:
+        key = f"c:{uuid.uuid4().hex}"
+        with contextlib.suppress(AttributeError):  # no such channel: one runtime per call
+            channel._harmonia_session_key = key  # type: ignore[union-attr]
+    return str(key)
 
 
 def _security(host: str) -> Any:

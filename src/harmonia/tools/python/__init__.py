@@ -1,6 +1,6 @@
 """The built-in ``python`` tool: a stateful Jupyter kernel per session, sandboxed.
 
-Needs the ``python`` extra (``pip install 'harmonia[python]'``) and, for the
+Needs the ``python`` extra (``harmonia._errors.install_hint("python")`` says how) and, for the
 sandbox, Linux with bubblewrap. Importing this package starts nothing and
 imports no Jupyter code; see docs/python-tool.md.
 """

@@ -19,6 +19,7 @@ from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
 from harmonia import SandboxUnavailableError, ToolError
+from harmonia._errors import install_hint
 
 from ._config import PythonToolConfig
 from ._output import CellOutput
@@ -119,7 +120,7 @@ class Kernel:
             raise error(
                 f"the Python kernel did not start ({exc}); its log ends: {tail or '(empty)'}. "
                 "Check that the interpreter has ipykernel installed "
-                "(`pip install 'harmonia[python]'`).",
+                f"({install_hint('python')}).",
                 tool="python",
             ) from exc
 

@@ -30,6 +30,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harmonia._errors import install_hint
+
 from ._config import PythonToolConfig
 
 SANDBOX_DATA_DIR = "/mnt/data"
@@ -237,10 +239,7 @@ def _dependencies_missing() -> str | None:
 
     missing = [m for m in ("jupyter_client", "ipykernel") if importlib.util.find_spec(m) is None]
     if missing:
-        return (
-            f"{' and '.join(missing)} not installed: install them with "
-            "`pip install 'harmonia[python]'`"
-        )
+        return f"{' and '.join(missing)} not installed: install them with {install_hint('python')}"
     return None
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harmonia import InputError, ToolError
+from harmonia._errors import install_hint
 
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
@@ -81,7 +82,7 @@ class _WebBackend:
                 import httpx
             except ImportError as e:  # pragma: no cover - depends on the environment
                 raise InputError(
-                    "web search backends need httpx: pip install 'harmonia[browser-web]'"
+                    f"web search backends need httpx: {install_hint('browser-web')}"
                 ) from e
             self._client = httpx.AsyncClient(timeout=self._timeout)
         return self._client

@@ -1,0 +1,171 @@
+"""``harmonia tools browser search|open|find`` and ``harmonia tools python``, from a shell.
+
+Each command builds the tool as an agent would, makes one call and prints the
+reply the model would read; a reply that reports a failure goes to stderr and
+exits 1. Every run is a fresh session: ``find`` opens its ``--url`` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from .. import InputError
+from ._base import Tool, ToolCall, ToolOutput
+
+
+def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    """Add ``browser`` and ``python`` to ``harmonia tools``'s subcommands."""
+    examples = (
+        "examples:\n"
+        "  harmonia tools browser search 'lunar day' --corpus docs/\n"
+        "  harmonia tools browser open docs/tides.md --corpus docs/ --loc 10\n"
+        "  harmonia tools browser find moon --url docs/tides.md --corpus docs/\n"
+        "  harmonia tools browser search 'gpt-oss' --web exa    # EXA_API_KEY\n\n"
+        "exit status: 0 success; 1 the call failed (one line on stderr says why); "
+        "2 a usage error"
+    )
+    browser = tools_sub.add_parser(
+        "browser",
+        help="one browser call: search, open or find, over a folder or the web",
+        description="One call of the built-in browser tool; prints what the model would read.",
+        epilog=examples,
+        formatter_class=formatter_class,
+    )
+    calls = browser.add_subparsers(
+        dest="tools_tool", required=True, metavar="CALL", help="the browser function"
+    )
+    search = calls.add_parser("search", help="search and show the results page", epilog=examples)
+    search.add_argument("query", help="what to search for")
+    search.add_argument("--topn", type=int, default=10, help="results to show")
+    opened = calls.add_parser(
+        "open", help="open a URL (or a file of the corpus) and show it", epilog=examples
+    )
+    opened.add_argument("url", help="a URL, or a corpus file's path")
+    opened.add_argument("--loc", type=int, default=-1, help="the first line to show")
+    opened.add_argument("--num-lines", type=int, default=-1, help="lines to show")
+    find = calls.add_parser(
+        "find", help="open --url and show the lines with a pattern", epilog=examples
+    )
+    find.add_argument("pattern", help="the text to find (case-insensitive)")
+    find.add_argument("--url", required=True, help="the page to search in")
+    for parser in (search, opened, find):
+        parser.formatter_class = formatter_class
+        _backend_arguments(parser)
+        parser.set_defaults(func=_run_browser)
+
+    python = tools_sub.add_parser(
+        "python",
+        help="run code in the sandboxed python tool and print its reply",
+        description="One call of the built-in python tool (a Jupyter kernel in bubblewrap).",
+        epilog=(
+            "examples:\n  harmonia tools python 'print(6 * 7)'\n  harmonia tools python - < s.py"
+            "\n\nexit status: 0 success; 1 the call failed; 2 a usage error"
+        ),
+        formatter_class=formatter_class,
+    )
+    python.add_argument("code", help="Python source; - for standard input")
+    python.add_argument(
+        "--timeout", type=float, default=None, help="seconds for the call (default: the tool's)"
+    )
+    python.add_argument(
+        "--dangerously-allow-unsandboxed",
+        action="store_true",
+        help="run the kernel without the sandbox where bubblewrap cannot start (unsafe)",
+    )
+    python.set_defaults(func=_run_python)
+
+
+def _backend_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", help="a folder of Markdown, text and HTML files")
+    parser.add_argument(
+        "--database", default=":memory:", help="SQLite file for the corpus index, kept"
+    )
+    parser.add_argument(
+        "--web", choices=("exa", "you"), help="search the web (EXA_API_KEY or YDC_API_KEY)"
+    )
+
+
+def browser_backend(corpus: str | None, web: str | None, database: str = ":memory:") -> Any:
+    """The browser backend ``--corpus DIR`` or ``--web exa|you`` names (exactly one)."""
+    from .browser import ExaBackend, LocalCorpusBackend, YouComBackend
+
+    if (corpus is None) == (web is None):
+        raise InputError("the browser needs exactly one of --corpus DIR or --web exa|you")
+    if corpus is not None:
+        return LocalCorpusBackend(corpus, database=database)
+    return ExaBackend() if web == "exa" else YouComBackend()
+
+
+def _run_browser(args: argparse.Namespace, out: TextIO) -> int:
+    from .browser import BrowserTool
+
+    tool = BrowserTool(browser_backend(args.corpus, args.web, args.database))
+    if getattr(args, "url", None) and "://" not in args.url and args.corpus:
+        # A corpus file by its path (relative to the corpus, or to here): its file URL.
+        inside = Path(args.corpus) / args.url
+        args.url = (inside if inside.exists() else Path(args.url)).resolve().as_uri()
+    if args.tools_tool == "search":
+        calls = [("search", {"query": args.query, "topn": args.topn})]
+    elif args.tools_tool == "open":
+        opened: dict[str, Any] = {"id": args.url}
+        if args.loc >= 0:
+            opened["loc"] = args.loc
+        if args.num_lines >= 0:
+            opened["num_lines"] = args.num_lines
+        calls = [("open", opened)]
+    else:
+        calls = [("open", {"id": args.url}), ("find", {"pattern": args.pattern})]
+    steps = [ToolCall(f"browser.{n}", "browser", n, json.dumps(a)) for n, a in calls]
+    return _print(asyncio.run(_calls(tool, steps)), args, out)
+
+
+def _run_python(args: argparse.Namespace, out: TextIO) -> int:
+    from .python import PythonTool, PythonToolConfig
+
+    code = sys.stdin.read() if args.code == "-" else args.code
+    settings: dict[str, Any] = {"dangerously_allow_unsandboxed": args.dangerously_allow_unsandboxed}
+    if args.timeout is not None:
+        settings["timeout"] = args.timeout
+    tool = PythonTool(PythonToolConfig(**settings))
+    call = ToolCall("python", "python", None, code)
+    return _print(asyncio.run(_calls(tool, [call])), args, out)
+
+
+async def _calls(tool: Tool, calls: list[ToolCall]) -> ToolOutput:
+    """The calls in turn, on one tool; the last reply, or the first that failed."""
+    from .. import ToolError
+
+    try:
+        output = ToolOutput("")
+        for call in calls:
+            try:
+                output = await tool.call(call)
+            except ToolError as exc:  # what the model would read, as a failed reply
+                return ToolOutput(str(exc), is_error=True)
+            if output.is_error:
+                return output
+        return output
+    finally:
+        await tool.aclose()
+
+
+def _print(output: ToolOutput, args: argparse.Namespace, out: TextIO) -> int:
+    if output.is_error:
+        words = " ".join(
+            w
+            for w in (
+                "harmonia tools",
+                getattr(args, "tools_command", None),
+                getattr(args, "tools_tool", None),
+            )
+            if w
+        )
+        print(f"{words}: {output.text}", file=sys.stderr)
+        return 1
+    out.write(output.text.rstrip("\n") + "\n")
+    return 0
