@@ -29,7 +29,9 @@ from harmonia.serve._cli import _scripted
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
-CALL = '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"tz":"UTC"}<|call|>'
+CALL = (
+    '<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{"tz":"UTC"}<|call|>'
+)
 FINAL = "<|channel|>final<|message|>Noon.<|return|>"
 TIME_TOOL = {
     "type": "function",
@@ -110,9 +112,7 @@ def test_logprobs_the_engine_cannot_give_are_a_400_naming_it(make_server):
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model=MODEL, input="Hi", top_logprobs=3)
     with pytest.raises(openai.BadRequestError):
-        client.responses.create(
-            model=MODEL, input="Hi", include=["message.output_text.logprobs"]
-        )
+        client.responses.create(model=MODEL, input="Hi", include=["message.output_text.logprobs"])
     # Saying no is fine.
     assert client.chat.completions.create(**CHAT, logprobs=False).choices[0].message.content
 
@@ -225,7 +225,9 @@ CRM = {
 
 def test_namespace_tools_are_harmony_namespaces(srv):
     client = srv.client()
-    srv.book.add('<|channel|>commentary to=crm.lookup <|constrain|>json<|message|>{"id":"7"}<|call|>')
+    srv.book.add(
+        '<|channel|>commentary to=crm.lookup <|constrain|>json<|message|>{"id":"7"}<|call|>'
+    )
     reply = client.responses.create(model=MODEL, input="Who is 7?", tools=[CRM])
     assert "namespace crm {" in ENC.decode(list(srv.engine.prompts[-1]))
     (call,) = reply.output
@@ -264,9 +266,7 @@ def test_an_engine_that_cannot_start_exits_1(tmp_path):
 
 def test_stream_helper_sees_response_incomplete(srv):
     srv.book.add("<|channel|>final<|message|>" + "word " * 50 + "<|return|>")
-    with srv.client().responses.stream(
-        model=MODEL, input="Hi", max_output_tokens=10
-    ) as stream:
+    with srv.client().responses.stream(model=MODEL, input="Hi", max_output_tokens=10) as stream:
         events = list(stream)
     # What OpenAI sends for a cut-off response: response.incomplete, not response.completed.
     last = events[-1]
