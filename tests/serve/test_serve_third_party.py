@@ -278,11 +278,26 @@ CODEX_CALL = (
 CODEX_ANSWER = "<|channel|>final<|message|>The shell printed harmonia-42.<|return|>"
 
 
+def test_reasoning_summary_stays_empty_and_the_reasoning_is_its_content(make_server):
+    # gpt-oss has no summariser and its raw reasoning is not meant for end users: like
+    # gpt-oss's reference server, a summary asked for stays empty; the reasoning is the
+    # item's reasoning_text content, which clients that show it read (docs/serve.md).
+    server = make_server()
+    server.book.add(ANSWER)
+    reply = server.client().responses.create(
+        model=MODEL, input="Weather?", reasoning={"effort": "low", "summary": "auto"}
+    )
+    reasoning = reply.output[0]
+    assert reasoning.type == "reasoning" and reasoning.summary == []
+    assert reasoning.content[0].text == "The tool said it."
+
+
 def codex_config(base_url: str) -> str:
     """The ``~/.codex/config.toml`` docs/serve.md gives (the model and the server's URL)."""
     return (
         f'model = "{MODEL}"\n'
-        'model_provider = "harmonia"\n\n'
+        'model_provider = "harmonia"\n'
+        "show_raw_agent_reasoning = true\n\n"
         "[model_providers.harmonia]\n"
         'name = "harmonia"\n'
         f'base_url = "{base_url}"\n'
@@ -313,6 +328,7 @@ def test_codex_exec_shell_round_trip(make_server, tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "The shell printed harmonia-42." in done.stdout
+    assert "Run it." in done.stderr  # the reasoning, shown (show_raw_agent_reasoning)
     # The command ran on this machine and its output came back as the tool's result.
     assert "harmonia-42" in _last_prompt(server).split("to=functions.exec_command", 1)[1]
     assert "echo harmonia-$((6*7))" in _last_prompt(server)
