@@ -195,13 +195,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR|exa|you",
         default=None,
         help="run web_search on the server over a folder of documents, Exa (EXA_API_KEY) "
-        "or You.com (YDC_API_KEY) (default: none; such requests get a 400)",
+        "or You.com (YDC_API_KEY) (default: none; the tool is left out of requests)",
     )
     tools.add_argument(
         "--python",
         action="store_true",
         help="run code_interpreter on the server in the bubblewrap python sandbox "
-        "(default: off; such requests get a 400)",
+        "(default: off; the tool is left out of requests)",
     )
 
 
