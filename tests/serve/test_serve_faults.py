@@ -55,7 +55,9 @@ def test_non_streaming_disconnect_cancels_within_one_token(srv):
 
 
 def test_slow_reader_is_dropped(make_server):
-    server = make_server(send_timeout_s=0.3, ping_interval_s=5, max_output_tokens=10**6)
+    server = make_server(
+        send_timeout_s=0.3, ping_interval_s=5, context_tokens=10**7, max_output_tokens=10**6
+    )
     # A long, fast stream to a client that never reads: the socket buffers fill up.
     server.book.add("<|channel|>final<|message|>" + "hello world " * 300, repeat=True)
     body = (

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 
+import httpx
 import openai
 import pytest
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
@@ -181,6 +182,14 @@ def test_builtin_tools_it_cannot_run_are_left_out_and_announced(srv):
     assert raw.parse().output_text == "ok"
     prompt = ENC.decode(list(srv.engine.prompts[-1]))
     assert "browser" not in prompt and "search" in prompt
+    # Streaming too (Codex streams), a dated variant too.
+    body = {"model": MODEL, "input": "search", "stream": True,
+            "tools": [{"type": "web_search_2025_08_26"}, {"type": "code_interpreter"}]}  # fmt: skip
+    with httpx.stream("POST", srv.base_url + "/responses", json=body, timeout=20) as response:
+        assert response.status_code == 200
+        omitted = response.headers["x-harmonia-omitted-tools"]
+        assert omitted == "web_search_2025_08_26, code_interpreter"
+        assert "response.completed" in response.read().decode()
 
 
 def test_background_response_completes_and_is_polled(srv):
