@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 
 # -rs: list every skipped test with its reason.
 unit: $(STAMP)
-	$(PY) -m pytest -rs
+	$(PY) -m pytest -rs $(PYTEST_ARGS)
 
 # The reference corpus lives beside the repository (../shared); a plain clone
 # without it still runs everything else. It runs once per BPE engine: the default

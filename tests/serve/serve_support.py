@@ -15,7 +15,7 @@ import collections
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,6 +229,40 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def redis_server() -> Iterator[str]:
+    """A throwaway redis-server on a free loopback port (a generator for a fixture).
+
+    Skips, saying why, where redis-server is not installed or does not start.
+    """
+    import shutil
+    import subprocess
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.skip("redis-server did not start on this machine")
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def start_server(engine_factory: Callable[[Book], Any] | None = None, **config: Any) -> Server:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,8 +11,8 @@ from serve_support import (
     MODEL,
     check_cancel_across_replicas,
     check_unconfirmed_cancel,
-    free_port,
     orphan_record,
+    redis_server,
 )
 
 from harmonia.serve import RedisStore, StoredResponse
@@ -25,30 +22,7 @@ pytest.importorskip("redis", reason="the redis package (harmonia[serve-redis]) i
 
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        import redis
-
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    pytest.skip("redis-server did not start on this machine")
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    yield from redis_server()
 
 
 def test_redis_store_round_trip(redis_url):

@@ -11,7 +11,14 @@ from ._config import API_KEYS_ENV, ServerConfig, api_keys_from_env
 from ._create import create_app
 from ._errors import APIError
 from ._redis_store import RedisStore
-from ._store import MemoryStore, ResponseStore, SqliteStore, StoredResponse, open_store
+from ._store import (
+    MemoryStore,
+    ResponseStore,
+    SqliteStore,
+    StoredResponse,
+    open_store,
+    tenant_id,
+)
 from ._tool_loop import ToolLoop
 
 __all__ = [
@@ -28,4 +35,5 @@ __all__ = [
     "api_keys_from_env",
     "create_app",
     "open_store",
+    "tenant_id",
 ]

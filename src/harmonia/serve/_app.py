@@ -25,7 +25,7 @@ from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._responses import Responses
 from ._service import Service, log
-from ._store import ResponseStore
+from ._store import SINGLE_TENANT, ResponseStore, tenant_id
 from ._tool_loop import ToolLoop
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -110,11 +110,11 @@ def create_app(
 
     @app.delete("/v1/responses/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:
-        return await guarded(request, lambda: responses.delete(response_id))
+        return await guarded(request, lambda: responses.delete(request, response_id))
 
     @app.post("/v1/responses/{response_id}/cancel")
     async def cancel_response(request: Request, response_id: str) -> Response:
-        return await guarded(request, lambda: responses.cancel(response_id))
+        return await guarded(request, lambda: responses.cancel(request, response_id))
 
     @app.get("/v1/responses/{response_id}/input_items")
     async def input_items(request: Request, response_id: str) -> Response:
@@ -181,11 +181,16 @@ def create_app(
 
 
 class _Guard:
-    """Pure ASGI (no per-chunk cost): request ids, API keys, access log, metrics, a last 500."""
+    """Pure ASGI (no per-chunk cost): request ids, API keys, access log, metrics, a last 500.
+
+    An authorized ``/v1/`` request gets its key's tenant in the request state
+    (``""`` without API keys); the routes scope every stored object by it.
+    """
 
     def __init__(self, app: Any, config: ServerConfig, service: Service) -> None:
         self.app = app
         self.keys = [key.encode() for key in config.api_keys]
+        self.tenants = [tenant_id(key) for key in config.api_keys]  # once: a slow hash
         self.service = service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -195,7 +200,12 @@ class _Guard:
         headers = dict(scope.get("headers") or ())
         given = headers.get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _REQUEST_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
-        scope.setdefault("state", {})["request_id"] = request_id
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        v1 = scope["path"].startswith("/v1/")
+        tenant = SINGLE_TENANT if not self.keys else self._tenant(headers) if v1 else None
+        if tenant is not None:  # the open routes (/health, /metrics) belong to no tenant
+            state["tenant"] = tenant
         # The SSE writer sends body chunks here, past the framework's per-message wrappers
         # (they only act on the response start, which still goes through all of them).
         scope["harmonia.body_send"] = send
@@ -216,7 +226,7 @@ class _Guard:
             await send(message)
 
         try:
-            if self.keys and path.startswith("/v1/") and not self._authorized(headers):
+            if tenant is None and v1:
                 await error_response(
                     APIError(
                         401,
@@ -242,13 +252,15 @@ class _Guard:
                 (time.monotonic() - started) * 1000,
             )
 
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+    def _tenant(self, headers: dict[bytes, bytes]) -> str | None:
+        """The tenant of the request's key; ``None``: no key, or not one of ours."""
         value = headers.get(b"authorization", b"")
         if not value.startswith(b"Bearer "):
-            return False
+            return None
         token = value[7:].strip()
         # Compare against every key, each in constant time: no early exit that leaks which.
-        found = False
-        for key in self.keys:
-            found |= hmac.compare_digest(token, key)
+        found = None
+        for key, tenant in zip(self.keys, self.tenants, strict=True):
+            if hmac.compare_digest(token, key):
+                found = tenant
         return found

@@ -121,12 +121,12 @@ async def cancel_elsewhere(
     ``wait_s`` (its replica is gone, or too busy to look); the request stays
     recorded, so a later cancel may still find it confirmed.
     """
-    await store.request_cancel(record.id)
+    await store.request_cancel(record.id, record.tenant)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
         await asyncio.sleep(max(0.0, min(poll_s, deadline - loop.time())))
-        current = await store.get(record.id)
+        current = await store.get(record.id, record.tenant)
         if current is None:
             raise APIError(
                 404, f"response {record.id!r} was deleted meanwhile", code="response_not_found"

@@ -33,7 +33,8 @@ class ServerConfig:
     model_aliases: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8000
-    #: Accepted Bearer tokens; empty: no authentication.
+    #: Accepted Bearer tokens; empty: no authentication. Each key is a tenant: the
+    #: responses it makes are its own (another key gets a 404, as for a missing id).
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     #: Generations running at once; more wait in a queue of ``queue_size``, then 429.
     max_concurrent: int = 64
@@ -103,6 +104,12 @@ class ServerConfig:
         for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
             if getattr(self, name) <= 0:
                 raise InputError(f"ServerConfig.{name} must be > 0")
+        if any(not key or key != key.strip() for key in self.api_keys):
+            # "Bearer " (stripped) would match an empty key; a padded one would never match.
+            raise InputError(
+                "ServerConfig.api_keys: an API key must not be empty or start or end with "
+                "whitespace"
+            )
         if self.chat_reasoning_field not in ("reasoning_content", "reasoning"):
             raise InputError(
                 f"ServerConfig.chat_reasoning_field {self.chat_reasoning_field!r}: "

@@ -7,7 +7,7 @@ from typing import Any
 
 from harmonia import InputError
 
-from ._store import StoredResponse
+from ._store import SINGLE_TENANT, StoredResponse
 
 _CANCEL = ":cancel"
 
@@ -15,7 +15,9 @@ _CANCEL = ":cancel"
 class RedisStore:
     """Responses as JSON strings under ``{prefix}{id}``, each kept ``ttl_s`` seconds.
 
-    A cancel request is the key ``{prefix}{id}:cancel``, kept as long.
+    A cancel request is the key ``{prefix}{id}:cancel``, kept as long. The
+    tenant is a field of the JSON; a record written before tenancy has none
+    and is the single tenant's (served only by a server without API keys).
 
     ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://...`` for
     TLS); a password in it is never shown in a repr or an error. Needs the
@@ -44,17 +46,25 @@ class RedisStore:
     async def put(self, record: StoredResponse) -> None:
         await self._client.set(self._prefix + record.id, record.to_json(), ex=self._ttl)
 
-    async def get(self, response_id: str) -> StoredResponse | None:
+    async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
         raw = await self._client.get(self._prefix + response_id)
-        return None if raw is None else StoredResponse.from_json(raw.decode())
+        if raw is None:
+            return None
+        record = StoredResponse.from_json(raw.decode())
+        return record if record.tenant == tenant else None
 
-    async def delete(self, response_id: str) -> bool:
+    async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
+        # A record's tenant never changes, so checking it first and deleting then is safe.
+        if await self.get(response_id, tenant) is None:
+            return False
         key = self._prefix + response_id
         async with self._client.pipeline(transaction=True) as pipe:
             deleted, _ = await pipe.delete(key).delete(key + _CANCEL).execute()
         return bool(deleted)
 
-    async def request_cancel(self, response_id: str) -> None:
+    async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
+        if await self.get(response_id, tenant) is None:
+            return
         await self._client.set(self._prefix + response_id + _CANCEL, b"1", ex=self._ttl)
 
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:

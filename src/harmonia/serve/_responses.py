@@ -116,7 +116,8 @@ class Responses:
                 code="invalid_value",
             )
         params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
-        context, previous = await expand_context(service, body, data)
+        tenant = tenant_of(request)
+        context, previous = await expand_context(service, body, data, tenant)
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
         prepared = await asyncio.to_thread(prepare_responses, service, render, body, previous)
@@ -136,7 +137,7 @@ class Responses:
 
         def record(response: JsonDict, completion: Sequence[int] = ()) -> StoredResponse:
             return StoredResponse(
-                response_id, response, context, tuple(prepared.prompt), tuple(completion)
+                response_id, response, context, tuple(prepared.prompt), tuple(completion), tenant
             )
 
         def admit() -> Coroutine[Any, Any, Job]:
@@ -272,7 +273,7 @@ class Responses:
     # -- GET / DELETE / cancel / input_items ---------------------------------------------------
 
     async def retrieve(self, request: Request, response_id: str) -> Response:
-        record = await get_record(self.service, response_id)
+        record = await get_record(self.service, response_id, tenant_of(request))
         if request.query_params.get("stream") in ("true", "1"):
             run = self.background.get(response_id)
             if run is None:
@@ -289,8 +290,8 @@ class Responses:
             return self._sse(run.follow(int(after)), Disconnect(request.receive), None)
         return json_response(record.response)
 
-    async def delete(self, response_id: str) -> Response:
-        record = await get_record(self.service, response_id)
+    async def delete(self, request: Request, response_id: str) -> Response:
+        record = await get_record(self.service, response_id, tenant_of(request))
         # A running response is cancelled first, and its cancelled record written,
         # so that the run does not write the record back after the delete.
         try:
@@ -301,11 +302,11 @@ class Responses:
             # Its replica is gone (or too slow to answer): delete it anyway, or it never goes.
             log.warning("deleting %s, which its replica did not confirm cancelled", response_id)
         assert self.service.store is not None
-        await self.service.store.delete(response_id)
+        await self.service.store.delete(response_id, record.tenant)
         return json_response({"id": response_id, "object": "response", "deleted": True})
 
-    async def cancel(self, response_id: str) -> Response:
-        record = await get_record(self.service, response_id)
+    async def cancel(self, request: Request, response_id: str) -> Response:
+        record = await get_record(self.service, response_id, tenant_of(request))
         if record.response.get("background") is not True:
             raise APIError(
                 400,
@@ -321,7 +322,7 @@ class Responses:
         if run is not None and run.cancel():
             assert run.task is not None
             await asyncio.wait((run.task,))
-            return await get_record(self.service, record.id)
+            return await get_record(self.service, record.id, record.tenant)
         if record.status in RUNNING:
             # Another replica runs it (or ran it and died): ask it through the store.
             config, store = self.service.config, self.service.store
@@ -340,7 +341,7 @@ class Responses:
             await self._watch.aclose()
 
     async def input_items(self, request: Request, response_id: str) -> Response:
-        record = await get_record(self.service, response_id)
+        record = await get_record(self.service, response_id, tenant_of(request))
         query = request.query_params
         order = query.get("order", "desc")
         limit_text = query.get("limit", "20")
@@ -376,6 +377,11 @@ class Responses:
 def is_builtin_type(kind: object) -> bool:
     """Whether a tool type is a built-in the server runs (dated variants included)."""
     return isinstance(kind, str) and (kind.startswith("web_search") or kind == "code_interpreter")
+
+
+def tenant_of(request: Request) -> str:
+    """Whose the request's stored objects are (the server's guard set it: no default)."""
+    return str(request.state.tenant)
 
 
 def stream_finished(batch: Sequence[JsonDict]) -> bool:

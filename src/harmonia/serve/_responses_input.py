@@ -66,13 +66,16 @@ def _items(raw: object) -> list[JsonDict]:
 
 
 async def expand_context(
-    service: Service, body: ResponsesBody, data: JsonDict
+    service: Service, body: ResponsesBody, data: JsonDict, tenant: str
 ) -> tuple[list[JsonDict], StoredResponse | None]:
-    """Earlier turns (``previous_response_id``) then this input, references resolved."""
+    """Earlier turns (``previous_response_id``, ``tenant``'s) then this input, references
+    resolved."""
     earlier: list[JsonDict] = []
     record = None
     if body.previous_response_id is not None:
-        record = await get_record(service, body.previous_response_id, param="previous_response_id")
+        record = await get_record(
+            service, body.previous_response_id, tenant, param="previous_response_id"
+        )
         if record.status in RUNNING:
             raise APIError(
                 409,
@@ -101,9 +104,10 @@ async def expand_context(
 
 
 async def get_record(
-    service: Service, response_id: str, param: str | None = None
+    service: Service, response_id: str, tenant: str, param: str | None = None
 ) -> StoredResponse:
-    record = None if service.store is None else await service.store.get(response_id)
+    """``tenant``'s response ``response_id``; another tenant's is the 404 of a missing one."""
+    record = None if service.store is None else await service.store.get(response_id, tenant)
     if record is None:
         why = "" if service.store is not None else " (this server stores no responses)"
         raise APIError(

@@ -32,7 +32,7 @@ from ._admission import Admission
 from ._config import ServerConfig
 from ._errors import APIError
 from ._metrics import Metrics
-from ._store import ResponseStore, open_store
+from ._store import ResponseStore, check_tenancy, open_store
 
 log = logging.getLogger("harmonia.serve")
 JsonDict = dict[str, Any]
@@ -75,6 +75,8 @@ class Service:
         self.store = (
             store if store is not None else open_store(config.store, config.memory_store_size)
         )
+        if self.store is not None:
+            check_tenancy(self.store)
         self.admission = Admission(config.max_concurrent, config.queue_size, config.retry_after_s)
         self.metrics = Metrics()
         self.encoding: HarmonyEncoding | None = None

@@ -5,11 +5,19 @@ objects, so a conversation continued with ``previous_response_id`` starts from
 exactly the ids of the earlier turn. Next to the records the store keeps
 *cancel requests*: the way a replica asks the replica running a background
 response to cancel it.
+
+Every record belongs to a *tenant*: the API key that made it, kept as
+:func:`tenant_id` (a slow salted hash of the key, never the key), or ``""``
+when the server has no API keys. Each lookup names its tenant, and another
+tenant's record answers exactly as a missing one does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
+import inspect
 import json
 import sqlite3
 import threading
@@ -23,6 +31,29 @@ from harmonia import InputError
 JsonDict = dict[str, Any]
 #: Ids per ``IN (...)`` query of :class:`SqliteStore`.
 _SQL_BATCH = 500
+#: The tenant of a server without API keys (and of records written before tenancy).
+SINGLE_TENANT = ""
+_TENANT_SALT = b"harmonia.serve tenant v1"
+_TENANT_ROUNDS = 200_000
+
+
+def tenant_id(api_key: str) -> str:
+    """The tenant an API key's responses belong to: a slow salted hash of the key.
+
+    The same on every replica and across restarts (no secret to share), so a
+    store shared by replicas keeps working; the key itself never reaches the
+    store. PBKDF2-SHA256 with 200,000 rounds (about 0.1 s, paid once per key
+    at start-up) makes guessing a short key from a stolen store slow, not
+    impossible: use long random keys.
+
+    >>> a = tenant_id("sk-example")
+    >>> a == tenant_id("sk-example"), a.startswith("tenant_"), "sk-example" in a
+    (True, True, False)
+    """
+    if not api_key:
+        raise InputError("an empty API key names no tenant")
+    digest = hashlib.pbkdf2_hmac("sha256", api_key.encode(), _TENANT_SALT, _TENANT_ROUNDS, dklen=16)
+    return "tenant_" + digest.hex()
 
 
 @dataclass(frozen=True)
@@ -35,6 +66,8 @@ class StoredResponse:
     context: list[JsonDict] = field(default_factory=list)
     prompt_tokens: tuple[int, ...] = ()
     completion_tokens: tuple[int, ...] = ()
+    #: Whose it is (:func:`tenant_id` of the API key that made it; ``""``: no keys).
+    tenant: str = SINGLE_TENANT
 
     @property
     def status(self) -> str:
@@ -48,6 +81,7 @@ class StoredResponse:
                 "context": self.context,
                 "prompt_tokens": list(self.prompt_tokens),
                 "completion_tokens": list(self.completion_tokens),
+                "tenant": self.tenant,
             },
             separators=(",", ":"),
         )
@@ -61,26 +95,37 @@ class StoredResponse:
             context=data["context"],
             prompt_tokens=tuple(data["prompt_tokens"]),
             completion_tokens=tuple(data["completion_tokens"]),
+            # A record written before tenancy has no owner: the single tenant's.
+            tenant=data.get("tenant", SINGLE_TENANT),
         )
 
 
 @runtime_checkable
 class ResponseStore(Protocol):
-    """What the server needs from a store; every method is safe to call concurrently."""
+    """What the server needs from a store; every method is safe to call concurrently.
+
+    ``tenant`` scopes every lookup: a record of another tenant is ``None``
+    (``False`` for :meth:`delete`, ignored by :meth:`request_cancel`), exactly
+    as a missing one. Records are written by id (ids are the server's own,
+    random); :meth:`put` keeps ``record.tenant``.
+    """
 
     async def put(self, record: StoredResponse) -> None: ...
 
-    async def get(self, response_id: str) -> StoredResponse | None: ...
-
-    async def delete(self, response_id: str) -> bool:
-        """Forget the response (and a cancel request for it); whether it was there."""
+    async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
+        """The record if it exists and is ``tenant``'s, else ``None``."""
         ...
 
-    async def request_cancel(self, response_id: str) -> None:
-        """Record that a client asked to cancel the response (idempotent).
+    async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
+        """Forget ``tenant``'s response (and a cancel request for it); whether it was there."""
+        ...
+
+    async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
+        """Record that a client asked to cancel ``tenant``'s response (idempotent).
 
         A separate mark, never a change to the record: the replica running the
         response keeps writing the record, and must not overwrite the request.
+        Nothing is recorded for a response that is not ``tenant``'s.
         """
         ...
 
@@ -127,18 +172,25 @@ class MemoryStore:
             evicted, _ = self._records.popitem(last=False)
             self._cancels.discard(evicted)
 
-    async def get(self, response_id: str) -> StoredResponse | None:
+    def _own(self, response_id: str, tenant: str) -> StoredResponse | None:
         record = self._records.get(response_id)
+        return record if record is not None and record.tenant == tenant else None
+
+    async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
+        record = self._own(response_id, tenant)
         if record is not None:
             self._records.move_to_end(response_id)
         return record
 
-    async def delete(self, response_id: str) -> bool:
+    async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
+        if self._own(response_id, tenant) is None:
+            return False
         self._cancels.discard(response_id)
-        return self._records.pop(response_id, None) is not None
+        del self._records[response_id]
+        return True
 
-    async def request_cancel(self, response_id: str) -> None:
-        if response_id in self._records:  # bounded like the records
+    async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
+        if self._own(response_id, tenant) is not None:  # bounded like the records
             self._cancels.add(response_id)
 
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
@@ -153,7 +205,9 @@ class SqliteStore:
     """Responses in a SQLite file: survives restarts; replicas on one host can share it.
 
     Calls run in a worker thread (never on the event loop); WAL mode lets
-    several processes read while one writes.
+    several processes read while one writes. A file written before tenancy
+    gets its ``tenant`` column on opening; its records are the single
+    tenant's (served only by a server without API keys).
     """
 
     def __init__(self, path: str) -> None:
@@ -164,38 +218,59 @@ class SqliteStore:
             if path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, record TEXT NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS responses (id TEXT PRIMARY KEY, record TEXT NOT NULL,"
+                " tenant TEXT NOT NULL DEFAULT '')"
             )
+            self._add_tenant_column()
             # Its own table: a replica rewriting a record never loses a cancel request.
             self._db.execute("CREATE TABLE IF NOT EXISTS cancel_requests (id TEXT PRIMARY KEY)")
             self._db.commit()
 
+    def _add_tenant_column(self) -> None:
+        """Migrate a file of a version before tenancy (its records: the single tenant's)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if "tenant" in columns:
+            return
+        try:
+            self._db.execute("ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
+        except sqlite3.OperationalError as exc:  # another replica migrated it meanwhile
+            if "duplicate column" not in str(exc):
+                raise
+
     def _put(self, record: StoredResponse) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO responses (id, record) VALUES (?, ?)",
-                (record.id, record.to_json()),
+                "INSERT OR REPLACE INTO responses (id, record, tenant) VALUES (?, ?, ?)",
+                (record.id, record.to_json(), record.tenant),
             )
             self._db.commit()
 
-    def _get(self, response_id: str) -> StoredResponse | None:
+    def _get(self, response_id: str, tenant: str) -> StoredResponse | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT record FROM responses WHERE id = ?", (response_id,)
+                "SELECT record FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
             ).fetchone()
-        return None if row is None else StoredResponse.from_json(row[0])
+        if row is None:
+            return None
+        # The column decides (a replica of an older version rewrites the JSON without one).
+        return dataclasses.replace(StoredResponse.from_json(row[0]), tenant=tenant)
 
-    def _delete(self, response_id: str) -> bool:
+    def _delete(self, response_id: str, tenant: str) -> bool:
         with self._lock:
-            cursor = self._db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
-            self._db.execute("DELETE FROM cancel_requests WHERE id = ?", (response_id,))
+            cursor = self._db.execute(
+                "DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
+            )
+            if cursor.rowcount > 0:
+                self._db.execute("DELETE FROM cancel_requests WHERE id = ?", (response_id,))
             self._db.commit()
         return cursor.rowcount > 0
 
-    def _request_cancel(self, response_id: str) -> None:
+    def _request_cancel(self, response_id: str, tenant: str) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR IGNORE INTO cancel_requests (id) VALUES (?)", (response_id,)
+                "INSERT OR IGNORE INTO cancel_requests (id) "
+                "SELECT id FROM responses WHERE id = ? AND tenant = ?",
+                (response_id, tenant),
             )
             self._db.commit()
 
@@ -215,14 +290,14 @@ class SqliteStore:
     async def put(self, record: StoredResponse) -> None:
         await asyncio.to_thread(self._put, record)
 
-    async def get(self, response_id: str) -> StoredResponse | None:
-        return await asyncio.to_thread(self._get, response_id)
+    async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
+        return await asyncio.to_thread(self._get, response_id, tenant)
 
-    async def delete(self, response_id: str) -> bool:
-        return await asyncio.to_thread(self._delete, response_id)
+    async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
+        return await asyncio.to_thread(self._delete, response_id, tenant)
 
-    async def request_cancel(self, response_id: str) -> None:
-        await asyncio.to_thread(self._request_cancel, response_id)
+    async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
+        await asyncio.to_thread(self._request_cancel, response_id, tenant)
 
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
         return await asyncio.to_thread(self._cancel_requests, list(response_ids))
@@ -230,6 +305,21 @@ class SqliteStore:
     async def aclose(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def check_tenancy(store: ResponseStore) -> None:
+    """Refuse a store whose lookups take no ``tenant`` (written before tenancy).
+
+    Such a store would fail at the first lookup; said at start-up instead.
+    """
+    for name in ("get", "delete", "request_cancel"):
+        method = getattr(store, name, None)
+        if method is None or "tenant" not in inspect.signature(method).parameters:
+            raise InputError(
+                f"{type(store).__name__}.{name} takes no tenant: a ResponseStore's get, delete "
+                "and request_cancel take (response_id, tenant) and answer only that tenant's "
+                "records (see docs/serve.md, Tenants)"
+            )
 
 
 def open_store(spec: str, memory_capacity: int = 1000) -> ResponseStore | None:
