@@ -61,7 +61,11 @@ def test_defaults_and_refusals(capsys):
     args = parser.parse_args(["serve", "--engine", "scripted", "--date", "2026-01-02"])
     config = build_config(args)
     assert config.host == "127.0.0.1" and config.cors_origins == ()
-    assert config.prompt_options.conversation_start_date == "2026-01-02"
+    assert config.prompt_options_now().conversation_start_date == "2026-01-02"
+    assert config.store == "memory"  # nothing written into the folder it was started from
+    for given, expected in (([], "today"), (["--date", "none"], None)):
+        args = parser.parse_args(["serve", "--engine", "scripted", *given])
+        assert build_config(args).current_date == expected
     assert main(["--engine", "vllm"]) == 1
     assert "--url" in capsys.readouterr().err
 

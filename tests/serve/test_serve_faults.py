@@ -53,7 +53,9 @@ def test_non_streaming_disconnect_cancels_within_one_token(srv):
 
 
 def test_slow_reader_is_dropped(make_server):
-    server = make_server(send_timeout_s=0.3, ping_interval_s=5, max_output_tokens=10**6)
+    server = make_server(
+        send_timeout_s=0.3, ping_interval_s=5, context_tokens=10**7, max_output_tokens=10**6
+    )
     # A long, fast stream to a client that never reads: the socket buffers fill up.
     server.book.add("<|channel|>final<|message|>" + "hello world " * 300, repeat=True)
     body = (
@@ -87,9 +89,10 @@ def test_keep_alive_comments_while_the_engine_is_silent(make_server):
 
 def test_health_waits_for_warmup_and_metrics_count(srv):
     assert httpx.get(srv.url + "/health").json()["status"] == "ok"
-    # Warm-up ran: the engine's first generation was one token.
-    assert srv.engine.generations[0].finish.reason.value == "length"
-    assert len(srv.engine.generations[0].tokens) == 1
+    if srv.engine.name != "scripted":  # (a scripted engine is not warmed: test_serve_clients)
+        # Warm-up ran: the engine's first generation was one token.
+        assert srv.engine.generations[0].finish.reason.value == "length"
+        assert len(srv.engine.generations[0].tokens) == 1
     httpx.post(srv.base_url + "/chat/completions", content=b"{")
     srv.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}])
     text = httpx.get(srv.url + "/metrics").text

@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 
+import httpx
 import openai
 import pytest
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
@@ -171,13 +172,24 @@ def test_strict_text_format_and_reasoning_effort(srv):
     EVENTS.validate_python(events[-1])
 
 
-def test_builtin_tools_are_refused_with_a_clear_400(srv):
-    with pytest.raises(openai.BadRequestError) as caught:
-        srv.client().responses.create(
-            model=MODEL, input="search", tools=[{"type": "web_search_preview"}]
-        )
-    assert "web_search_preview" in caught.value.message
-    assert caught.value.body["param"] == "tools"
+def test_builtin_tools_it_cannot_run_are_left_out_and_announced(srv):
+    # Codex declares web_search by default: a server without a search backend answers
+    # anyway, without telling the model of a tool nobody would run.
+    raw = srv.client().responses.with_raw_response.create(
+        model=MODEL, input="search", tools=[{"type": "web_search_preview"}]
+    )
+    assert raw.headers["x-harmonia-omitted-tools"] == "web_search_preview"
+    assert raw.parse().output_text == "ok"
+    prompt = ENC.decode(list(srv.engine.prompts[-1]))
+    assert "browser" not in prompt and "search" in prompt
+    # Streaming too (Codex streams), a dated variant too.
+    body = {"model": MODEL, "input": "search", "stream": True,
+            "tools": [{"type": "web_search_2025_08_26"}, {"type": "code_interpreter"}]}  # fmt: skip
+    with httpx.stream("POST", srv.base_url + "/responses", json=body, timeout=20) as response:
+        assert response.status_code == 200
+        omitted = response.headers["x-harmonia-omitted-tools"]
+        assert omitted == "web_search_2025_08_26, code_interpreter"
+        assert "response.completed" in response.read().decode()
 
 
 def test_background_response_completes_and_is_polled(srv):

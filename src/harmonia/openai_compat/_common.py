@@ -17,6 +17,7 @@ from .._content import (
     ResponseFormat,
     SystemContent,
     ToolDescription,
+    ToolNamespaceConfig,
 )
 from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
@@ -289,16 +290,23 @@ def developer_message(
     instructions: Sequence[str],
     tools: Sequence[ToolDescription],
     formats: Sequence[ResponseFormat],
+    namespaces: Sequence[ToolNamespaceConfig] = (),
 ) -> Message | None:
-    """The developer message, or ``None`` when there is nothing to say."""
+    """The developer message, or ``None`` when there is nothing to say.
+
+    ``namespaces``: tool namespaces besides ``functions`` (the Responses API's
+    ``namespace`` tools), each rendered as its own harmony namespace.
+    """
     texts = [t for t in instructions if t]
-    if not texts and not tools and not formats:
+    if not texts and not tools and not formats and not namespaces:
         return None
     content = DeveloperContent.new()
     if texts:
         content.with_instructions("\n\n".join(texts))
     if tools:
         content.with_function_tools(tools)
+    for namespace in namespaces:
+        content.with_tools(namespace)
     for fmt in formats:
         content.with_response_format(fmt.name, fmt.schema, fmt.description)
     return Message.from_role_and_content(Role.DEVELOPER, content)
@@ -310,10 +318,11 @@ def assemble_conversation(
     builtins: Sequence[str],
     developer: tuple[Sequence[str], Sequence[ToolDescription], Sequence[ResponseFormat]],
     transcript: Sequence[Message],
+    namespaces: Sequence[ToolNamespaceConfig] = (),
 ) -> Conversation:
     """System message, developer message (if any), then the transcript."""
     head = [system_message(options, effort, builtins)]
-    developer_msg = developer_message(*developer)
+    developer_msg = developer_message(*developer, namespaces)
     if developer_msg is not None:
         head.append(developer_msg)
     return Conversation.from_messages([*head, *transcript])

@@ -16,10 +16,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .._content import ResponseFormat, ToolDescription
+from .._content import ResponseFormat, ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding
 from .._message import Conversation
-from .._names import BROWSER, COMMENTARY, FINAL, PYTHON, CotPolicyName
+from .._names import (
+    BROWSER,
+    BUILTIN_NAMESPACES,
+    COMMENTARY,
+    FINAL,
+    FUNCTIONS,
+    PYTHON,
+    CotPolicyName,
+)
 from ._common import (
     DEFAULT_COT_POLICY,
     PromptOptions,
@@ -36,6 +44,7 @@ from ._common import (
     render_prompt,
     req_str,
     response_format,
+    tool_name,
     unique_tools,
 )
 from ._errors import RequestError, UnsupportedContentError
@@ -66,7 +75,7 @@ def responses_request_to_conversation(
     """
     request = as_mapping(request, "request")
     options = options or PromptOptions()
-    tools, builtins = _tools(request)
+    tools, builtins, namespaces = _tools(request)
     declared = frozenset(t.name for t in tools)
     offered, builtins = _offered(request.get("tool_choice"), tools, builtins)
     instructions = [opt_str(request, "instructions", "request") or ""]
@@ -96,7 +105,9 @@ def responses_request_to_conversation(
             raise UnsupportedContentError(f"input item type {kind!r} is not supported", path)
     effort = reasoning_effort(_effort_value(request), "reasoning.effort")
     developer = (instructions, offered, _formats(request))
-    return assemble_conversation(options, effort, builtins, developer, transcript.finish())
+    return assemble_conversation(
+        options, effort, builtins, developer, transcript.finish(), namespaces
+    )
 
 
 def render_responses_request(
@@ -127,12 +138,16 @@ def _effort_value(request: Mapping[str, Any]) -> object:
     return as_mapping(reasoning, "reasoning").get("effort")
 
 
-def _tools(request: Mapping[str, Any]) -> tuple[list[ToolDescription], list[str]]:
-    """Function tools, and the built-in tools (``browser``, ``python``) asked for."""
+def _tools(
+    request: Mapping[str, Any],
+) -> tuple[list[ToolDescription], list[str], list[ToolNamespaceConfig]]:
+    """Function tools, the built-in tools (``browser``, ``python``) asked for, and the
+    ``namespace`` tools (each a harmony namespace of its own)."""
     raw = request.get("tools")
     tools: list[ToolDescription] = []
     paths: list[str] = []
     builtins: list[str] = []
+    namespaces: list[ToolNamespaceConfig] = []
     for i, entry in enumerate(as_list(raw, "tools") if raw is not None else ()):
         path = f"tools[{i}]"
         entry = as_mapping(entry, path)
@@ -148,13 +163,47 @@ def _tools(request: Mapping[str, Any]) -> tuple[list[ToolDescription], list[str]
             builtins.append(BROWSER)
         elif kind == "code_interpreter":
             builtins.append(PYTHON)
+        elif kind == "namespace":
+            namespaces.append(_namespace(entry, path, namespaces))
         else:
             raise UnsupportedContentError(
-                f"tool type {kind!r} is not supported (function, web_search, code_interpreter)",
+                f"tool type {kind!r} is not supported "
+                "(function, namespace, web_search, code_interpreter)",
                 f"{path}.type",
             )
     unique_tools(tools, paths)
-    return tools, builtins
+    return tools, builtins, namespaces
+
+
+def _namespace(
+    entry: Mapping[str, Any], path: str, earlier: Sequence[ToolNamespaceConfig]
+) -> ToolNamespaceConfig:
+    """A ``namespace`` tool: its function tools, called as ``<name>.<tool>`` in harmony."""
+    name = tool_name(entry.get("name"), f"{path}.name")
+    if name in (FUNCTIONS, *BUILTIN_NAMESPACES) or "." in name:
+        raise RequestError(
+            f"namespace {name!r} is reserved or not one word (no '.'); choose another name",
+            f"{path}.name",
+        )
+    if any(ns.name == name for ns in earlier):
+        raise RequestError(f"namespace {name!r} is declared twice", f"{path}.name")
+    description = opt_str(entry, "description", path)
+    functions: list[ToolDescription] = []
+    paths: list[str] = []
+    for j, raw in enumerate(as_list(entry.get("tools"), f"{path}.tools")):
+        inner = f"{path}.tools[{j}]"
+        tool = as_mapping(raw, inner)
+        if tool.get("type") != "function":
+            raise UnsupportedContentError(
+                f"tool type {tool.get('type')!r} is not supported in a namespace (function)",
+                f"{inner}.type",
+            )
+        functions.append(
+            function_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), inner)
+        )
+        paths.append(f"{inner}.name")
+    unique_tools(functions, paths)
+    return ToolNamespaceConfig(name, description, functions)
 
 
 def _offered(

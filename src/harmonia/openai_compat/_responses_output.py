@@ -9,6 +9,7 @@ harmony message                 output item
 ``commentary``, no recipient    ``message``, ``phase: "commentary"`` (preamble)
 ``final``                       ``message``, ``phase: "final_answer"``
 to ``functions.X``              ``function_call`` named ``X``
+to ``N.X`` (``namespace`` N)    ``function_call`` named ``X``, ``namespace: "N"``
 to ``browser.*`` / ``python``   ``function_call`` named ``browser.search``,
                                 ``python``... (default, lossless), or with
                                 ``builtin_calls="native"`` a ``web_search_call``
@@ -87,6 +88,12 @@ class ResponseBuilder:
         self.created_at = int(time.time()) if created_at is None else created_at
         self.prompt_tokens = prompt_tokens
         self.native = builtin_calls == "native"
+        #: The names of the request's ``namespace`` tools (their calls carry ``namespace``).
+        self.namespaces = frozenset(
+            str(tool.get("name"))
+            for tool in self.request.get("tools") or ()
+            if isinstance(tool, Mapping) and tool.get("type") == "namespace"
+        )
         self._ids: dict[int, tuple[str, str]] = {}
 
     # -- items ------------------------------------------------------------------------
@@ -148,7 +155,7 @@ class ResponseBuilder:
                 "outputs": None,
                 "status": status,
             }
-        return {
+        out = {
             "type": kind,
             "id": item_id,
             "call_id": call_id,
@@ -156,6 +163,10 @@ class ResponseBuilder:
             "arguments": item.text,
             "status": status,
         }
+        head, _, rest = (item.recipient or "").partition(".")
+        if rest and head in self.namespaces:  # a call into a declared ``namespace`` tool
+            out["name"], out["namespace"] = rest, head
+        return out
 
     def skeleton(self, item: OutputItem) -> JsonDict:
         """The item as ``response.output_item.added`` announces it: empty, in progress."""

@@ -46,9 +46,9 @@ class AgentToolLoop:
 
     * ``browser``: the search backend, shared by every response (each gets its
       own pages); the caller owns it and closes it (``None``: no ``web_search``;
-      such requests get a 400);
+      the tool is left out of such requests);
     * ``python``: run ``code_interpreter`` calls in harmonia's sandboxed
-      python tool (refused with a 400 saying why when the sandbox cannot start);
+      python tool (left out of requests, the log saying why, when the sandbox cannot start);
     * ``limits``: the agent's :class:`~harmonia.agent.AgentLimits` per response.
 
     .. code-block:: python

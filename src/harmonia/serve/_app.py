@@ -42,7 +42,7 @@ def create_app(
     """An OpenAI-compatible ASGI app serving ``engine`` (run it with uvicorn).
 
     ``store`` overrides the store ``config.store`` names; ``tool_loop`` runs
-    built-in tools (without one, requests that declare them get a 400). The
+    built-in tools (without one, they are left out of the requests that declare them). The
     engine is not closed with the app: its owner closes it.
 
     .. code-block:: python

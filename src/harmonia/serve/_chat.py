@@ -14,7 +14,7 @@ from harmonia import EngineError
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
 from ._errors import APIError
-from ._request import ChatBody, read_json, validate
+from ._request import ChatBody, check_logprobs, read_json, validate
 from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
 
 _DONE = b"data: [DONE]\n\n"
@@ -36,7 +36,7 @@ def _strict(body: ChatBody) -> bool:
 
 
 def _prepare(service: Service, data: dict[str, Any], body: ChatBody) -> Prepared:
-    conversation = chat_request_to_conversation(data, service.config.prompt_options)
+    conversation = chat_request_to_conversation(data, service.config.prompt_options_now())
     choice = tool_choice_option(body.tool_choice)
     if not body.tools:
         choice = None
@@ -47,6 +47,7 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
     data = await read_json(request, service.config.max_body_bytes)
     body: ChatBody = validate(ChatBody, data)
     service.check_model(body.model)
+    check_logprobs(service.engine, bool(body.logprobs) or bool(body.top_logprobs))
     enc = service.enc
     params = service.sampling(
         body.max_completion_tokens or body.max_tokens, body.temperature, body.top_p, body.seed

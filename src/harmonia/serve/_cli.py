@@ -9,9 +9,9 @@ shutdown, 1 when harmonia refuses the configuration, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -20,8 +20,14 @@ from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
 
 from .._names import COT_POLICY_NAMES
-from ..engines import Engine, Script, ScriptedEngine
-from ..openai_compat import PromptOptions
+from ..engines import (
+    Constraint,
+    Engine,
+    Generation,
+    Script,
+    ScriptedEngine,
+    UnsupportedConstraintError,
+)
 from ._config import ServerConfig, api_keys_from_env
 
 if TYPE_CHECKING:
@@ -44,7 +50,8 @@ _EXAMPLES = """examples:
   harmonia serve --engine random            # random weights, the real format (torch)
   harmonia serve --engine vllm --url http://127.0.0.1:8001 --browser ./notes --python
 
-exit status: 0 after a clean shutdown; 1 a bad option or an engine that cannot start;
+exit status: 0 after a clean shutdown; 1 a bad option, or an engine that cannot start
+(the warm-up generation fails: the server logs why and exits, without retrying);
 2 a usage error"""
 
 
@@ -122,7 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-output-tokens",
         type=int,
         default=_DEFAULTS.max_output_tokens,
-        help="the cap on a request's max_tokens / max_output_tokens",
+        help="the cap on a request's max_tokens / max_output_tokens "
+        "(default: the model's context, 131072)",
     )
     server.add_argument(
         "--send-timeout",
@@ -137,7 +145,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between SSE keep-alive comments while the engine is silent",
     )
     server.add_argument(
-        "--store", default=_DEFAULTS.store, help="sqlite:PATH (default), memory or none"
+        "--store",
+        default=_DEFAULTS.store,
+        help="where responses are kept for previous_response_id: memory (default; lost at "
+        "exit), sqlite:PATH, redis://HOST:PORT/DB or none",
     )
     server.add_argument(
         "--memory-store-size",
@@ -160,9 +171,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     server.add_argument(
         "--date",
-        default=None,
-        help="conversation start date in the system message (YYYY-MM-DD or 'today'); "
-        "a date that changes daily invalidates the engine's prefix cache daily",
+        default="today",
+        help="the system message's 'Current date:' line: today (default; the UTC date of "
+        "each request, so cached prefixes change at midnight), a fixed YYYY-MM-DD, or none",
     )
     server.add_argument(
         "--reasoning-field",
@@ -186,20 +197,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR|exa|you",
         default=None,
         help="run web_search on the server over a folder of documents, Exa (EXA_API_KEY) "
-        "or You.com (YDC_API_KEY) (default: none; such requests get a 400)",
+        "or You.com (YDC_API_KEY) (default: none; the tool is left out of requests)",
     )
     tools.add_argument(
         "--python",
         action="store_true",
         help="run code_interpreter on the server in the bubblewrap python sandbox "
-        "(default: off; such requests get a 400)",
+        "(default: off; the tool is left out of requests)",
     )
 
 
 def build_config(args: argparse.Namespace) -> ServerConfig:
-    date = args.date
-    if date == "today":
-        date = datetime.date.today().isoformat()
+    date = None if args.date in ("none", "") else args.date
     return ServerConfig(
         model=args.model,
         model_aliases=tuple(args.alias),
@@ -217,7 +226,7 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
         memory_store_size=args.memory_store_size,
         cancel_wait_s=args.cancel_wait,
         cot_policy=args.cot_policy,
-        prompt_options=PromptOptions(conversation_start_date=date),
+        current_date=date,
         chat_reasoning_field=args.reasoning_field,
         cors_origins=tuple(args.cors_origin),
         warmup=not args.no_warmup,
@@ -276,14 +285,44 @@ def _scripted(path: str | None, delay: float) -> ScriptedEngine:
         if not (isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)):
             raise InputError(f"{path}: expected a JSON list of harmony completion strings")
     scripts = [Script(tuple(enc.encode(t, allowed_special="all")), delay=delay) for t in texts]
-    count = 0
+    return _Replay(scripts)
 
-    def next_script(prompt: tuple[int, ...]) -> Script:
-        nonlocal count
-        count += 1
-        return scripts[(count - 1) % len(scripts)]
 
-    return ScriptedEngine(next_script)
+class _Replay(ScriptedEngine):
+    """``--engine scripted``: the replies in turn, round and round.
+
+    A request whose constraint (``tool_choice="required"``, a strict
+    ``json_schema``) the next reply does not meet is refused before anything
+    runs, with a 400 that says so (the reply is not used up): a demo engine
+    cannot write what it was not given.
+    """
+
+    def __init__(self, scripts: list[Script]) -> None:
+        self.replies = scripts
+        self.count = 0
+        super().__init__(self._next)
+
+    def _next(self, prompt: tuple[int, ...]) -> Script:
+        self.count += 1
+        return self.replies[(self.count - 1) % len(self.replies)]
+
+    def generate(
+        self, prompt: Sequence[int], params: Any = None, *, constraint: Constraint | None = None
+    ) -> Generation:
+        if constraint is not None:
+            script = self.replies[self.count % len(self.replies)]
+            matcher = constraint.new_matcher()
+            for token in script.tokens:
+                try:
+                    matcher.consume(token)
+                except Exception as exc:
+                    raise UnsupportedConstraintError(
+                        "the scripted engine's next reply does not meet this request's "
+                        f"constraint (tool_choice, strict schema): {exc}; give it replies "
+                        "that do (--script)",
+                        engine=self.name,
+                    ) from None
+        return super().generate(prompt, params, constraint=constraint)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -306,6 +345,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     tool_loop, backend = build_tool_loop(args)
     engine = build_engine(args)
     app = create_app(engine, config, tool_loop=tool_loop)
+    log = logging.getLogger("harmonia.serve")
+    log.info("responses are stored in %s", describe_store(config.store))
     server = uvicorn.Server(
         uvicorn.Config(
             app,
@@ -316,6 +357,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             timeout_graceful_shutdown=5,
         )
     )
+    service = app.state.service
+
+    def start_failed() -> None:  # one behaviour: an engine that cannot start ends the server
+        server.should_exit = True
+
+    service.on_start_failure = start_failed
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn re-raises the signal after its graceful shutdown
@@ -324,7 +371,21 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         asyncio.run(engine.aclose())
         if backend is not None:
             asyncio.run(backend.aclose())
+    if service.failed:
+        print(f"harmonia serve: {service.not_ready_reason}; exiting", file=sys.stderr)
+        return 1
     return 0
+
+
+def describe_store(store: str) -> str:
+    """Where ``--store`` keeps responses, in words (never a Redis URL's password)."""
+    if store == "memory":
+        return "memory (lost at exit; --store sqlite:PATH keeps them on disk)"
+    if store == "none":
+        return "nothing (--store none: previous_response_id cannot be used)"
+    if store.startswith("sqlite:"):
+        return f"the SQLite file {os.path.abspath(store[len('sqlite:') :])}"
+    return "Redis at " + store.split("@")[-1].split("/")[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from harmonia import InputError
 
@@ -18,7 +20,7 @@ class ServerConfig:
     """Limits, defaults and policies of one harmonia server.
 
     The defaults are safe for one machine: loopback only, no API keys, CORS
-    off, a bounded queue, a SQLite response store. API keys are never shown
+    off, a bounded queue, a bounded in-memory response store. API keys are never shown
     in the repr.
 
     >>> config = ServerConfig(api_keys=("sk-secret",))
@@ -43,15 +45,20 @@ class ServerConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     #: Largest rendered prompt, in tokens (400 ``context_length_exceeded`` beyond).
     max_input_tokens: int = 120_000
-    #: Largest ``max_tokens`` / ``max_output_tokens`` a request may ask for.
-    max_output_tokens: int = 32_768
+    #: The model's context window in tokens (gpt-oss: 131,072): prompt and output together.
+    #: A generation stops (``length`` / ``incomplete``) where the context runs out.
+    context_tokens: int = 131_072
+    #: Largest ``max_tokens`` / ``max_output_tokens`` a request may ask for (400 beyond);
+    #: ``None``: the context (gpt-oss's evals ask for 131,072).
+    max_output_tokens: int | None = None
     #: A client that takes longer than this to accept one SSE write is dropped.
     send_timeout_s: float = 30.0
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = 15.0
-    #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas), ``"memory"``
-    #: (bounded, lost on restart) or ``"none"``. Not in the repr: a URL may hold a password.
-    store: str = field(default="sqlite:harmonia-responses.sqlite3", repr=False)
+    #: ``"memory"`` (the default: bounded, lost on restart, writes no file),
+    #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas) or ``"none"``.
+    #: Not in the repr: a URL may hold a password.
+    store: str = field(default="memory", repr=False)
     #: Responses the in-memory store keeps (least recently used go first).
     memory_store_size: int = 1000
     #: How often a replica running background responses looks in the store for cancel
@@ -64,6 +71,15 @@ class ServerConfig:
     cot_policy: str = "guide"
     #: What the system message says beyond the request (identity, date, ...).
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
+    #: The system message's ``Current date:`` line, as vLLM and gpt-oss's server write it:
+    #: ``"today"`` (the UTC date when each request is rendered), a fixed ``"YYYY-MM-DD"``
+    #: (a prefix cache that survives midnight) or ``None`` (no date line). A date in
+    #: ``prompt_options`` wins over this.
+    current_date: str | None = "today"
+    #: The clock ``"today"`` reads (tests inject one).
+    clock: Callable[[], datetime.datetime] = field(
+        default=lambda: datetime.datetime.now(datetime.timezone.utc), repr=False, compare=False
+    )
     #: The Chat message/delta field that carries reasoning: ``"reasoning_content"`` (the
     #: older vLLM/DeepSeek name most clients read) or ``"reasoning"`` (vLLM's newer one).
     chat_reasoning_field: str = "reasoning_content"
@@ -77,10 +93,12 @@ class ServerConfig:
     bpe_engine: str = "quicktok"
 
     def __post_init__(self) -> None:
-        positive = ("max_concurrent", "max_body_bytes", "max_input_tokens", "max_output_tokens")
+        positive = ("max_concurrent", "max_body_bytes", "max_input_tokens", "context_tokens")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InputError(f"ServerConfig.{name} must be at least 1")
+        if self.max_output_tokens is not None and self.max_output_tokens < 1:
+            raise InputError("ServerConfig.max_output_tokens must be at least 1")
         if self.queue_size < 0 or self.retry_after_s < 0:
             raise InputError("ServerConfig.queue_size and retry_after_s must be >= 0")
         for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
@@ -106,6 +124,14 @@ class ServerConfig:
             raise InputError(
                 f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
             )
+        if self.current_date not in (None, "today"):
+            try:
+                datetime.date.fromisoformat(str(self.current_date))
+            except ValueError:
+                raise InputError(
+                    f"ServerConfig.current_date {self.current_date!r}: use 'today', "
+                    "YYYY-MM-DD or None"
+                ) from None
         if not (
             self.store in ("memory", "none")
             or self.store.startswith(("sqlite:", "redis://", "rediss://"))
@@ -114,6 +140,21 @@ class ServerConfig:
             raise InputError(
                 "ServerConfig.store: use 'sqlite:PATH', 'redis://HOST:PORT/DB', 'memory' or 'none'"
             )
+
+    def prompt_options_now(self) -> PromptOptions:
+        """The prompt options for a request rendered now (its date line filled in)."""
+        options = self.prompt_options
+        if options.conversation_start_date is not None or self.current_date is None:
+            return options
+        date = self.current_date
+        if date == "today":
+            date = self.clock().astimezone(datetime.timezone.utc).date().isoformat()
+        return replace(options, conversation_start_date=date)
+
+    @property
+    def output_cap(self) -> int:
+        """The largest ``max_tokens`` a request may ask for."""
+        return self.context_tokens if self.max_output_tokens is None else self.max_output_tokens
 
     @property
     def model_names(self) -> tuple[str, ...]:

@@ -12,8 +12,9 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
+from ._asgi import ClientGone
 from ._errors import APIError
 
 JsonDict = dict[str, Any]
@@ -31,7 +32,7 @@ class ChatBody(_Lenient):
     """The Chat Completions fields the server reads (the converter reads the rest)."""
 
     model: str
-    messages: list[Any]
+    messages: list[Any] = Field(min_length=1)
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1)
@@ -45,10 +46,13 @@ class ChatBody(_Lenient):
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
     reasoning_effort: str | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
 
 class Reasoning(_Lenient):
     effort: str | None = None
+    summary: str | None = None
 
 
 class ResponsesBody(_Lenient):
@@ -71,6 +75,8 @@ class ResponsesBody(_Lenient):
     text: dict[str, Any] | None = None
     truncation: Literal["auto", "disabled"] | None = None
     metadata: dict[str, str] | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    include: list[str] | None = None
 
 
 async def read_json(request: Request, limit: int) -> JsonDict:
@@ -80,11 +86,14 @@ async def read_json(request: Request, limit: int) -> JsonDict:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect:  # half a body, then gone: nobody to answer, and no error
+        raise ClientGone from None
     raw = b"".join(chunks)
     try:
         data = json.loads(raw)
@@ -104,6 +113,22 @@ async def read_json(request: Request, limit: int) -> JsonDict:
     return data
 
 
+def check_logprobs(engine: object, wanted: bool) -> None:
+    """A 400 naming the engine when a request asks for log-probabilities it cannot give.
+
+    No harmonia engine returns per-token log-probabilities yet, so a request
+    that asks for them is refused rather than answered with ``logprobs: null``.
+    """
+    if wanted and not getattr(engine, "supports_logprobs", False):
+        raise APIError(
+            400,
+            f"this server's engine ({getattr(engine, 'name', 'unknown')}) cannot return "
+            "log-probabilities; send the request without logprobs / top_logprobs",
+            param="logprobs",
+            code="unsupported_parameter",
+        )
+
+
 def validate(model: type[_Lenient], data: JsonDict) -> Any:
     """``model`` read from ``data``, or a 400 naming the first wrong field."""
     try:
@@ -116,7 +141,9 @@ def validate(model: type[_Lenient], data: JsonDict) -> Any:
             f"{param or 'body'}: {first['msg']}"
             + (f" ({len(exc.errors())} problems in all)" if len(exc.errors()) > 1 else ""),
             param=param,
-            code="missing_required_parameter" if first["type"] == "missing" else "invalid_type",
+            code={"missing": "missing_required_parameter", "too_short": "empty_array"}.get(
+                first["type"], "invalid_type"
+            ),
         ) from None
 
 

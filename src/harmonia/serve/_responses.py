@@ -4,7 +4,8 @@ A response's whole input (earlier turns expanded) and its prompt and
 completion tokens are stored together, so ``previous_response_id`` continues
 from exactly what the model saw. Built-in tools (``web_search*``,
 ``code_interpreter``) need a tool-running loop, plugged in as a
-:class:`ToolLoop`; without one such a request is refused with a 400.
+:class:`ToolLoop`; those the server cannot run are left out of the prompt
+(and named in the ``x-harmonia-omitted-tools`` header).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..openai_compat import ResponseStream
 from ._asgi import Disconnect, SSEResponse, json_response
 from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
 from ._errors import APIError
-from ._request import ResponsesBody, read_json, validate
+from ._request import ResponsesBody, check_logprobs, read_json, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
 from ._service import Job, Service, log, log_diagnostics
 from ._store import StoredResponse
@@ -32,6 +33,8 @@ JsonDict = dict[str, Any]
 
 #: Tool types that need a tool-running loop (the model calls them and the server runs them).
 BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
+#: The response header naming the built-in tools a request declared that were left out.
+OMITTED_TOOLS_HEADER = "x-harmonia-omitted-tools"
 
 
 class Responses:
@@ -50,24 +53,59 @@ class Responses:
     # -- POST /v1/responses ----------------------------------------------------------------
 
     async def create(self, request: Request, request_id: str) -> Response:
+        omitted: list[str] = []
+        response = await self._create(request, request_id, omitted)
+        if omitted:
+            response.headers[OMITTED_TOOLS_HEADER] = ", ".join(omitted)
+        return response
+
+    def _runnable(self, tool_type: str) -> str | None:
+        """``None`` when this server can run the built-in ``tool_type``, else why not."""
+        if self.tool_loop is None:
+            return "no tool-running loop (--browser / --python)"
+        check = getattr(self.tool_loop, "check", None)
+        if callable(check):
+            try:
+                check([tool_type])
+            except APIError as exc:
+                return exc.message
+        return None
+
+    def _omit_builtins(
+        self, data: JsonDict, body: ResponsesBody, omitted: list[str], request_id: str
+    ) -> tuple[JsonDict, ResponsesBody]:
+        """Leave out of the prompt the built-in tools this server cannot run.
+
+        The model is not told of them, so it cannot call them; the request is
+        answered (Codex declares ``web_search`` by default), and the
+        ``x-harmonia-omitted-tools`` header and the log say what was left out.
+        """
+        kept: list[Any] = []
+        for tool in body.tools or ():
+            kind = tool.get("type")
+            why = self._runnable(str(kind)) if is_builtin_type(kind) else None
+            if why is None:
+                kept.append(tool)
+            else:
+                omitted.append(str(kind))
+                log.info("[%s] built-in tool %s left out of the prompt: %s", request_id, kind, why)
+        if not omitted:
+            return data, body
+        data = {**data, "tools": kept}
+        return data, body.model_copy(update={"tools": kept})
+
+    async def _create(self, request: Request, request_id: str, omitted: list[str]) -> Response:
         service = self.service
         data = await read_json(request, service.config.max_body_bytes)
         body: ResponsesBody = validate(ResponsesBody, data)
         service.check_model(body.model)
+        check_logprobs(
+            service.engine,
+            bool(body.top_logprobs) or "message.output_text.logprobs" in (body.include or ()),
+        )
         enc = service.enc
-        builtin = [t.get("type") for t in body.tools or () if t.get("type") in BUILTIN_TOOL_TYPES]
-        if builtin and self.tool_loop is None:
-            raise APIError(
-                400,
-                f"this server cannot run the built-in tool(s) {', '.join(map(str, builtin))}: "
-                "no tool-running loop is configured; declare them as function tools and run "
-                "them yourself",
-                param="tools",
-                code="unsupported_tool",
-            )
-        check = getattr(self.tool_loop, "check", None)
-        if builtin and callable(check):
-            check([str(t) for t in builtin])  # e.g. no sandbox for code_interpreter: a 400
+        data, body = self._omit_builtins(data, body, omitted, request_id)
+        builtin = [t.get("type") for t in body.tools or () if is_builtin_type(t.get("type"))]
         store = body.store is not False and service.store is not None
         if body.background and not store:
             raise APIError(
@@ -83,6 +121,7 @@ class Responses:
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
         prepared = await asyncio.to_thread(prepare_responses, service, render, body, previous)
+        params = service.fit(params, len(prepared.prompt))
         echo = dict(data)
         echo["store"] = store
         stream = ResponseStream(
@@ -333,6 +372,11 @@ class Responses:
                 "has_more": len(items) > len(page),
             }
         )
+
+
+def is_builtin_type(kind: object) -> bool:
+    """Whether a tool type is a built-in the server runs (dated variants included)."""
+    return isinstance(kind, str) and (kind.startswith("web_search") or kind == "code_interpreter")
 
 
 def tenant_of(request: Request) -> str:

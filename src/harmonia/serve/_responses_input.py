@@ -131,13 +131,12 @@ def _strict(body: ResponsesBody) -> bool:
 def prepare_responses(
     service: Service, request: JsonDict, body: ResponsesBody, previous: StoredResponse | None
 ) -> Prepared:
-    conversation = responses_request_to_conversation(request, service.config.prompt_options)
+    options = service.config.prompt_options_now()
+    conversation = responses_request_to_conversation(request, options)
     prompt = service.render(conversation)
     if previous is not None:
         earlier = {**request, "input": previous.context + list(previous.response["output"])}
-        middle = service.render(
-            responses_request_to_conversation(earlier, service.config.prompt_options)
-        )
+        middle = service.render(responses_request_to_conversation(earlier, options))
         prompt = splice(prompt, middle, previous.prompt_tokens, previous.completion_tokens)
     choice = tool_choice_option(body.tool_choice) if body.tools else None
     return service.prepare(conversation, choice, _strict(body), prompt)

@@ -5,21 +5,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from harmonia import (
     Conversation,
     HarmonyEncoding,
     HarmonyEncodingName,
+    HarmonyError,
     Message,
     RenderConversationConfig,
     Role,
     load_harmony_encoding,
 )
 
-from ..engines import Constraint, Engine, FinishReason, Generation, SamplingParams
+from ..engines import (
+    Constraint,
+    Engine,
+    FinishReason,
+    Generation,
+    SamplingParams,
+    ScriptedEngine,
+)
 from ._admission import Admission
 from ._config import ServerConfig
 from ._errors import APIError
@@ -73,6 +81,10 @@ class Service:
         self.metrics = Metrics()
         self.encoding: HarmonyEncoding | None = None
         self.ready = False
+        #: Whether start-up failed (``/health`` then says why, for good).
+        self.failed = False
+        #: Called once when start-up fails (``harmonia serve`` exits 1).
+        self.on_start_failure: Callable[[], None] | None = None
         self.not_ready_reason = "starting: loading the vocabulary"
 
     # -- start-up ----------------------------------------------------------------------------
@@ -86,7 +98,9 @@ class Service:
                 engine=self.config.bpe_engine,  # type: ignore[arg-type]
             )
             self.encoding = encoding
-            if self.config.warmup:
+            # A scripted engine has nothing to warm, and a warm-up generation would use
+            # up its first script: the first real request gets it.
+            if self.config.warmup and not isinstance(self.engine, ScriptedEngine):
                 self.not_ready_reason = "starting: warming up the engine"
                 conversation = Conversation.from_messages(
                     [Message.from_role_and_content(Role.USER, "Hi")]
@@ -99,9 +113,15 @@ class Service:
                 await asyncio.to_thread(_warm_constraints, conversation)
             self.ready = True
             log.info("ready: engine %s, model %s", self.engine.name, self.config.model)
-        except Exception as exc:  # the server stays up and says why it is not ready
+        except Exception as exc:
             self.not_ready_reason = f"start-up failed: {type(exc).__name__}: {exc}"
-            log.exception("start-up failed")
+            self.failed = True
+            if isinstance(exc, HarmonyError):  # an engine that cannot start: no trace needed
+                log.error("%s", self.not_ready_reason)
+            else:
+                log.exception("start-up failed")
+            if self.on_start_failure is not None:
+                self.on_start_failure()
 
     @property
     def enc(self) -> HarmonyEncoding:
@@ -133,11 +153,12 @@ class Service:
         top_p: float | None,
         seed: int | None = None,
     ) -> SamplingParams:
-        if max_tokens is not None and max_tokens > self.config.max_output_tokens:
+        cap = self.config.output_cap
+        if max_tokens is not None and max_tokens > cap:
             raise APIError(
                 400,
-                f"max tokens {max_tokens} is more than this server allows "
-                f"({self.config.max_output_tokens})",
+                f"max tokens {max_tokens} is more than this server allows ({cap}"
+                + (", the model's context)" if cap == self.config.context_tokens else ")"),
                 code="invalid_value",
             )
         given: dict[str, Any] = {
@@ -164,11 +185,12 @@ class Service:
         constraint. Run it in a worker thread."""
         if prompt is None:
             prompt = self.render(conversation)
-        if len(prompt) > self.config.max_input_tokens:
+        limit = min(self.config.max_input_tokens, self.config.context_tokens - 1)
+        if len(prompt) > limit:
             raise APIError(
                 400,
                 f"the prompt is {len(prompt)} tokens, more than this server's limit of "
-                f"{self.config.max_input_tokens}; shorten the input",
+                f"{limit}; shorten the input",
                 code="context_length_exceeded",
             )
         constraint = None
@@ -192,8 +214,18 @@ class Service:
 
     # -- the loop ------------------------------------------------------------------------------
 
+    def fit(self, params: SamplingParams, prompt_tokens: int) -> SamplingParams:
+        """``params`` with ``max_tokens`` cut to what the context leaves after the prompt.
+
+        A request may ask for the whole context (gpt-oss's evals send 131,072);
+        the generation then stops where the context runs out, as ``length``.
+        """
+        room = max(1, self.config.context_tokens - prompt_tokens)
+        return params if params.max_tokens <= room else replace(params, max_tokens=room)
+
     async def admit(self, prepared: Prepared, params: SamplingParams) -> Job:
         """Wait for a slot (429 when the queue is full), then start the engine."""
+        params = self.fit(params, len(prepared.prompt))
         await self.admission.acquire()
         try:
             generation = self.engine.generate(
