@@ -8,6 +8,7 @@ imported on first use.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any
 
@@ -20,6 +21,12 @@ _SUB = re.compile(r"<sub( [^>]*)?>([\w\-]+)</sub>")
 # A space before tags glued between two word characters (table cells, inline
 # blocks) keeps "<td>a</td><td>b</td>" from reading as "ab".
 _TAGS_BETWEEN_WORDS = re.compile(r"(?<=\w)((<[^>]*>)+)(?=\w)")
+# A "<" inside a tag (only comments and processing instructions hold one once
+# lxml has written the tree): the patterns above would rescan from each of them.
+_LT_IN_TAG = re.compile(r"<[^>]*<")
+_WORD_THEN_LT = re.compile(r"(?<=\w)<")
+_WORD = re.compile(r"\w")
+_WORD_RUN = re.compile(r"[\w\-]+")
 _ONLY_MARKERS = re.compile(r"【\@([^】]+)】")
 # lxml refuses a str that declares its own encoding; the text is already decoded.
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
@@ -36,38 +43,165 @@ def _lxml_html() -> Any:
     return lxml
 
 
-def _replace_with_text(node: Any, text: str) -> None:
-    # Keep the node's tail: it is the text that follows the node in its parent.
-    parent = node.getparent()
-    previous = node.getprevious()
-    tail = node.tail or ""
-    if previous is None:
-        parent.text = (parent.text or "") + text + tail
+def _replace_all_with_text(replacements: list[tuple[Any, str]]) -> None:
+    """Replace each node by its text, as if one by one in order, in one pass per parent.
+
+    Replacing a node appends its text and its tail to the text before it (the
+    previous sibling's tail, or the parent's text). Done node by node, that
+    text grows with every sibling replaced and is copied each time (quadratic
+    for a paragraph of links); here each parent's children are walked once and
+    every text is joined once.
+    """
+    by_parent: dict[Any, dict[Any, str]] = {}
+    for node, text in replacements:
+        parent = node.getparent()
+        if parent is not None:
+            by_parent.setdefault(parent, {})[node] = text
+    for parent, chosen in by_parent.items():
+        owner: Any = None  # None: the parent's own text
+        parts: list[str] = []
+        removed: list[Any] = []
+        for child in list(parent):
+            shown = chosen.get(child)
+            if shown is None:
+                _set_text_before(parent, owner, parts)
+                owner, parts = child, []
+                continue
+            parts += (shown, child.tail or "")
+            removed.append(child)
+        _set_text_before(parent, owner, parts)
+        for child in removed:
+            parent.remove(child)
+
+
+def _set_text_before(parent: Any, owner: Any, parts: list[str]) -> None:
+    if not parts:
+        return
+    if owner is None:
+        parent.text = (parent.text or "") + "".join(parts)
     else:
-        previous.tail = (previous.tail or "") + text + tail
-    parent.remove(node)
+        owner.tail = (owner.tail or "") + "".join(parts)
 
 
 def _mark_links(root: Any, table: LinkTable) -> None:
-    for anchor in list(root.iterfind(".//a[@href]")):
-        href = anchor.attrib["href"]
-        if href.startswith(("mailto:", "javascript:")):
+    # Every decision depends only on the anchor's own subtree, which no earlier
+    # replacement touches (document order visits ancestors first), so all are
+    # made first and applied together.
+    replacements: list[tuple[Any, str]] = []
+    # root.iter is ".//a[@href]" walked in C: the root itself is not a descendant.
+    for anchor in root.iter("a"):
+        href = anchor.get("href")
+        if href is None or anchor is root or href.startswith(("mailto:", "javascript:")):
             continue
-        text = merge_whitespace(" ".join(anchor.itertext())).replace("†", "‡")
-        if not _ONLY_MARKERS.sub("", text):  # no text: an image link
-            continue
+        raw = " ".join(anchor.itertext()) if len(anchor) else (anchor.text or "")
+        text = merge_whitespace(raw).replace("†", "‡")
+        if not text or ("【" in text and not _ONLY_MARKERS.sub("", text)):
+            continue  # no text: an image link
         if href.startswith("#"):
-            _replace_with_text(anchor, text)
+            replacements.append((anchor, text))
             continue
         marker = table.marker(href, text)
         if marker is not None:
-            _replace_with_text(anchor, marker)
+            replacements.append((anchor, marker))
+    _replace_all_with_text(replacements)
 
 
 def _mark_images(root: Any) -> None:
-    for number, img in enumerate(list(root.iterfind(".//img"))):
+    replacements: list[tuple[Any, str]] = []
+    for number, img in enumerate(root.iterfind(".//img")):
         name = img.get("alt", img.get("title"))
-        _replace_with_text(img, f"[Image {number}: {name}]" if name else f"[Image {number}]")
+        replacements.append((img, f"[Image {number}: {name}]" if name else f"[Image {number}]"))
+    _replace_all_with_text(replacements)
+
+
+class _Closers:
+    """The first ``>`` at or after a position, by bisection over all of them."""
+
+    def __init__(self, text: str) -> None:
+        self.positions = [m.start() for m in re.finditer(">", text)]
+
+    def next(self, start: int) -> int:
+        i = bisect.bisect_left(self.positions, start)
+        return self.positions[i] if i < len(self.positions) else -1
+
+
+def _sub_tag_word(html: str, tag: str, mark: str) -> str:
+    # ``<tag( [^>]*)?>([\w\-]+)</tag>`` -> ``{mark}{\2}``, matched as the regex does.
+    opening, closing = f"<{tag}", f"</{tag}>"
+    closers = _Closers(html)
+    out: list[str] = []
+    last = 0
+    pos = html.find(opening)
+    while pos >= 0:
+        after = pos + len(opening)
+        body = -1
+        if html.startswith(" ", after):
+            gt = closers.next(after)
+            body = gt + 1 if gt >= 0 else -1
+        elif html.startswith(">", after):
+            body = after + 1
+        word = _WORD_RUN.match(html, body) if body >= 0 else None
+        if word is not None and html.startswith(closing, word.end()):
+            out += (html[last:pos], mark, "{", word.group(), "}")
+            last = word.end() + len(closing)
+            pos = html.find(opening, last)
+        else:
+            pos = html.find(opening, pos + 1)
+    out.append(html[last:])
+    return "".join(out)
+
+
+def _sub_sup(html: str) -> str:
+    """``<sup>x</sup>`` -> ``^{x}`` and ``<sub>x</sub>`` -> ``_{x}``, the reference's rule.
+
+    In linear work: the reference patterns rescan to the next ``>`` from every
+    ``<sup `` start, which a comment full of them turns quadratic.
+    """
+    if _LT_IN_TAG.search(html) is None:
+        return _SUB.sub(r"_{\2}", _SUP.sub(r"^{\2}", html))
+    return _sub_tag_word(_sub_tag_word(html, "sup", "^"), "sub", "_")
+
+
+def _space_tag_runs(html: str) -> str:
+    """A space before each run of tags glued between word characters, in linear work.
+
+    Equal to ``_TAGS_BETWEEN_WORDS.sub(r" \1", html)``, whose scan from every
+    ``<`` to the next ``>`` is quadratic when one comment holds many "word<".
+    """
+    if _LT_IN_TAG.search(html) is None:
+        return _TAGS_BETWEEN_WORDS.sub(r" \1", html)
+    closers = _Closers(html)
+    size = len(html)
+    chain_end: dict[int, int] = {}  # a "<" -> the end of the run of tags it starts (-1: none)
+
+    def run_from(start: int) -> int:
+        path: list[int] = []
+        end = start
+        while end < size and html[end] == "<" and end not in chain_end:
+            gt = closers.next(end + 1)
+            if gt < 0:
+                break
+            path.append(end)
+            end = gt + 1
+        if end < size and html[end] == "<":
+            known = chain_end.get(end, -1)
+            end = end if known < 0 else known  # an unclosed "<" ends the run before it
+        for position in path:
+            chain_end[position] = end
+        return chain_end.get(start, -1)
+
+    out: list[str] = []
+    last = 0
+    for found in _WORD_THEN_LT.finditer(html):
+        start = found.start()
+        if start < last:
+            continue
+        end = run_from(start)
+        if end > start and _WORD.match(html, end) is not None:
+            out += (html[last:start], " ", html[start:end])
+            last = end
+    out.append(html[last:])
+    return "".join(out)
 
 
 def _to_text(html: str) -> str:
@@ -77,9 +211,7 @@ def _to_text(html: str) -> str:
         raise InputError(
             "HTML pages need lxml and html2text: pip install 'harmonia[browser]'"
         ) from e
-    html = _SUP.sub(r"^{\2}", html)
-    html = _SUB.sub(r"_{\2}", html)
-    html = _TAGS_BETWEEN_WORDS.sub(r" \1", html)
+    html = _space_tag_runs(_sub_sup(html))
     converter = html2text.HTML2Text()
     converter.ignore_links = True
     converter.ignore_images = True
