@@ -9,12 +9,28 @@ imported on first use.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import html as html_lib
 import re
 from typing import Any
 
 from harmonia import InputError
 
-from ._page import LinkTable, Page, clean_source_text, get_domain, merge_whitespace, tidy_text
+from ._page import (
+    LinkTable,
+    Page,
+    SearchResult,
+    clean_source_text,
+    get_domain,
+    merge_whitespace,
+    rewrite_url,
+    tidy_text,
+)
+
+MAX_RESULT_TITLE_CHARS = 2_000
+MAX_RESULT_SUMMARY_CHARS = 20_000
+"""What of a search result's title and summary is shown (real ones are far shorter):
+a results page is converted in bounded work whatever the search API returns."""
 
 _SUP = re.compile(r"<sup( [^>]*)?>([\w\-]+)</sup>")
 _SUB = re.compile(r"<sub( [^>]*)?>([\w\-]+)</sub>")
@@ -260,3 +276,40 @@ def html_to_page(html: str, url: str, title: str | None = None, *, show_url: boo
     if show_url:
         body = f"\nURL: {url}\n" + body
     return Page(url=url, title=final_title, text=body, links=dict(table.links))
+
+
+def _fragment(text: str, is_html: bool, limit: int) -> str:
+    text = text[:limit]
+    return text if is_html else html_lib.escape(text, quote=False)
+
+
+def html_results_page(query: str, results: list[SearchResult]) -> Page:
+    """The results page built as gpt-oss builds it: an HTML list of links, converted.
+
+    Titles and summaries of results marked ``html`` are HTML (their markup and
+    entities read as text); others are escaped. Unlike the reference, each URL
+    is escaped into its attribute (a quote or ``&name`` in it would change it),
+    a result without a title shows its URL, and titles and summaries are cut at
+    :data:`MAX_RESULT_TITLE_CHARS` and :data:`MAX_RESULT_SUMMARY_CHARS`.
+    """
+    items: list[str] = []
+    for result in results:
+        title = _fragment(result.title, result.html, MAX_RESULT_TITLE_CHARS)
+        if not title.strip():
+            title = html_lib.escape(result.url, quote=False)
+        summary = _fragment(result.summary, result.html, MAX_RESULT_SUMMARY_CHARS)
+        href = html_lib.escape(result.url, quote=True)
+        items.append(f'<li><a href="{href}">{title}</a> {summary}</li>')
+    document = (
+        "\n<html><body>\n<h1>Search Results</h1>\n<ul>\n"
+        + "".join(items)
+        + "\n</ul>\n</body></html>\n"
+    )
+    page = html_to_page(document, "", query, show_url=True)
+    ids = {url: link_id for link_id, url in page.links.items()}
+    hit_lines: dict[int, int] = {}
+    for result in results:
+        link_id = ids.get(rewrite_url(result.url))
+        if result.line is not None and link_id is not None:
+            hit_lines.setdefault(link_id, result.line)
+    return dataclasses.replace(page, title=query, kind="search", hit_lines=hit_lines)

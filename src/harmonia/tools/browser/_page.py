@@ -205,25 +205,35 @@ class SearchResult:
     """One hit a search backend returns.
 
     ``line``, when the backend knows it, is the line of the target page the
-    hit is about: following the result opens the page near it.
+    hit is about: following the result opens the page near it. ``html`` says
+    that ``title`` and ``summary`` are HTML fragments, as web search APIs
+    return them: the results page then shows their text (``AT&amp;T <b>x</b>``
+    reads ``AT&T x``), built the way gpt-oss builds it (needs the ``browser``
+    extra). Otherwise they are plain text.
     """
 
     url: str
     title: str
     summary: str = ""
     line: int | None = None
+    html: bool = False
 
 
 def results_page(query: str, results: list[SearchResult]) -> Page:
     """The search-results page: one numbered link per result, as gpt-oss shows them.
 
-    gpt-oss renders results through HTML (a ``<ul>`` of links); this builds the
-    same text directly, treating titles and summaries as plain text.
+    gpt-oss renders results through HTML (a ``<ul>`` of links). Results marked
+    ``html`` go the same way (:func:`harmonia.tools.browser._html.html_results_page`);
+    plain-text results build the same text directly.
 
     >>> page = results_page("q", [SearchResult("https://example.org/a", "A", "About a.")])
     >>> page.text
     '\\nURL: \\n# Search Results\\n\\n  * 【0†A†example.org】 About a.'
     """
+    if any(result.html for result in results):
+        from ._html import html_results_page
+
+        return html_results_page(query, results)
     table = LinkTable("")
     items: list[str] = []
     hit_lines: dict[int, int] = {}
