@@ -164,12 +164,17 @@ class LinkTable:
 
     def _resolve(self, href: str) -> tuple[str, str] | None:
         # (target URL, its domain) of an href, or None when it cannot be followed.
+        # The two quick shapes are join_url's; their domain is the netloc.
+        absolute = _SIMPLE_ABSOLUTE.fullmatch(href)
+        if absolute is not None:
+            return rewrite_url(href), absolute["netloc"]
+        if self._base is not None and _SIMPLE_ROOTED.fullmatch(href):
+            return rewrite_url(f"{self._base[0]}://{self._base[1]}{href}"), self._base[1]
         try:
-            target = join_url(self.page_url, href, self._base)
+            target = urljoin(self.page_url, href)
         except ValueError:
             return None
-        match = _SIMPLE_ABSOLUTE.fullmatch(target)
-        domain = match["netloc"] if match is not None else get_domain(target)
+        domain = get_domain(target)
         if not domain and not target.startswith("file:"):
             return None
         return rewrite_url(target), domain
