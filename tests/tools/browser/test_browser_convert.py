@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 
 import pytest
@@ -121,3 +122,19 @@ def test_bad_budgets_and_closed_converter() -> None:
     converter.close()
     with pytest.raises(ToolError, match="closed"):
         asyncio.run(converter.run(os.getpid))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit is Linux's")
+def test_a_conversion_over_the_memory_limit_is_a_reply() -> None:
+    converter = PageConverter(workers=1, timeout=120, memory_limit=1 << 30)
+
+    async def main() -> str:
+        with pytest.raises(ToolError) as info:
+            await converter.run(bytearray, 2 << 30)  # 2 GiB in a worker limited to 1 GiB
+        assert await converter.run(os.getpid) > 0
+        return str(info.value)
+
+    try:
+        assert asyncio.run(main()) == "the page could not be converted: MemoryError"
+    finally:
+        converter.close()

@@ -28,6 +28,8 @@ DEFAULT_MAX_CHARS = 8_000_000
 DEFAULT_TIMEOUT = 20.0
 """Seconds a conversion may take (an 8 MB page takes a few)."""
 DEFAULT_WORKERS = 2
+DEFAULT_MEMORY_LIMIT = 4 << 30
+"""Bytes of address space a worker process may use (Linux; an 8 MB page needs well under 1 GiB)."""
 
 
 def _convert_html(html: str, url: str, title: str, show_url: bool) -> Page:
@@ -36,8 +38,15 @@ def _convert_html(html: str, url: str, title: str, show_url: bool) -> Page:
     return html_to_page(html, url, title, show_url=show_url)
 
 
-def _worker_main(conn: Connection) -> None:
+def _worker_main(conn: Connection, memory_limit: int) -> None:
     # One job at a time: (function, args) in, ("ok", value) or ("error", text) out.
+    if memory_limit:
+        try:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        except (ImportError, ValueError, OSError):  # pragma: no cover - not Linux
+            pass
     while True:
         try:
             fn, args = conn.recv()
@@ -51,11 +60,14 @@ def _worker_main(conn: Connection) -> None:
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, memory_limit: int) -> None:
         ctx = multiprocessing.get_context("spawn")  # never fork a threaded server
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=_worker_main, args=(child,), name="harmonia-page-converter", daemon=True
+            target=_worker_main,
+            args=(child, memory_limit),
+            name="harmonia-page-converter",
+            daemon=True,
         )
         self.process.start()
         child.close()
@@ -97,7 +109,8 @@ class PageConverter:
     """Converts fetched HTML into pages without holding the event loop, within budgets.
 
     ``workers`` processes (started on first use, kept for the next pages) do
-    the work; ``workers=0`` uses threads instead (no process start-up, but a
+    the work, each within ``memory_limit`` bytes of address space (Linux; 0:
+    no limit); ``workers=0`` uses threads instead (no process start-up, but a
     conversion past its time cannot be stopped, only abandoned: the size
     budget bounds it). ``max_chars`` and ``timeout`` are the budgets::
 
@@ -111,9 +124,13 @@ class PageConverter:
         max_chars: int = DEFAULT_MAX_CHARS,
         timeout: float = DEFAULT_TIMEOUT,
         workers: int = DEFAULT_WORKERS,
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
     ) -> None:
-        if max_chars < 1 or timeout <= 0 or workers < 0:
-            raise InputError("max_chars and timeout must be positive, workers at least 0")
+        if max_chars < 1 or timeout <= 0 or workers < 0 or memory_limit < 0:
+            raise InputError(
+                "max_chars and timeout must be positive, workers and memory_limit at least 0"
+            )
+        self.memory_limit = memory_limit
         self.max_chars = max_chars
         self.timeout = timeout
         self.workers = workers
@@ -199,7 +216,7 @@ class PageConverter:
             if self._idle:
                 return self._idle.pop()
             self._started += 1
-        return _Worker()
+        return _Worker(self.memory_limit)
 
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:
