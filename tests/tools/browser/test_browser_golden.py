@@ -34,6 +34,17 @@ def test_search_page_matches_reference(golden: dict[str, Any]) -> None:
     assert {str(k): v for k, v in page.links.items()} == ref["urls"]
 
 
+def test_search_page_built_from_html_results_matches_reference(golden: dict[str, Any]) -> None:
+    # Web backends mark results as HTML: the page is built the reference's way.
+    ref = golden["search"]
+    results = [
+        SearchResult(r["url"], r["title"], r["summary"], html=True) for r in ref["reply"]["results"]
+    ]
+    page = results_page(ref["query"], results)
+    assert (page.title, page.text, page.kind) == (ref["title"], ref["text"], "search")
+    assert {str(k): v for k, v in page.links.items()} == ref["urls"]
+
+
 def _sessions(golden: dict[str, Any]) -> list[Any]:
     return [s for s in golden["sessions"] if s["page"] != "search"]
 

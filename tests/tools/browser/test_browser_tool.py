@@ -113,13 +113,47 @@ def test_out_of_range_values_name_the_valid_range(tool: BrowserTool, run_error: 
     assert len(tool.state) == 2  # failed calls push nothing
 
 
-def test_find_is_refused_on_results_pages(tool: BrowserTool, run: Any, run_error: Any) -> None:
+def test_find_runs_in_search_results_as_the_reference_does(
+    tool: BrowserTool, run: Any, run_error: Any
+) -> None:
+    # The reference refuses `find` only on find pages; refusing it on results
+    # too shifted every later cursor by one against what the model was trained on.
     run(tool, "search", query="q")
-    assert "Cannot run `find` on search results page" in run_error(tool, "find", pattern="a")
-    run(tool, "open", id=0)
-    run(tool, "find", pattern="line")
+    out = run(tool, "find", pattern="About B")
+    assert out.metadata["cursor"] == 1
+    assert (
+        out.text.splitlines()[0]
+        == "[1] Find results for text: `about b` in `q` (/find?pattern=about b)"
+    )
+    assert "L0: # 【0†match at L5】" in out.text
     assert "find results page" in run_error(tool, "find", pattern="a")
+    # A hit reopens the results page (the reference keeps results under URL "").
+    reopened = run(tool, "open", id=0)
+    assert reopened.metadata["cursor"] == 2
+    assert reopened.text.startswith("[2] q\n**viewing lines [1 - 5] of 5**")
+    assert tool.convert_citations("x【1†L0】")[1] == []  # nothing to cite in results
+    run(tool, "open", id=0)
     assert "non-empty" in run_error(tool, "find", pattern="", cursor=1)
+
+
+def test_find_and_search_echo_at_most_1024_characters(tool: BrowserTool, run: Any) -> None:
+    # A hostile model's pattern or query is not repeated whole into the reply.
+    pattern = "zq" * 50_000
+    run(tool, "open", id=A)
+    out = run(tool, "find", pattern=pattern)
+    header, _, _, body = out.text.split("\n", 3)
+    assert len(header) < 3 * 1024 and len(body) < 1024 + 200  # with line numbers
+    shown = tool.state.page(1).text
+    assert "zq..." in header and shown.endswith("...`") and len(shown) < 1100
+    search = run(tool, "search", query=pattern)
+    assert len(search.text.splitlines()[0]) <= 1024 + 4
+
+
+def test_a_hostile_title_is_cut_in_the_header(backend_cls: Any, run: Any) -> None:
+    title = "T" * 100_000
+    tool = BrowserTool(backend_cls({A: Page(A, title, "x")}))
+    out = run(tool, "open", id=A)
+    assert out.text.splitlines()[0] == f"[0] {'T' * 1021}... ({A})"
 
 
 def test_argument_errors_speak_to_the_model(tool: BrowserTool, run_error: Any) -> None:

@@ -110,7 +110,7 @@ def test_key_never_shows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert KEY not in repr(backend) and KEY not in repr(tool) and KEY not in str(vars(backend))
     with pytest.raises(ToolError) as info:
         asyncio.run(tool.search("q"))
-    assert str(info.value) == "Error during search for `q`: Exa error 401: bad key ***"
+    assert str(info.value) == "Error during search for `q`: ExaBackend error 401: bad key ***"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -176,3 +176,82 @@ def test_real_loopback_server(server: str) -> None:
             {"query": "ping", "numResults": 1, "contents": {"text": True, "summary": True}},
         )
     ]
+
+
+# -- as the reference shows them (issue: titles with markup, error names) ------
+
+
+def test_result_titles_and_summaries_show_their_text_as_the_reference_does() -> None:
+    def handler(request: Any) -> Any:
+        results = [
+            {
+                "title": "AT&amp;T <b>bold</b> title",
+                "url": "https://t.example/",
+                "summary": "S &lt;x&gt;",
+            },
+            {"title": "Plain", "url": "https://p.example/a?x=1&y=2", "summary": "<i>it</i> here"},
+        ]
+        return httpx.Response(200, json={"results": results})
+
+    tool = BrowserTool(ExaBackend(api_key=KEY, client=_client(handler)))
+    out = asyncio.run(tool.search("q"))
+    assert "L4:   * 【0†AT&T bold title†t.example】 S <x>" in out.text
+    assert "L5:   * 【1†Plain†p.example】 it here" in out.text
+    assert tool.state.page(0).links[1] == "https://p.example/a?x=1&y=2"
+
+
+def test_backend_errors_name_the_backend_class_as_the_reference_does() -> None:
+    def handler(request: Any) -> Any:
+        return httpx.Response(503, text="busy")
+
+    for cls in (ExaBackend, YouComBackend):
+        tool = BrowserTool(cls(api_key=KEY, client=_client(handler)))
+        with pytest.raises(ToolError) as info:
+            asyncio.run(tool.search("q"))
+        assert str(info.value) == f"Error during search for `q`: {cls.__name__} error 503: busy"
+
+
+# -- budgets: a hostile page cannot hold the server ---------------------------
+
+
+def test_a_page_over_the_size_budget_is_a_reply_the_model_reads() -> None:
+    from harmonia.tools.browser import PageConverter
+
+    def handler(request: Any) -> Any:
+        html = "<p>" + "<a href='/x'>x</a>" * 10_000 + "</p>"
+        return httpx.Response(200, json={"results": [{"title": "Big", "text": html}]})
+
+    converter = PageConverter(max_chars=50_000, workers=0)
+    tool = BrowserTool(ExaBackend(api_key=KEY, client=_client(handler), converter=converter))
+    with pytest.raises(ToolError) as info:
+        asyncio.run(tool.open("https://big.example/"))
+    assert str(info.value) == (
+        "Error fetching URL `https://big.example/`: the page is too large to show "
+        "(180,007 characters of HTML; the limit is 50,000)"
+    )
+    assert len(tool.state) == 0
+
+
+def test_web_pages_are_converted_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harmonia.tools.browser import PageConverter, _html
+
+    threads: list[bool] = []
+    real = _html.html_to_page
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+            threads.append(False)  # on the event loop's thread
+        except RuntimeError:
+            threads.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_html, "html_to_page", spy)
+
+    def handler(request: Any) -> Any:
+        return httpx.Response(200, json={"results": [{"title": "T", "text": "<p>hi</p>"}]})
+
+    converter = PageConverter(workers=0)
+    tool = BrowserTool(ExaBackend(api_key=KEY, client=_client(handler), converter=converter))
+    assert asyncio.run(tool.open("https://t.example/")).text.endswith("L2: hi")
+    assert threads == [True]

@@ -8,6 +8,7 @@ into URL citations. Importing this package imports neither lxml nor httpx.
 """
 
 from ._citations import CitationChunk, CitationStream, UrlCitation, convert_citations
+from ._convert import PageConverter
 from ._display import render_view, view_end, wrap_lines
 from ._find import find_in_page
 from ._html import html_to_page
@@ -34,6 +35,7 @@ __all__ = [
     "IndexStats",
     "LocalCorpusBackend",
     "Page",
+    "PageConverter",
     "SearchResult",
     "UrlCitation",
     "YouComBackend",

@@ -53,7 +53,9 @@ def _target(state: BrowserState, cursor: int) -> tuple[str, str] | None:
     if not 0 <= cursor < len(state):
         return None
     page = state.page(cursor)
-    if page.kind == "find" and page.source_url:
+    if page.kind == "find":
+        if not page.source_url:  # a find in search results: nothing to cite
+            return None
         source = state.latest_with_url(page.source_url)
         return page.source_url, source.title if source else get_domain(page.source_url)
     if not page.url or page.kind == "search":

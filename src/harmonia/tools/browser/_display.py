@@ -22,6 +22,18 @@ VIEW_TOKENS = 1024
 # hold the first ``budget + 1`` tokens, so the rest is never tokenized.
 _MAX_CHARS_PER_TOKEN = 128
 _MAX_URL_CHARS = 1024
+MAX_ECHO_CHARS = 1024
+"""The most characters of a query, pattern, title or URL a reply repeats (the
+reference cuts URLs and errors at this length, with ``...``)."""
+
+
+def shorten(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the last three ``...`` when cut.
+
+    >>> shorten("x" * 2000)[-5:], len(shorten("x" * 2000))
+    ('xx...', 1024)
+    """
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def wrap_lines(text: str, width: int = WRAP_WIDTH) -> list[str]:
@@ -82,10 +94,7 @@ def view_end(lines: Sequence[str], start: int, num_lines: int, view_tokens: int)
 
 def header_url(url: str) -> str:
     """The URL as the header shows it: percent-decoded, long ones cut at 1024 characters."""
-    text = unquote(url)
-    if len(text) > _MAX_URL_CHARS:
-        text = text[: _MAX_URL_CHARS - 3] + "..."
-    return text
+    return shorten(unquote(url), _MAX_URL_CHARS)
 
 
 def render_view(page: Page, cursor: int, lines: Sequence[str], start: int, end: int) -> str:
@@ -100,6 +109,7 @@ def render_view(page: Page, cursor: int, lines: Sequence[str], start: int, end: 
     L2: three
     """
     shown = header_url(page.url)
-    header = f"[{cursor}] {page.title}" + (f" ({shown})" if shown else "")
+    # A page's title is the page's to choose: a hostile one cannot fill the reply.
+    header = f"[{cursor}] {shorten(page.title)}" + (f" ({shown})" if shown else "")
     scrollbar = f"**viewing lines [{start} - {end - 1}] of {len(lines) - 1}**"
     return f"{header}\n{scrollbar}\n\n{number_lines(lines[start:end], start)}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from ._display import wrap_lines
+from ._display import MAX_ECHO_CHARS, shorten, wrap_lines
 from ._page import Page
 
 MAX_FIND_RESULTS = 50
@@ -58,10 +58,13 @@ def find_in_page(pattern: str, page: Page) -> Page:
         blocks.append(f"# 【{hit}†match at L{index}】\n{shown}")
         hit_lines[hit] = index
         index += FIND_LINES
-    text = "\n\n".join(blocks) if blocks else f"No `find` results for pattern: `{needle}`"
+    # The pattern is the model's and the title the page's: echo at most
+    # MAX_ECHO_CHARS of each (the header cuts the URL at as many).
+    echo = shorten(needle)
+    text = "\n\n".join(blocks) if blocks else f"No `find` results for pattern: `{echo}`"
     return Page(
-        url=f"{page.url}/find?pattern={quote(needle)}",
-        title=f"Find results for text: `{needle}` in `{page.title}`",
+        url=f"{page.url}/find?pattern={quote(shorten(needle, 2 * MAX_ECHO_CHARS))}",
+        title=f"Find results for text: `{echo}` in `{shorten(page.title)}`",
         text=text,
         links=dict.fromkeys(hit_lines, page.url),
         kind="find",

@@ -16,12 +16,15 @@ from urllib.parse import unquote, urlparse
 from ._page import LinkTable, Page, clean_source_text, merge_whitespace, tidy_text
 
 # ![alt](src "title") / [text](url "title") / <https://autolink>
+# No part can run past the start of the next link ("[" in a URL, "(" in a
+# parenthesized title), so a line of unclosed "[x](a" is scanned once, not
+# once per "[" (quadratic).
 _INLINE = re.compile(
     r"(?P<bang>!?)\[(?P<text>(?:[^\[\]\\]|\\.|\[[^\[\]]*\])*)\]"
-    r"\(\s*<?(?P<url>[^\s)<>]*)>?(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"
+    r"\(\s*<?(?P<url>[^\s)<>\[\]]*)>?(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)"
 )
 _REF_USE = re.compile(r"(?P<bang>!?)\[(?P<text>[^\[\]]+)\]\[(?P<ref>[^\[\]]*)\]")
-_REF_DEF = re.compile(r"^ {0,3}\[(?P<ref>[^\]]+)\]:\s*<?(?P<url>\S+?)>?(?:\s+.*)?$", re.MULTILINE)
+_REF_DEF = re.compile(r"^ {0,3}\[(?P<ref>[^\]\n]+)\]:\s*<?(?P<url>\S+?)>?(?:\s+.*)?$", re.MULTILINE)
 _AUTOLINK = re.compile(r"<(?P<url>(?:https?|ftp|file)://[^\s<>]+)>")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1")

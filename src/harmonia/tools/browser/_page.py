@@ -28,6 +28,19 @@ _WS = re.compile(r"\s+")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _BLANK_LINE = re.compile(r"^\s+$", flags=re.MULTILINE)
 _EXTRA_NEWLINES = re.compile(r"\n(\s*\n)+")
+# Hrefs of these shapes join to a base URL without urljoin's general machinery
+# (a page of a million links spends most of its time there): an http(s) URL,
+# or a path from the root, of characters that parsing leaves as they are, with
+# no dot segment to resolve. ``join_url`` equals ``urljoin`` on them (tested).
+# A path segment that parsing keeps as it is and joining never resolves (not "." or "..").
+_SEGMENT = r"(?!\.\.?(?:[/?]|$))[A-Za-z0-9_~%!$&'()*+,=:@.-]*"
+_SAFE_PATH = rf"/(?!/){_SEGMENT}(?:/{_SEGMENT})*"
+_SAFE_QUERY = r"(?:\?[A-Za-z0-9_~%!$&'()*+,=:@/?.-]+)?"
+_SIMPLE_ABSOLUTE = re.compile(
+    r"(?P<scheme>https?)://(?P<netloc>[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?)"
+    rf"(?:{_SAFE_PATH})?{_SAFE_QUERY}"
+)
+_SIMPLE_ROOTED = re.compile(_SAFE_PATH + _SAFE_QUERY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +113,36 @@ def clean_source_text(text: str) -> str:
 
 def merge_whitespace(text: str) -> str:
     """Collapse every run of whitespace (newlines included) into one space."""
-    return _WS.sub(" ", text.replace("\n", " "))
+    return _WS.sub(" ", text)
 
 
 def tidy_text(text: str) -> str:
     """Blank out whitespace-only lines and collapse runs of blank lines into one."""
     return _EXTRA_NEWLINES.sub("\n\n", _BLANK_LINE.sub("", text))
+
+
+def _split_base(url: str) -> tuple[str, str] | None:
+    """``(scheme, netloc)`` of an http(s) base URL that rooted paths join to directly."""
+    try:
+        parts = urlparse(url)
+    except ValueError:
+        return None
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return parts.scheme, parts.netloc
+    return None
+
+
+def join_url(base: str, href: str, base_parts: tuple[str, str] | None = None) -> str:
+    """``urljoin(base, href)``, quick for the common shapes of href.
+
+    ``base_parts`` is ``_split_base(base)``, for callers joining many hrefs to
+    one base. Raises ValueError where urljoin does.
+    """
+    if _SIMPLE_ABSOLUTE.fullmatch(href):
+        return href
+    if base_parts is not None and _SIMPLE_ROOTED.fullmatch(href):
+        return f"{base_parts[0]}://{base_parts[1]}{href}"
+    return urljoin(base, href)
 
 
 def rewrite_url(url: str) -> str:
@@ -121,7 +158,26 @@ class LinkTable:
         self.domain = get_domain(page_url)
         self.links: dict[int, str] = {}
         self._ids: dict[str, int] = {}
+        self._base = _split_base(page_url)
+        self._resolved: dict[str, tuple[str, str] | None] = {}
         self.last_id: int | None = None
+
+    def _resolve(self, href: str) -> tuple[str, str] | None:
+        # (target URL, its domain) of an href, or None when it cannot be followed.
+        # The two quick shapes are join_url's; their domain is the netloc.
+        absolute = _SIMPLE_ABSOLUTE.fullmatch(href)
+        if absolute is not None:
+            return rewrite_url(href), absolute["netloc"]
+        if self._base is not None and _SIMPLE_ROOTED.fullmatch(href):
+            return rewrite_url(f"{self._base[0]}://{self._base[1]}{href}"), self._base[1]
+        try:
+            target = urljoin(self.page_url, href)
+        except ValueError:
+            return None
+        domain = get_domain(target)
+        if not domain and not target.startswith("file:"):
+            return None
+        return rewrite_url(target), domain
 
     def marker(self, href: str, anchor: str) -> str | None:
         """The ``【id†text(†domain)】`` markup for a link, or None to leave the anchor as text.
@@ -131,14 +187,13 @@ class LinkTable:
         """
         if href.startswith(("mailto:", "javascript:", "#")):
             return None
-        try:
-            target = urljoin(self.page_url, href)
-        except ValueError:
+        if href in self._resolved:
+            resolved = self._resolved[href]
+        else:
+            resolved = self._resolved[href] = self._resolve(href)
+        if resolved is None:
             return None
-        domain = get_domain(target)
-        if not domain and not target.startswith("file:"):
-            return None
-        target = rewrite_url(target)
+        target, domain = resolved
         link_id = self._ids.get(target)
         if link_id is None:
             link_id = self._ids[target] = len(self.links)
@@ -155,25 +210,35 @@ class SearchResult:
     """One hit a search backend returns.
 
     ``line``, when the backend knows it, is the line of the target page the
-    hit is about: following the result opens the page near it.
+    hit is about: following the result opens the page near it. ``html`` says
+    that ``title`` and ``summary`` are HTML fragments, as web search APIs
+    return them: the results page then shows their text (``AT&amp;T <b>x</b>``
+    reads ``AT&T x``), built the way gpt-oss builds it (needs the ``browser``
+    extra). Otherwise they are plain text.
     """
 
     url: str
     title: str
     summary: str = ""
     line: int | None = None
+    html: bool = False
 
 
 def results_page(query: str, results: list[SearchResult]) -> Page:
     """The search-results page: one numbered link per result, as gpt-oss shows them.
 
-    gpt-oss renders results through HTML (a ``<ul>`` of links); this builds the
-    same text directly, treating titles and summaries as plain text.
+    gpt-oss renders results through HTML (a ``<ul>`` of links). Results marked
+    ``html`` go the same way (:func:`harmonia.tools.browser._html.html_results_page`);
+    plain-text results build the same text directly.
 
     >>> page = results_page("q", [SearchResult("https://example.org/a", "A", "About a.")])
     >>> page.text
     '\\nURL: \\n# Search Results\\n\\n  * 【0†A†example.org】 About a.'
     """
+    if any(result.html for result in results):
+        from ._html import html_results_page
+
+        return html_results_page(query, results)
     table = LinkTable("")
     items: list[str] = []
     hit_lines: dict[int, int] = {}

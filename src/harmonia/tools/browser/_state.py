@@ -53,10 +53,10 @@ class BrowserState:
             )
         return self._pages[cursor]
 
-    def latest_with_url(self, url: str) -> Page | None:
-        """The newest ordinary page with ``url``, to follow a link without refetching."""
+    def latest_with_url(self, url: str, kind: str = "page") -> Page | None:
+        """The newest page of ``kind`` with ``url``, to follow a link without refetching."""
         for page in reversed(self._pages):
-            if page.kind == "page" and page.url == url:
+            if page.kind == kind and page.url == url:
                 return page
         return None
 

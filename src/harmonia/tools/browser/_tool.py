@@ -11,9 +11,9 @@ from harmonia import InputError, ToolError, ToolNamespaceConfig
 from .._base import ToolCall, ToolOutput
 from ._args import get_int, get_str, parse_arguments
 from ._citations import CitationStream, CitationStyle, UrlCitation, convert_citations
-from ._display import VIEW_TOKENS, render_view, view_end, wrap_lines
+from ._display import VIEW_TOKENS, render_view, shorten, view_end, wrap_lines
 from ._find import find_in_page
-from ._page import Page, results_page
+from ._page import Page, SearchResult, results_page
 from ._state import BrowserState
 from .backends._base import VIEW_SOURCE_PREFIX, Backend
 
@@ -21,11 +21,18 @@ MAX_SEARCH_RESULTS = 20
 DEFAULT_TOPN = 10
 # Opening a find hit or a search hit starts this many lines above it, for context.
 _LINES_ABOVE_HIT = 4
-_MAX_ERROR_CHARS = 1024
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
+    return shorten(text)
+
+
+async def _results_page(query: str, results: list[SearchResult]) -> Page:
+    # HTML results are converted in a worker thread (bounded work: titles and
+    # summaries are cut), so the event loop keeps serving other calls.
+    if any(result.html for result in results):
+        return await asyncio.to_thread(results_page, query, results)
+    return results_page(query, results)
 
 
 class BrowserTool:
@@ -132,7 +139,8 @@ class BrowserTool:
                 f"Error during search for `{_short(query)}`: {_short(str(e)) or type(e).__name__}",
                 tool="browser.search",
             ) from e
-        return self._show(results_page(query, list(results)[:topn]), 0, -1, "browser.search")
+        page = await _results_page(query, list(results)[:topn])
+        return self._show(page, 0, -1, "browser.search")
 
     async def open(
         self,
@@ -156,6 +164,10 @@ class BrowserTool:
                 url = current.links[id]
                 hit_line = current.hit_lines.get(id)
                 page = self.state.latest_with_url(url)
+                if page is None and current.kind == "find" and current.source_url == "":
+                    # A hit of `find` in search results reopens the newest results
+                    # page (the reference keeps pages by URL, and results have URL "").
+                    page = self.state.latest_with_url(url, "search")
             else:
                 url, page = current.url, current
         if view_source:
@@ -171,10 +183,11 @@ class BrowserTool:
     async def find(self, pattern: str, *, cursor: int = -1) -> ToolOutput:
         """Find ``pattern`` (case-insensitive) in the page at ``cursor``; shows a page of hits."""
         page = self.state.page(cursor)
-        if page.kind != "page":
+        if page.kind == "find":
+            # The reference's words; it allows `find` in search results (so do we).
             raise ToolError(
                 "Cannot run `find` on search results page or find results page. "
-                "Open a result first, then `find` in it.",
+                "Open a hit first, then `find` in it.",
                 tool="browser.find",
             )
         if not pattern:

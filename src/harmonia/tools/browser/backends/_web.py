@@ -4,7 +4,9 @@ Keys come from the constructor or the environment (``EXA_API_KEY``,
 ``YDC_API_KEY``) and are sent only in the ``x-api-key`` header: they never
 appear in a repr, a log line or an error message. Base URLs are configurable
 (a proxy, or a local test server). Fetched pages go through the same HTML
-conversion as gpt-oss's backends, ``URL:`` line included.
+conversion as gpt-oss's backends, ``URL:`` line included, in a worker process
+within a size and time budget (:class:`~harmonia.tools.browser.PageConverter`),
+so a hostile page cannot hold the event loop.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, ClassVar
 from harmonia import InputError, ToolError
 from harmonia._errors import install_hint
 
+from .._convert import PageConverter
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
 
@@ -54,6 +57,7 @@ class _WebBackend:
         source: str = "web",
         timeout: float = DEFAULT_TIMEOUT,
         client: Any = None,
+        converter: PageConverter | None = None,
     ) -> None:
         key = api_key or os.environ.get(self.env_var)
         if not key:
@@ -67,6 +71,8 @@ class _WebBackend:
         self._timeout = timeout
         self._client = client
         self._owns_client = client is None
+        self.converter = converter if converter is not None else PageConverter()
+        self._owns_converter = converter is None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, source={self._source!r})"
@@ -97,20 +103,20 @@ class _WebBackend:
         )
         if response.status_code != 200:
             body = response.text[:_MAX_BODY_CHARS].replace(key, "***")
-            raise ToolError(f"{self.name} error {response.status_code}: {body}")
+            # The reference's words: the backend's class name.
+            raise ToolError(f"{type(self).__name__} error {response.status_code}: {body}")
         return response.json()
 
     async def aclose(self) -> None:
-        """Close the HTTP client, unless the caller passed its own."""
+        """Close the HTTP client and the page converter, unless the caller passed its own."""
         if self._owns_client and self._client is not None:
             await self._client.aclose()
             self._client = None
+        if self._owns_converter:
+            await self.converter.aclose()
 
-    @staticmethod
-    def _page(html: str, url: str, title: str) -> Page:
-        from .._html import html_to_page
-
-        return html_to_page(html, url, title, show_url=True)
+    async def _page(self, html: str, url: str, title: str) -> Page:
+        return await self.converter.html_to_page(html, url, title, show_url=True)
 
 
 class ExaBackend(_WebBackend):
@@ -132,7 +138,7 @@ class ExaBackend(_WebBackend):
             json={"query": query, "numResults": topn, "contents": {"text": True, "summary": True}},
         )
         return [
-            SearchResult(r["url"], r.get("title") or "", r.get("summary") or "")
+            SearchResult(r["url"], r.get("title") or "", r.get("summary") or "", html=True)
             for r in data.get("results", [])
         ]
 
@@ -145,7 +151,7 @@ class ExaBackend(_WebBackend):
         results = data.get("results") or []
         if not results:
             raise ToolError(f"No contents returned for {url}")
-        return self._page(results[0].get("text") or "", url, results[0].get("title") or "")
+        return await self._page(results[0].get("text") or "", url, results[0].get("title") or "")
 
 
 class YouComBackend(_WebBackend):
@@ -163,9 +169,10 @@ class YouComBackend(_WebBackend):
         for r in results.get("web", []):
             snippets = r.get("snippets") or r.get("description") or ""
             summary = " ".join(snippets) if isinstance(snippets, list) else str(snippets)
-            out.append(SearchResult(r["url"], r.get("title") or "", summary))
+            out.append(SearchResult(r["url"], r.get("title") or "", summary, html=True))
         for r in results.get("news", []):
-            out.append(SearchResult(r["url"], r.get("title") or "", r.get("description") or ""))
+            description = r.get("description") or ""
+            out.append(SearchResult(r["url"], r.get("title") or "", description, html=True))
         return out
 
     async def fetch(self, url: str) -> Page:
@@ -178,4 +185,4 @@ class YouComBackend(_WebBackend):
             raise ToolError(f"No contents returned for {url}")
         if "html" not in data[0]:
             raise ToolError(f"No HTML returned for {url}")
-        return self._page(data[0]["html"] or "", url, data[0].get("title") or "")
+        return await self._page(data[0]["html"] or "", url, data[0].get("title") or "")
