@@ -44,10 +44,14 @@ _POLL_S = 0.25
 # before its output is taken as lost (a message the host refused was dropped).
 _IDLE_AFTER_REPLY_S = 1.0
 _MIB = 1024 * 1024
+# Below this address space a kernel may fail to start with no message at all
+# (measured: 256 MiB starts, 128 MiB dies silently, 96 MiB cannot start threads).
+_SMALL_MEMORY = 256 * _MIB
 # What a kernel's log says when it ran out of address space while starting.
 _OUT_OF_MEMORY = re.compile(
     r"MemoryError|Cannot allocate memory|unknown encoding|failed to map segment|"
-    r"cannot allocate|out of memory|std::bad_alloc|Resource temporarily unavailable",
+    r"cannot allocate|out of memory|std::bad_alloc|Resource temporarily unavailable|"
+    r"can't start new thread",
     re.IGNORECASE,
 )
 
@@ -80,9 +84,8 @@ class CellResult:
     """What happened to one cell: how it ended and what it printed."""
 
     output: CellOutput
-    outcome: Literal["ok", "interrupted", "restarted", "died"]
+    outcome: Literal["ok", "interrupted", "restarted", "died", "lost"]
     exit_status: int | None = None
-    lost_output: bool = False
 
 
 class Kernel:
@@ -112,6 +115,9 @@ class Kernel:
         # The processes that are the kernel itself (bubblewrap's two and the
         # kernel); anything else below them was started by code.
         self._own: frozenset[int] = frozenset()
+        # Reports the host dropping its iopub connection (a message over
+        # max_message_bytes): the output of that moment is lost, and the reply says so.
+        self._monitor: Any = None
 
     async def start(self) -> None:
         try:
@@ -153,6 +159,7 @@ class Kernel:
         kc = km.client(context=context)
         kc.start_channels()
         self._kc = kc
+        self._monitor = kc.iopub_channel.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         try:
             await kc.wait_for_ready(timeout=self._config.startup_timeout)
         except (RuntimeError, TimeoutError) as exc:
@@ -168,13 +175,13 @@ class Kernel:
         log = self._log_tail()
         error = SandboxUnavailableError if self._sandboxed else ToolError
         limit = self._config.memory_limit
-        if limit is not None and _OUT_OF_MEMORY.search(log):
+        if limit is not None and (_OUT_OF_MEMORY.search(log) or limit < _SMALL_MEMORY):
             return error(
-                f"the Python kernel ran out of memory while starting: memory_limit="
+                f"the Python kernel ran out of memory while starting ({reason}): memory_limit="
                 f"{limit / _MIB:.0f} MiB (RLIMIT_AS, which counts reserved address space, not "
                 "only what is used) is too small for Python and ipykernel; raise "
-                "PythonToolConfig.memory_limit (512 MiB or more). "
-                f"The kernel's log ends: {log[-300:]}",
+                "PythonToolConfig.memory_limit (at least 256 MiB; 512 MiB or more to do work). "
+                f"The kernel's log ends: {log[-300:] or '(empty)'}",
                 tool="python",
             )
         if re.search(r"No module named '?(ipykernel|jupyter_client|zmq)", log):
@@ -221,6 +228,10 @@ class Kernel:
         """Kill the kernel (and, through its namespace, everything it started)."""
         kc, km = self._kc, self._km
         self._kc = self._km = None
+        monitor, self._monitor = self._monitor, None
+        if monitor is not None:
+            with contextlib.suppress(Exception):
+                monitor.close(linger=0)
         if kc is not None:
             with contextlib.suppress(Exception):
                 kc.stop_channels()
@@ -242,20 +253,29 @@ class Kernel:
         loop = asyncio.get_running_loop()
         msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
         ended = await self._collect(msg_id, output, loop.time() + self._config.timeout)
-        if ended in ("idle", "lost"):
-            return CellResult(output, "ok", lost_output=ended == "lost")
+        if ended in ("idle", "lost") and (ended == "lost" or await self._disconnected()):
+            return await self._restart_after_loss(output)
+        if ended == "idle":
+            return CellResult(output, "ok")
         if ended == "timeout":
             assert self._km is not None
             await self._km.interrupt_kernel()
             grace_end = loop.time() + self._config.interrupt_grace
             ended = await self._collect(msg_id, output, grace_end)
-            if ended in ("idle", "lost"):
-                return CellResult(output, "interrupted", lost_output=ended == "lost")
+            if ended in ("idle", "lost") and (ended == "lost" or await self._disconnected()):
+                return await self._restart_after_loss(output)
+            if ended == "idle":
+                return CellResult(output, "interrupted")
             if ended == "timeout":
                 await self.stop()
                 await self.start()
                 return CellResult(output, "restarted")
         return CellResult(output, "died", await self.exit_status())
+
+    async def _restart_after_loss(self, output: CellOutput) -> CellResult:
+        await self.stop()
+        await self.start()
+        return CellResult(output, "lost")
 
     async def _collect(self, msg_id: str, output: CellOutput, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
@@ -282,6 +302,20 @@ class Kernel:
             if kind == "status" and content.get("execution_state") == "idle":
                 return "idle"
             output.add(kind, content)
+
+    async def _disconnected(self) -> bool:
+        """Whether the host dropped the iopub connection since the last look.
+
+        ZeroMQ drops a connection that carried an oversized message and this
+        channel does not come back; the caller restarts the kernel.
+        """
+        monitor, seen = self._monitor, False
+        if monitor is None:
+            return False
+        while await monitor.poll(0):
+            await monitor.recv_multipart()
+            seen = True
+        return seen
 
     async def _replied(self, msg_id: str) -> bool:
         while True:

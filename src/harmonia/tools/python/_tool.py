@@ -358,11 +358,6 @@ class PythonTool:
         out = result.output
         text = out.text()
         warnings = []
-        if result.lost_output:
-            warnings.append(
-                "[WARN] Some output of this call was lost: the kernel sent a message larger "
-                f"than the {self._config.max_message_bytes} bytes the tool accepts."
-            )
         if killed:
             warnings.append(
                 f"[WARN] {killed} process(es) this call started were still running when it "
@@ -384,6 +379,12 @@ class PythonTool:
                 "interrupted, so the Python kernel was restarted: all variables and imports "
                 f"were lost (files in {drive} are kept)."
             ),
+            "lost": (
+                "[ERROR] The kernel sent a message larger than the "
+                f"{self._config.max_message_bytes} bytes the tool accepts, so the rest of this "
+                "call's output was lost and the Python kernel was restarted: all variables and "
+                f"imports were lost (files in {drive} are kept)."
+            ),
             "died": (
                 f"[ERROR] The Python kernel died while running this code (exit status "
                 f"{result.exit_status}): all variables and imports were lost (files in {drive} "
@@ -400,11 +401,10 @@ class PythonTool:
             "status": result.outcome if result.outcome != "ok" or out.error is None else "error",
             "images": [str(self._data / name) for name in out.images],
             "images_refused": out.images_refused,
-            "lost_output": result.lost_output,
             "processes_stopped": killed,
             "truncated_chars": out.buffer.truncated,
             "elapsed_s": round(elapsed, 6),
-            "kernel_restarted": note is not None or result.outcome in ("restarted", "died"),
+            "kernel_restarted": note is not None or result.outcome in ("restarted", "died", "lost"),
         }
         if out.error is not None:
             metadata["error"] = out.error
