@@ -88,7 +88,7 @@ class _Budget:
                 return value
             self.omitted += len(value) - self.budget
             half = self.budget // 2
-            return value[: self.budget - half] + "\n" + value[len(value) - half :]
+            return value[: self.budget - half] + value[len(value) - half :]
 
     def end(self) -> tuple[list[list[Any]], int]:
         with self.lock:
