@@ -115,9 +115,9 @@ class Kernel:
         # The processes that are the kernel itself (bubblewrap's two and the
         # kernel); anything else below them was started by code.
         self._own: frozenset[int] = frozenset()
-        # Reports the host dropping its iopub connection (a message over
+        # Report the host dropping its iopub or shell connection (a message over
         # max_message_bytes): the output of that moment is lost, and the reply says so.
-        self._monitor: Any = None
+        self._monitors: list[Any] = []
 
     async def start(self) -> None:
         try:
@@ -159,7 +159,10 @@ class Kernel:
         kc = km.client(context=context)
         kc.start_channels()
         self._kc = kc
-        self._monitor = kc.iopub_channel.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._monitors = [
+            channel.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            for channel in (kc.iopub_channel, kc.shell_channel)
+        ]
         try:
             await kc.wait_for_ready(timeout=self._config.startup_timeout)
         except (RuntimeError, TimeoutError) as exc:
@@ -228,8 +231,8 @@ class Kernel:
         """Kill the kernel (and, through its namespace, everything it started)."""
         kc, km = self._kc, self._km
         self._kc = self._km = None
-        monitor, self._monitor = self._monitor, None
-        if monitor is not None:
+        monitors, self._monitors = self._monitors, []
+        for monitor in monitors:
             with contextlib.suppress(Exception):
                 monitor.close(linger=0)
         if kc is not None:
@@ -304,17 +307,16 @@ class Kernel:
             output.add(kind, content)
 
     async def _disconnected(self) -> bool:
-        """Whether the host dropped the iopub connection since the last look.
+        """Whether the host dropped the iopub or shell connection since the last look.
 
-        ZeroMQ drops a connection that carried an oversized message and this
+        ZeroMQ drops a connection that carried an oversized message and the
         channel does not come back; the caller restarts the kernel.
         """
-        monitor, seen = self._monitor, False
-        if monitor is None:
-            return False
-        while await monitor.poll(0):
-            await monitor.recv_multipart()
-            seen = True
+        seen = False
+        for monitor in self._monitors:
+            while await monitor.poll(0):
+                await monitor.recv_multipart()
+                seen = True
         return seen
 
     async def _replied(self, msg_id: str) -> bool:

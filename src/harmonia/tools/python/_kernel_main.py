@@ -15,7 +15,8 @@ Per cell (one ``execute_request``):
   gone out; after that only the last ``budget`` characters are kept (in memory,
   never more) and sent when the cell ends. How many characters were dropped in
   between is sent as a ``display_data`` of type :data:`OMITTED_MIME`;
-* any other message (``display_data``, ``execute_result``, ``error``) has each
+* any other message (``display_data``, ``execute_result``, ``error``, and the
+  ``execute_reply`` that repeats an error on the shell channel) has each
   text value cut to ``budget`` characters (counted the same way) and each image
   larger than ``max_image_bytes`` replaced by a :data:`DROPPED_MIME` note.
 
@@ -114,7 +115,7 @@ def _cap_content(kind: str, content: Any, budget: _Budget, max_image_bytes: int)
                     value = budget.cut_text(value)
                 capped[mime] = value
             content = dict(content, data=capped)
-    elif kind == "error":
+    elif kind in ("error", "execute_reply"):
         lines = content.get("traceback")
         if isinstance(lines, list):
             joined = "\n".join(str(line) for line in lines)
