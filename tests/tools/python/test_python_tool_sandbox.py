@@ -146,14 +146,20 @@ def test_processes_a_call_leaves_running_are_stopped_and_the_model_is_told(
     tool = tools.make()
     out = aio.run(
         tool.run(
-            "import subprocess, time\n"
+            "import os, subprocess, time\n"
             "child = subprocess.Popen(['sleep', '300'])\n"
-            "orphan = subprocess.Popen(['bash', '-c', 'setsid sleep 300 & disown'])\n"
-            "time.sleep(0.3)\n"
-            "print('started')"
+            "subprocess.run(['bash', '-c', 'setsid sleep 300 & disown'])\n"
+            "def sleepers():\n"
+            "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "    return [p for p in pids if open(f'/proc/{p}/comm').read() == 'sleep\\n']\n"
+            "for _ in range(400):\n"
+            "    if len(sleepers()) == 2:\n"
+            "        break\n"
+            "    time.sleep(0.05)\n"
+            "print('started', len(sleepers()))"
         )
     )
-    assert out.text.startswith("started\n")
+    assert out.text.startswith("started 2\n"), out.text
     assert "2 process(es) this call started were still running" in out.text
     assert out.metadata["processes_stopped"] == 2
     top = psutil.Process(tool.kernel_pid)
