@@ -40,9 +40,6 @@ from ._session import descendants, kill_below
 Outcome = Literal["idle", "timeout", "died", "lost"]
 # How often a cell that prints nothing checks that its kernel is still alive.
 _POLL_S = 0.25
-# After the execute_reply, how long the cell's final "idle" may take to arrive
-# before its output is taken as lost (a message the host refused was dropped).
-_IDLE_AFTER_REPLY_S = 1.0
 _MIB = 1024 * 1024
 # Below this address space a kernel may fail to start with no message at all
 # (measured: 256 MiB starts, 128 MiB dies silently, 96 MiB cannot start threads).
@@ -282,7 +279,6 @@ class Kernel:
 
     async def _collect(self, msg_id: str, output: CellOutput, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
-        replied_at: float | None = None
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -292,11 +288,9 @@ class Kernel:
             except queue.Empty:
                 if not await self.is_alive():
                     return "died"
-                if replied_at is None and await self._replied(msg_id):
-                    replied_at = loop.time()
-                if replied_at is not None and loop.time() - replied_at > _IDLE_AFTER_REPLY_S:
-                    # The cell is over but its "idle" never came: the host
-                    # dropped a message too large to accept, and what followed it.
+                if await self._disconnected():
+                    # The host dropped a message too large to accept; the
+                    # channel is gone, and with it the rest of this cell's output.
                     return "lost"
                 continue
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
@@ -318,15 +312,6 @@ class Kernel:
                 await monitor.recv_multipart()
                 seen = True
         return seen
-
-    async def _replied(self, msg_id: str) -> bool:
-        while True:
-            try:
-                msg = await self._kc.get_shell_msg(timeout=0)
-            except queue.Empty:
-                return False
-            if msg.get("parent_header", {}).get("msg_id") == msg_id:
-                return True
 
     async def _drain_shell(self) -> None:
         # Replies to earlier cells (and to interrupted ones) are not read one by
