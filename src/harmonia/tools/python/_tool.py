@@ -306,8 +306,14 @@ class PythonTool:
         write_identity_files(self._root / "etc", uid, gid)
         if config.data_dir is None and root and config.data_size_limit is not None:
             self._data.mkdir(mode=0o700)
-            mount_data_drive(self._data, config.data_size_limit, (uid, gid))
-            res.mounted = self._data
+            try:
+                mount_data_drive(self._data, config.data_size_limit, (uid, gid))
+                res.mounted = self._data
+            except ToolError:
+                # No mount here (a container without the capability): a plain
+                # directory, bounded per file only; data_size_limit says None.
+                os.chown(self._data, uid, gid)
+                os.chmod(self._data, 0o755)
         else:
             self._data.mkdir(parents=True, exist_ok=True)
             if root:
