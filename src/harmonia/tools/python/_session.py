@@ -30,6 +30,7 @@ import secrets
 import signal
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,45 +73,82 @@ def create_file(dir_fd: int, name: str, data: bytes, owner: tuple[int, int] | No
 # -- the processes of a sandbox --------------------------------------------------
 
 
-def _parents(*, live_only: bool = False) -> dict[int, int]:
-    """pid -> parent pid of every process the host can see (``live_only``: no zombies)."""
+def _stat(pid: int) -> tuple[int, bytes] | None:
+    """(parent pid, state letter) of ``pid``, or ``None`` if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return (int(fields[1]), fields[0]) if len(fields) > 1 else None
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process the host can see."""
     out: dict[int, int] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+        if entry.name.isdigit():
+            found = _stat(int(entry.name))
+            if found is not None:
+                out[int(entry.name)] = found[0]
+    return out
+
+
+_HAS_CHILDREN_FILES = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid``, from each of its threads' ``children`` file."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
         try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                raw = f.read()
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(child) for child in f.read().split()]
         except OSError:
             continue
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and not (live_only and fields[0] in (b"Z", b"X")):
-            out[int(entry.name)] = int(fields[1])
     return out
 
 
 def descendants(pid: int, *, live_only: bool = False) -> list[int]:
-    """Every process below ``pid`` (children first found, then theirs)."""
-    children: dict[int, list[int]] = {}
-    for child, parent in _parents(live_only=live_only).items():
-        children.setdefault(parent, []).append(child)
+    """Every process below ``pid`` (``live_only``: without zombies).
+
+    Reads only the processes below ``pid`` where the kernel offers
+    ``/proc/<pid>/task/<tid>/children``; otherwise scans every process once.
+    """
     found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
+    if _HAS_CHILDREN_FILES:
+        todo = [pid]
+        while todo:
+            for child in _children(todo.pop()):
+                found.append(child)
+                todo.append(child)
+    else:
+        children: dict[int, list[int]] = {}
+        for child, parent in _parents().items():
+            children.setdefault(parent, []).append(child)
+        todo = [pid]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                found.append(child)
+                todo.append(child)
+    if live_only:
+        found = [p for p in found if (st := _stat(p)) is not None and st[1] not in (b"Z", b"X")]
     return found
 
 
 def _is_below(pid: int, top: int) -> bool:
-    parents = _parents()
-    seen = 0
-    while pid in parents and seen < 4096:
-        pid = parents[pid]
+    for _ in range(4096):
+        found = _stat(pid)
+        if found is None or found[0] in (0, pid):
+            return False
+        pid = found[0]
         if pid == top:
             return True
-        seen += 1
     return False
 
 
@@ -119,11 +157,15 @@ def kill_below(top: int, keep: frozenset[int], rounds: int = 50) -> int:
 
     Each process is pinned with a pidfd and checked to be still below ``top``
     before it is signalled, so a recycled pid is never hit. Repeats until a
-    scan finds nothing (a fork bomb keeps forking while it is being killed).
+    scan finds nothing new (a fork bomb keeps forking while it is being killed).
     """
-    killed = 0
+    signalled: set[int] = set()
     for _ in range(rounds):
-        targets = [pid for pid in descendants(top, live_only=True) if pid not in keep]
+        targets = [
+            pid
+            for pid in descendants(top, live_only=True)
+            if pid not in keep and pid not in signalled
+        ]
         if not targets:
             break
         for pid in targets:
@@ -134,12 +176,13 @@ def kill_below(top: int, keep: frozenset[int], rounds: int = 50) -> int:
             try:
                 if _is_below(pid, top):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                    killed += 1
+                    signalled.add(pid)
             except OSError:
                 pass
             finally:
                 os.close(pidfd)
-    return killed
+        time.sleep(0.005)  # let the kills land before looking again
+    return len(signalled)
 
 
 def processes_of_uid(uid: int) -> list[int]:
@@ -308,8 +351,6 @@ class SessionCgroup:
             except FileNotFoundError:
                 return
             except OSError:
-                import time
-
                 time.sleep(0.02)
 
 
