@@ -4,7 +4,7 @@ Each one runs against a real server over the scripted engine: the model
 calls a tool, the client runs it and sends its result, the model answers. The
 prompt of the answering turn must hold the tool's output (the client really
 ran it and sent it back). A client that is not installed skips, saying which
-(``pip install 'harmonia[clients]'``; Codex: ``npm i -g @openai/codex``).
+(``pip install -e '.[clients]'``; Codex: ``npm i -g @openai/codex``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _round_trip(server: Any) -> None:
 
 def _agents() -> Any:
     agents = pytest.importorskip(
-        "agents", reason="openai-agents is not installed (pip install 'harmonia[clients]')"
+        "agents", reason="openai-agents is not installed (pip install -e '.[clients]')"
     )
     agents.set_tracing_disabled(True)  # nothing leaves the machine
     return agents
@@ -142,7 +142,7 @@ def test_agents_sdk_structured_output_type(make_server, api):
 def _chat_openai(server: Any, responses: bool) -> Any:
     langchain_openai = pytest.importorskip(
         "langchain_openai",
-        reason="langchain-openai is not installed (pip install 'harmonia[clients]')",
+        reason="langchain-openai is not installed (pip install -e '.[clients]')",
     )
     return langchain_openai.ChatOpenAI(
         model=MODEL,
@@ -194,7 +194,7 @@ def test_langchain_with_structured_output(make_server, responses):
 
 def test_litellm_tool_round_trip(make_server):
     litellm = pytest.importorskip(
-        "litellm", reason="litellm is not installed (pip install 'harmonia[clients]')"
+        "litellm", reason="litellm is not installed (pip install -e '.[clients]')"
     )
     server = make_server()
     server.book.add(WEATHER_CALL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,18 @@ def test_strip_ansi_removes_colour_cursor_and_title_sequences() -> None:
 
 
 def test_cell_output_prefers_an_image_path_over_its_text_plain(tmp_path: Path) -> None:
-    out = CellOutput(100, tmp_path, "/mnt/data", "output_1_")
-    out.add("stream", {"name": "stdout", "text": "a\n"})
-    out.add("display_data", {"data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}})
-    out.add("execute_result", {"data": {"text/plain": "3"}})
-    assert out.text() == "a\n[image saved to /mnt/data/output_1_1.png]\n3\n"
-    assert (tmp_path / "output_1_1.png").read_bytes() == b"\x89PNG\r\n\x1a\n"
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        out = CellOutput(100, fd, "/mnt/data", "output_1_")
+        out.add("stream", {"name": "stdout", "text": "a\n"})
+        out.add("display_data", {"data": {"image/png": "iVBORw0KGgo=", "text/plain": "<Fig>"}})
+        out.add("execute_result", {"data": {"text/plain": "3"}})
+    finally:
+        os.close(fd)
+    [name] = out.images
+    assert re.fullmatch(r"output_1_[0-9a-f]{12}\.png", name)
+    assert out.text() == f"a\n[image saved to /mnt/data/{name}]\n3\n"
+    assert (tmp_path / name).read_bytes() == b"\x89PNG\r\n\x1a\n"
 
 
 def _broken() -> PythonToolConfig:

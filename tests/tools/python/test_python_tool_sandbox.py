@@ -13,8 +13,12 @@ import pytest
 
 def test_code_runs_as_the_unprivileged_uid_in_the_data_directory(run: Any, shared: Any) -> None:
     out = run("import os\nprint(os.getuid(), os.getgid(), os.getcwd())")
-    config = shared.config
-    assert out.text == f"{config.sandbox_uid} {config.sandbox_gid} /mnt/data\n"
+    uid = shared.session_uid
+    assert uid is not None and uid != 0
+    if shared.isolation in ("uid", "cgroup"):
+        first, last = shared.config.session_uid_range
+        assert first <= uid <= last
+    assert out.text == f"{uid} {uid} /mnt/data\n"
 
 
 def test_a_listener_on_the_host_loopback_is_unreachable(run: Any) -> None:
@@ -136,21 +140,48 @@ def test_two_sessions_share_neither_state_nor_files_nor_the_host_environment(
     tools.close(second)
 
 
+def test_processes_a_call_leaves_running_are_stopped_and_the_model_is_told(
+    aio: Any, tools: Any, sandbox: None
+) -> None:
+    tool = tools.make()
+    out = aio.run(
+        tool.run(
+            "import os, subprocess, time\n"
+            "child = subprocess.Popen(['sleep', '300'])\n"
+            "subprocess.run(['bash', '-c', 'setsid sleep 300 & disown'])\n"
+            "def sleepers():\n"
+            "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "    return [p for p in pids if open(f'/proc/{p}/comm').read() == 'sleep\\n']\n"
+            "for _ in range(400):\n"
+            "    if len(sleepers()) == 2:\n"
+            "        break\n"
+            "    time.sleep(0.05)\n"
+            "print('started', len(sleepers()))"
+        )
+    )
+    assert out.text.startswith("started 2\n"), out.text
+    assert "2 process(es) this call started were still running" in out.text
+    assert out.metadata["processes_stopped"] == 2
+    top = psutil.Process(tool.kernel_pid)
+    alive = [p for p in top.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    assert [p.name() for p in alive] == ["bwrap", "python"]
+    # The kernel itself is kept, and so is its state.
+    again = aio.run(tool.run("print(child.poll())"))
+    assert again.text == "-9\n"
+    tools.close(tool)
+
+
 def test_closing_a_session_leaves_no_process_behind(aio: Any, tools: Any, sandbox: None) -> None:
     tool = tools.make()
     aio.run(
         tool.run(
-            "import subprocess, threading, time\n"
-            "child = subprocess.Popen(['sleep', '300'])\n"
-            "orphan = subprocess.Popen(['bash', '-c', 'setsid sleep 300 & disown'])\n"
+            "import threading, time\n"
             "threading.Thread(target=time.sleep, args=(300,), daemon=True).start()\n"
-            "time.sleep(0.3)"
         )
     )
     processes = [psutil.Process(tool.kernel_pid)]
     processes += processes[0].children(recursive=True)
-    sleepers = [p for p in processes if p.name() == "sleep"]
-    assert len(sleepers) == 2
+    assert len(processes) == 3  # bubblewrap, its init, the kernel
     data_dir, root = tool.data_dir, tool.data_dir.parent
     aio.run(tool.aclose())
     _, alive = psutil.wait_procs(processes, timeout=5)

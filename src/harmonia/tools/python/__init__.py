@@ -8,6 +8,14 @@ imports no Jupyter code; see docs/python-tool.md.
 from ._config import PythonToolConfig
 from ._output import NO_OUTPUT
 from ._sandbox import SandboxStatus, sandbox_status
-from ._tool import PythonTool
+from ._tool import IsolationMode, PythonTool, isolation_mode
 
-__all__ = ["NO_OUTPUT", "PythonTool", "PythonToolConfig", "SandboxStatus", "sandbox_status"]
+__all__ = [
+    "NO_OUTPUT",
+    "IsolationMode",
+    "PythonTool",
+    "PythonToolConfig",
+    "SandboxStatus",
+    "isolation_mode",
+    "sandbox_status",
+]

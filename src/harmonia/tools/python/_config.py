@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harmonia import InputError
 
@@ -37,8 +38,27 @@ class PythonToolConfig:
     * ``process_limit`` -- processes and threads of the sandbox user
       (RLIMIT_NPROC; counted over every process of that uid on the host).
     * ``tmp_size`` -- size of the private ``/tmp`` (a RAM-backed tmpfs).
+    * ``data_size_limit`` -- size of ``/mnt/data`` when harmonia makes it (a
+      RAM-backed tmpfs mounted per session; needs a root host; ``None``: a plain
+      directory bounded only per file).
     * ``sandbox_uid``/``sandbox_gid`` -- the unprivileged identity the kernel
-      runs as (``nobody`` by default).
+      runs as when the host is not root (mapped in a user namespace), or when
+      ``session_uid_range`` is ``None``.
+    * ``session_uid_range`` -- ``(first, last)``: a root host runs each session
+      as its own uid from this range, so limits counted per uid (processes)
+      are per session and sessions cannot signal each other.
+    * ``isolation`` -- ``"auto"``: a cgroup v2 per session where the host allows
+      it (``cgroup_parent``, else the host process's own cgroup, must offer the
+      ``memory`` and ``pids`` controllers), a uid per session otherwise;
+      ``"uid"``: never cgroups. ``PythonTool.isolation`` says which is active.
+    * ``session_memory_limit`` -- in cgroup mode, the memory of everything the
+      session runs together (``memory.max``); ``process_limit`` becomes its
+      ``pids.max``.
+
+    Output the host accepts per call (the kernel also cuts at the source):
+    ``max_image_bytes`` per image, ``max_images_per_call`` images, and
+    ``max_message_bytes`` per message from the kernel (larger ones are dropped
+    by the host before they are read into memory; the reply says output was lost).
 
     Where things run:
 
@@ -71,8 +91,16 @@ class PythonToolConfig:
     open_files_limit: int | None = 1024
     process_limit: int | None = 128
     tmp_size: int = 256 * _MIB
+    data_size_limit: int | None = 1 * _GIB
     sandbox_uid: int = 65534
     sandbox_gid: int = 65534
+    session_uid_range: tuple[int, int] | None = (1_790_000_000, 1_790_065_535)
+    isolation: Literal["auto", "uid"] = "auto"
+    cgroup_parent: str | None = None
+    session_memory_limit: int | None = 4 * _GIB
+    max_image_bytes: int = 16 * _MIB
+    max_images_per_call: int = 16
+    max_message_bytes: int = 64 * _MIB
     python: str | None = None
     data_dir: str | Path | None = None
     dangerously_allow_unsandboxed: bool = False
@@ -84,8 +112,16 @@ class PythonToolConfig:
                 raise InputError(
                     f"PythonToolConfig.{name} must be a positive number of seconds, got {value!r}"
                 )
-        positive = ("max_output_chars", "tmp_size")
+        positive = (
+            "max_output_chars",
+            "tmp_size",
+            "max_image_bytes",
+            "max_images_per_call",
+            "max_message_bytes",
+        )
         optional = (
+            "data_size_limit",
+            "session_memory_limit",
             "memory_limit",
             "cpu_time_limit",
             "file_size_limit",
@@ -101,6 +137,28 @@ class PythonToolConfig:
                     f"PythonToolConfig.{name} must be a positive integer"
                     f"{' or None' if name in optional else ''}, got {value!r}"
                 )
+        if self.isolation not in ("auto", "uid"):
+            raise InputError(
+                f"PythonToolConfig.isolation must be 'auto' or 'uid', got {self.isolation!r}"
+            )
+        uids = self.session_uid_range
+        if uids is not None and not (
+            isinstance(uids, tuple)
+            and len(uids) == 2
+            and all(isinstance(u, int) and not isinstance(u, bool) for u in uids)
+            and 0 < uids[0] <= uids[1] < 2**32 - 1
+        ):
+            raise InputError(
+                "PythonToolConfig.session_uid_range must be None or (first, last) uids with "
+                f"0 < first <= last < 4294967295, got {uids!r}"
+            )
+        # A message must be able to carry the largest image (base64) and the text budget.
+        needed = self.max_image_bytes * 4 // 3 + 8 * self.max_output_chars + _MIB
+        if self.max_message_bytes < needed:
+            raise InputError(
+                f"PythonToolConfig.max_message_bytes must be at least {needed} to carry an "
+                f"image of max_image_bytes and the text budget, got {self.max_message_bytes}"
+            )
 
     def rlimits(self) -> dict[str, int]:
         """The resource limits the sandbox launcher sets, by ``resource.RLIMIT_*`` suffix."""

@@ -17,6 +17,10 @@ may use the standard library only. It
 The settings are a JSON object: ``{"rlimits": {"AS": bytes, ...}, "uid": int |
 null, "gid": int | null, "check": bool}``. With ``check`` it prints its uid
 and exits instead of starting a command, which is what the sandbox probe runs.
+
+On the host it has one more job, ``{"enter_cgroup": ".../cgroup.procs"}``: move
+itself into the session's cgroup, then become bubblewrap, so that every
+process of the sandbox starts inside that cgroup.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ def _drop_privileges(uid: int, gid: int) -> None:
 def main(argv: list[str]) -> None:
     settings = json.loads(argv[1])
     command = argv[3:] if len(argv) > 2 and argv[2] == "--" else []
+    if settings.get("enter_cgroup"):
+        with open(settings["enter_cgroup"], "w") as procs:
+            procs.write(str(os.getpid()))
     _set_limits(settings.get("rlimits", {}))
     uid, gid = settings.get("uid"), settings.get("gid")
     if os.getuid() == 0 and uid is not None and gid is not None:

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
+
+from ._session import create_file, unpredictable_name
+
+# What the kernel's own guard (``_kernel_main.py``) sends; kept in step by hand
+# because that file runs inside the sandbox and imports nothing of harmonia.
+OMITTED_MIME = "application/vnd.harmonia.omitted+json"
+DROPPED_MIME = "application/vnd.harmonia.dropped-image+json"
+_MIB = 1024 * 1024
 
 # The warning gpt-oss's own python tool returns for a silent cell: the model has seen it.
 NO_OUTPUT = (
@@ -56,6 +62,11 @@ class OutputBuffer:
         self._head = ""
         self._tail = ""
         self._omitted = 0
+        self._elsewhere = 0
+
+    def omitted_elsewhere(self, chars: int) -> None:
+        """Count characters cut before they reached this buffer (by the kernel's guard)."""
+        self._elsewhere += max(0, chars)
 
     def append(self, text: str) -> None:
         room = self._head_budget - len(self._head)
@@ -72,47 +83,56 @@ class OutputBuffer:
         self._tail = tail
 
     def text(self) -> str:
-        if not self._omitted:
+        omitted = self.truncated
+        if not omitted:
             return self._head + self._tail
         head = self._head if self._head.endswith("\n") else self._head + "\n"
-        marker = f"[... {self._omitted} characters omitted ...]\n"
+        marker = f"[... {omitted} characters omitted ...]\n"
         return head + marker + self._tail
 
     @property
     def truncated(self) -> int:
-        """How many characters were cut."""
-        return self._omitted
+        """How many characters were cut, here and by the kernel's guard."""
+        return self._omitted + self._elsewhere
 
 
 class CellOutput:
-    """Collects one execution's iopub messages; ``data_dir``/``shown_dir`` place images.
+    """Collects one execution's iopub messages; images go to the data directory.
 
-    ``data_dir`` is where image files are written on the host and
-    ``shown_dir`` the same directory as the code sees it (``/mnt/data`` in the
-    sandbox), which is the path the model is told.
+    ``data_fd`` is an open descriptor of the data directory on the host (the
+    sandbox can write there, so every image is created relative to it, under a
+    name the code cannot guess, never over an existing file or through a link)
+    and ``shown_dir`` the same directory as the code sees it (``/mnt/data`` in
+    the sandbox), which is the path the model is told.
     """
 
     def __init__(
         self,
         budget: int,
-        data_dir: Path,
+        data_fd: int | None,
         shown_dir: str,
         image_prefix: str,
         owner: tuple[int, int] | None = None,
+        *,
+        max_image_bytes: int = 16 * _MIB,
+        max_images: int = 16,
     ) -> None:
         self.buffer = OutputBuffer(budget)
         self.images: list[str] = []
+        self.images_refused = 0
         self.error: str | None = None
-        self._data_dir = data_dir
+        self._data_fd = data_fd
         self._shown_dir = shown_dir
         self._image_prefix = image_prefix
         self._owner = owner
+        self._max_image_bytes = max_image_bytes
+        self._max_images = max_images
 
     def add(self, msg_type: str, content: Mapping[str, Any]) -> None:
         if msg_type == "stream":
             self._append(str(content.get("text", "")))
         elif msg_type == "error":
-            self.error = f"{content.get('ename', '')}: {content.get('evalue', '')}"
+            self.error = f"{content.get('ename', '')}: {content.get('evalue', '')}"[:2000]
             lines = content.get("traceback") or [self.error]
             self._append("\n".join(str(line) for line in lines) + "\n")
         elif msg_type in ("execute_result", "display_data"):
@@ -123,9 +143,22 @@ class CellOutput:
             self.buffer.append(strip_ansi(text))
 
     def _display(self, data: Mapping[str, Any]) -> None:
+        omitted = data.get(OMITTED_MIME)
+        if isinstance(omitted, Mapping) and isinstance(omitted.get("chars"), int):
+            self.buffer.omitted_elsewhere(omitted["chars"])
+            return
+        dropped = data.get(DROPPED_MIME)
+        if isinstance(dropped, Mapping) and isinstance(dropped.get("bytes"), int):
+            self._refuse(
+                f"{dropped['bytes'] / _MIB:.1f} MiB is over the limit of "
+                f"{self._max_image_bytes / _MIB:.1f} MiB per image"
+            )
+            return
         for mime, ext in _IMAGE_TYPES.items():
             if mime in data:
                 shown = self._save_image(data[mime], mime, ext)
+                if shown == "":
+                    return  # refused, and the reply says why
                 if shown is not None:
                     # The text/plain of a figure ("<Figure size 640x480 ...>") says
                     # nothing the path does not; the path is what the model can use.
@@ -135,21 +168,35 @@ class CellOutput:
         if text:
             self._append(str(text).rstrip("\n") + "\n")
 
+    def _refuse(self, why: str) -> None:
+        self.images_refused += 1
+        self._append(f"[image not saved: {why}]\n")
+
     def _save_image(self, payload: Any, mime: str, ext: str) -> str | None:
+        if self._data_fd is None or not isinstance(payload, str):
+            return None
+        if len(self.images) >= self._max_images:
+            self._refuse(f"a call may save at most {self._max_images} images")
+            return ""
+        # Checked before decoding: base64 is 4/3 of the bytes.
+        size = len(payload) if mime == "image/svg+xml" else len(payload) * 3 // 4
+        if size > self._max_image_bytes:
+            self._refuse(
+                f"{size / _MIB:.1f} MiB is over the limit of "
+                f"{self._max_image_bytes / _MIB:.1f} MiB per image"
+            )
+            return ""
         try:
             raw = payload.encode() if mime == "image/svg+xml" else base64.b64decode(payload)
-        except (binascii.Error, AttributeError, ValueError):
+        except (binascii.Error, ValueError, UnicodeEncodeError):
             return None
-        name = f"{self._image_prefix}{len(self.images) + 1}.{ext}"
-        path = self._data_dir / name
+        name = unpredictable_name(self._image_prefix, ext)
         try:
-            path.write_bytes(raw)
-            if self._owner is not None:
-                # The code in the kernel may want to overwrite or delete it.
-                os.chown(path, *self._owner)
-        except OSError:
-            return None
-        self.images.append(str(path))
+            create_file(self._data_fd, name, raw, self._owner)
+        except OSError as exc:
+            self._refuse(f"the data drive refused it ({exc.strerror or exc})")
+            return ""
+        self.images.append(name)
         return f"{self._shown_dir.rstrip('/')}/{name}"
 
     def text(self) -> str:

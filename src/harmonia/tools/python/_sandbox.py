@@ -36,7 +36,9 @@ from ._config import PythonToolConfig
 
 SANDBOX_DATA_DIR = "/mnt/data"
 LAUNCHER_PATH = Path(__file__).with_name("_launcher.py")
+KERNEL_MAIN_PATH = Path(__file__).with_name("_kernel_main.py")
 _LAUNCHER_INSIDE = "/run/harmonia-launcher.py"
+_KERNEL_MAIN_INSIDE = "/run/harmonia-kernel.py"
 # Files under /etc that ordinary programs read (the dynamic loader, users and
 # groups for getpwuid, time zone, TLS roots, fonts); the rest of /etc stays out.
 _ETC = (
@@ -44,9 +46,8 @@ _ETC = (
     "ld.so.conf",
     "ld.so.conf.d",
     "localtime",
-    "passwd",
-    "group",
     "nsswitch.conf",
+    "hosts",
     "alternatives",
     "ssl",
     "ca-certificates",
@@ -60,14 +61,15 @@ _ENV = {
     "IPYTHONDIR": "/tmp/.ipython",
     "MPLCONFIGDIR": "/tmp/.matplotlib",
     "PYTHONDONTWRITEBYTECODE": "1",
+    # Fewer malloc arenas: each reserves 64 MiB of address space per thread,
+    # which RLIMIT_AS counts (a kernel could not start under 256 MiB without it).
+    "MALLOC_ARENA_MAX": "2",
     # One thread per numeric library: threads count against the process limit.
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
 _KERNEL_ARGS = (
-    "-m",
-    "ipykernel_launcher",
     "-f",
     "{connection_file}",
     # Tracebacks without ANSI colours (the runtime strips any left anyway).
@@ -87,24 +89,78 @@ class SandboxStatus:
 
 @dataclass(frozen=True)
 class SessionDirs:
-    """The host directories of one session: the data drive and the kernel's sockets."""
+    """The host directories of one kernel of a session.
+
+    ``data`` is the data drive (``/mnt/data``); ``kernel`` a directory made
+    afresh for each kernel start that the sandbox sees read-only and that
+    holds the connection file, with ``kernel/ipc`` for the kernel's sockets;
+    ``etc`` holds the ``passwd`` and ``group`` files shown inside.
+    """
 
     data: Path
-    ipc: Path
+    kernel: Path
+    etc: Path | None = None
+
+    @property
+    def ipc(self) -> Path:
+        return self.kernel / "ipc"
+
+    @property
+    def connection_file(self) -> Path:
+        return self.kernel / "kernel.json"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the kernel runs as, and the cgroup it starts in (if any)."""
+
+    uid: int
+    gid: int
+    cgroup_procs: str | None = None
 
 
 def host_is_root() -> bool:
     return os.geteuid() == 0
 
 
-def prepare_dirs(data: Path, ipc: Path, config: PythonToolConfig, *, sandboxed: bool) -> None:
-    """Create a session's directories, owned by the uid the kernel will run as."""
-    data.mkdir(parents=True, exist_ok=True)
-    ipc.mkdir(parents=True, exist_ok=True)
-    if sandboxed and host_is_root():
-        for path in (data, ipc):
-            os.chown(path, config.sandbox_uid, config.sandbox_gid)
-    ipc.chmod(0o700)
+def prepare_kernel_dir(kernel: Path, owner: tuple[int, int] | None) -> None:
+    """A fresh kernel directory: ours, readable; its ``ipc`` writable by the kernel for now.
+
+    Once the kernel has bound its sockets :func:`seal_ipc_dir` takes ``ipc``
+    back, so the sandbox can no longer replace a socket with a symlink that
+    the host's client would follow on a reconnect.
+    """
+    kernel.mkdir(mode=0o755)
+    os.chmod(kernel, 0o755)
+    ipc = kernel / "ipc"
+    ipc.mkdir(mode=0o700)
+    if owner is not None:
+        os.chown(ipc, *owner)  # a directory we just made, inside one only we can write
+
+
+def seal_ipc_dir(kernel: Path) -> None:
+    """Make the kernel's socket directory ours and read-only to the kernel; check its entries."""
+    import stat as _stat
+
+    ipc = kernel / "ipc"
+    if host_is_root():
+        os.chown(ipc, 0, 0)
+    os.chmod(ipc, 0o755)
+    for entry in os.scandir(ipc):
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if not _stat.S_ISSOCK(mode):
+            os.unlink(entry.path)  # removes the entry; a link is not followed
+
+
+def write_identity_files(etc: Path, uid: int, gid: int) -> None:
+    """The ``passwd`` and ``group`` the sandbox sees: its own user and nothing of the host's."""
+    etc.mkdir(mode=0o755, exist_ok=True)
+    (etc / "passwd").write_text(
+        "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+        f"sandbox:x:{uid}:{gid}:sandbox:/tmp:/usr/sbin/nologin\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
+    (etc / "group").write_text(f"root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n")
 
 
 @functools.lru_cache(maxsize=8)
@@ -169,8 +225,19 @@ class _Argv:
         self.made(target)
 
 
+def _kernel_settings(config: PythonToolConfig) -> str:
+    return json.dumps(
+        {"budget": config.max_output_chars, "max_image_bytes": config.max_image_bytes},
+        sort_keys=True,
+    )
+
+
 def bwrap_argv(
-    config: PythonToolConfig, dirs: SessionDirs, python: str, command: list[str]
+    config: PythonToolConfig,
+    dirs: SessionDirs,
+    python: str,
+    command: list[str],
+    who: Identity,
 ) -> list[str]:
     """The full command that starts ``command`` (run by ``python``) inside the sandbox."""
     a = _Argv()
@@ -186,38 +253,54 @@ def bwrap_argv(
             a.bind("--ro-bind", str(host), str(host))
     for name in _ETC:
         a.bind("--ro-bind-try", f"/etc/{name}", f"/etc/{name}")
+    if dirs.etc is not None:
+        for name in ("passwd", "group"):
+            a.bind("--ro-bind", str(dirs.etc / name), f"/etc/{name}")
     for root in _read_only_roots(python):
         a.bind("--ro-bind", root, root)
     a.bind("--ro-bind", str(LAUNCHER_PATH), _LAUNCHER_INSIDE)
+    a.bind("--ro-bind", str(KERNEL_MAIN_PATH), _KERNEL_MAIN_INSIDE)
     a.bind("--bind", str(dirs.data), SANDBOX_DATA_DIR)
+    a.bind("--ro-bind", str(dirs.kernel), str(dirs.kernel))
     a.bind("--bind", str(dirs.ipc), str(dirs.ipc))
     a.args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", SANDBOX_DATA_DIR]
     if host_is_root():
-        # No user namespace: the launcher drops to sandbox_uid itself and needs
-        # exactly these two capabilities to do so (it loses them with the uid).
+        # No user namespace: the launcher drops to the session's uid itself and
+        # needs exactly these two capabilities to do so (it loses them with the uid).
         a.args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         a.args += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
         a.args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         a.args += ["--unshare-all", "--unshare-user", "--unshare-net", "--cap-drop", "ALL"]
-        a.args += ["--uid", str(config.sandbox_uid), "--gid", str(config.sandbox_gid)]
+        a.args += ["--uid", str(who.uid), "--gid", str(who.gid)]
     a.args += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in _ENV.items():
         a.args += ["--setenv", key, value]
-    settings = {"rlimits": config.rlimits(), "uid": config.sandbox_uid, "gid": config.sandbox_gid}
+    settings: dict[str, object] = {"rlimits": config.rlimits(), "uid": who.uid, "gid": who.gid}
     if command == ["--check"]:
         settings["check"] = True
         command = []
+    else:
+        command = [python, _KERNEL_MAIN_INSIDE, _kernel_settings(config), *command]
     launcher = [python, "-I", _LAUNCHER_INSIDE, json.dumps(settings, sort_keys=True)]
-    return [*a.args, "--", *launcher, "--", *command]
+    argv = [*a.args, "--", *launcher, "--", *command]
+    if who.cgroup_procs is not None:
+        # Enter the session's cgroup before bubblewrap starts, so that every
+        # process of the sandbox is counted from the first.
+        enter = json.dumps({"enter_cgroup": who.cgroup_procs})
+        argv = [python, "-I", str(LAUNCHER_PATH), enter, "--", *argv]
+    return argv
 
 
-def kernel_argv(config: PythonToolConfig, dirs: SessionDirs | None, python: str) -> list[str]:
-    """The kernel spec's argv: sandboxed when ``dirs`` is given, else the bare launcher."""
-    kernel = [python, *_KERNEL_ARGS]
-    if dirs is not None:
-        return bwrap_argv(config, dirs, python, kernel)
+def kernel_argv(
+    config: PythonToolConfig, dirs: SessionDirs, python: str, who: Identity | None
+) -> list[str]:
+    """The kernel spec's argv: sandboxed when ``who`` is given, else the bare launcher."""
+    kernel_args = list(_KERNEL_ARGS)
+    if who is not None:
+        return bwrap_argv(config, dirs, python, kernel_args, who)
     settings = json.dumps({"rlimits": config.rlimits(), "uid": None, "gid": None})
+    kernel = [python, str(KERNEL_MAIN_PATH), _kernel_settings(config), *kernel_args]
     return [python, "-I", str(LAUNCHER_PATH), settings, "--", *kernel]
 
 
@@ -262,10 +345,17 @@ def _probe(python: str, uid: int, gid: int) -> SandboxStatus:
         )
     config = PythonToolConfig(sandbox_uid=uid, sandbox_gid=gid)
     with tempfile.TemporaryDirectory(prefix="harmonia-probe-") as tmp:
-        dirs = SessionDirs(Path(tmp) / "data", Path(tmp) / "ipc")
-        prepare_dirs(dirs.data, dirs.ipc, config, sandboxed=True)
+        etc = Path(tmp) / "etc"
+        dirs = SessionDirs(Path(tmp) / "data", Path(tmp) / "kernel", etc)
+        dirs.data.mkdir()
+        os.chmod(tmp, 0o755)
+        owner = (uid, gid) if host_is_root() else None
+        if owner is not None:
+            os.chown(dirs.data, *owner)
+        prepare_kernel_dir(dirs.kernel, owner)
+        write_identity_files(etc, uid, gid)
         try:
-            argv = bwrap_argv(config, dirs, python, ["--check"])
+            argv = bwrap_argv(config, dirs, python, ["--check"], Identity(uid, gid))
             done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError) as exc:
             return SandboxStatus(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
 import tempfile
 import time
 import weakref
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from harmonia import SandboxUnavailableError, ToolError, ToolNamespaceConfig
 from harmonia.tools import ToolCall, ToolOutput
@@ -18,10 +20,19 @@ from ._config import PythonToolConfig
 from ._output import NO_OUTPUT, CellOutput
 from ._sandbox import (
     SANDBOX_DATA_DIR,
-    SessionDirs,
+    Identity,
     host_is_root,
-    prepare_dirs,
     sandbox_status,
+    write_identity_files,
+)
+from ._session import (
+    SessionCgroup,
+    UidLease,
+    cgroup_parent,
+    lease_uid,
+    mount_data_drive,
+    open_dir,
+    unmount,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +47,53 @@ _NO_INTERNET = "Internet access for this session is disabled."
 
 def _seconds(value: float) -> str:
     return repr(float(value))
+
+
+IsolationMode = Literal["cgroup", "uid", "userns", "unsandboxed"]
+
+
+def isolation_mode(config: PythonToolConfig | None = None) -> IsolationMode:
+    """Which per-session isolation a sandboxed session gets on this host (see docs/security.md).
+
+    ``cgroup``: a cgroup v2 per session (total memory and processes) and, on a
+    root host, a uid per session; ``uid``: a root host without a usable cgroup
+    v2, a uid per session from ``session_uid_range``; ``userns``: a host that is
+    not root, one mapped uid for all sessions.
+    """
+    config = config or PythonToolConfig()
+    if cgroup_parent(config) is not None:
+        return "cgroup"
+    if host_is_root() and config.session_uid_range is not None:
+        return "uid"
+    return "userns"
+
+
+class _Resources:
+    """What a session holds on the host; released once, by close or by the finalizer."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lease: UidLease | None = None
+        self.cgroup: SessionCgroup | None = None
+        self.mounted: Path | None = None
+        self.data_fd: int | None = None
+
+    def close(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self.data_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.data_fd)
+            self.data_fd = None
+        if self.mounted is not None:
+            with contextlib.suppress(OSError):
+                unmount(self.mounted)
+            self.mounted = None
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class PythonTool:
@@ -67,13 +125,15 @@ class PythonTool:
         # Everything of the session lives under one temporary root: the kernel's
         # home and sockets, and the data drive unless the caller chose one.
         self._root = Path(tempfile.mkdtemp(prefix="harmonia-py-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._root, True)
+        self._resources = _Resources(self._root)
+        self._cleanup = weakref.finalize(self, self._resources.close)
         if self._config.data_dir is None:
-            data = self._root / "data"
+            self._data = self._root / "data"
         else:
-            data = Path(self._config.data_dir).resolve()
-        self._dirs = SessionDirs(data=data, ipc=self._root / "ipc")
+            self._data = Path(self._config.data_dir).resolve()
         self._sandboxed: bool | None = None
+        self._who: Identity | None = None
+        self._mode: IsolationMode | None = None
 
     # -- the Tool protocol -------------------------------------------------
 
@@ -95,7 +155,7 @@ class PythonTool:
         if self._will_sandbox():
             text = text.replace(_TRAINED_INTERNET, _NO_INTERNET)
         else:
-            text = text.replace(_TRAINED_DRIVE, f"The drive at '{self._dirs.data}'")
+            text = text.replace(_TRAINED_DRIVE, f"The drive at '{self._data}'")
         return ToolNamespaceConfig("python", text, [])
 
     async def call(self, call: ToolCall) -> ToolOutput:
@@ -120,7 +180,25 @@ class PythonTool:
     @property
     def data_dir(self) -> Path:
         """The host directory the code sees as ``/mnt/data`` (its files persist across calls)."""
-        return self._dirs.data
+        return self._data
+
+    @property
+    def isolation(self) -> IsolationMode | None:
+        """The per-session isolation in force (``None`` until the first kernel starts).
+
+        ``cgroup``, ``uid``, ``userns`` (see :func:`isolation_mode`) or ``unsandboxed``.
+        """
+        return self._mode
+
+    @property
+    def session_uid(self) -> int | None:
+        """The uid the session's code runs as (as the host sees it), once started."""
+        return None if self._who is None else self._who.uid
+
+    @property
+    def data_size_limit(self) -> int | None:
+        """The size cap of ``/mnt/data`` in force, or ``None`` when it is a plain directory."""
+        return self._config.data_size_limit if self._resources.mounted is not None else None
 
     @property
     def sandboxed(self) -> bool:
@@ -158,10 +236,12 @@ class PythonTool:
             self._calls += 1
             output = CellOutput(
                 self._config.max_output_chars,
-                self._dirs.data,
-                SANDBOX_DATA_DIR if self._sandboxed else str(self._dirs.data),
+                self._resources.data_fd,
+                self._shown_data_dir(),
                 f"output_{self._calls}_",
                 self._owner(),
+                max_image_bytes=self._config.max_image_bytes,
+                max_images=self._config.max_images_per_call,
             )
             try:
                 result = await self._kernel.execute(code, output)
@@ -176,10 +256,14 @@ class PythonTool:
                     f"(files in {self._shown_data_dir()} are kept).\n"
                 )
                 raise
+            killed = 0
             if result.outcome == "died":
                 await self._kernel.stop()
                 self._kernel = None
-            return self._reply(result, note, time.perf_counter() - started)
+            else:
+                # Processes do not outlive the call that started them.
+                killed = await asyncio.to_thread(self._kernel.kill_leftovers)
+            return self._reply(result, note, time.perf_counter() - started, killed)
 
     # -- internals ---------------------------------------------------------
 
@@ -194,12 +278,47 @@ class PythonTool:
         return self._sandboxed
 
     def _owner(self) -> tuple[int, int] | None:
-        if self._sandboxed and host_is_root():
-            return (self._config.sandbox_uid, self._config.sandbox_gid)
+        if self._sandboxed and host_is_root() and self._who is not None:
+            return (self._who.uid, self._who.gid)
         return None
 
     def _shown_data_dir(self) -> str:
-        return SANDBOX_DATA_DIR if self._sandboxed else str(self._dirs.data)
+        return SANDBOX_DATA_DIR if self._sandboxed else str(self._data)
+
+    def _set_up_session(self, sandboxed: bool) -> None:
+        """Once per session: identity, cgroup, data drive, the data directory's fd."""
+        res, config = self._resources, self._config
+        if not sandboxed:
+            self._mode = "unsandboxed"
+            self._data.mkdir(parents=True, exist_ok=True)
+            res.data_fd = open_dir(self._data)
+            return
+        root = host_is_root()
+        uid, gid = config.sandbox_uid, config.sandbox_gid
+        if root and config.session_uid_range is not None:
+            res.lease = lease_uid(*config.session_uid_range)
+            uid = gid = res.lease.uid
+        parent = cgroup_parent(config)
+        if parent is not None:
+            res.cgroup = SessionCgroup(parent, config)
+        self._mode = "cgroup" if parent is not None else ("uid" if res.lease else "userns")
+        self._who = Identity(uid, gid, res.cgroup.procs_file if res.cgroup else None)
+        write_identity_files(self._root / "etc", uid, gid)
+        if config.data_dir is None and root and config.data_size_limit is not None:
+            self._data.mkdir(mode=0o700)
+            try:
+                mount_data_drive(self._data, config.data_size_limit, (uid, gid))
+                res.mounted = self._data
+            except ToolError:
+                # No mount here (a container without the capability): a plain
+                # directory, bounded per file only; data_size_limit says None.
+                os.chown(self._data, uid, gid)
+                os.chmod(self._data, 0o755)
+        else:
+            self._data.mkdir(parents=True, exist_ok=True)
+            if root:
+                os.chown(self._data, uid, gid)
+        res.data_fd = open_dir(self._data)
 
     async def _ensure_kernel(self) -> str | None:
         """Start the kernel if there is none; say so when that replaces a dead one."""
@@ -223,19 +342,36 @@ class PythonTool:
                 await asyncio.to_thread(sandbox_status, self._config)
 
             sandboxed = self._will_sandbox()
-            prepare_dirs(self._dirs.data, self._dirs.ipc, self._config, sandboxed=sandboxed)
+            if self._mode is None:
+                self._set_up_session(sandboxed)
             home = self._root / "home"
-            home.mkdir(exist_ok=True)
+            home.mkdir(mode=0o700, exist_ok=True)
             kernel = Kernel(
-                self._config, self._dirs, home, sandboxed=sandboxed, owner=self._owner()
+                self._config,
+                self._root,
+                self._data,
+                home,
+                who=self._who if sandboxed else None,
+                owner=self._owner(),
             )
             await kernel.start()
             self._kernel = kernel
         return note
 
-    def _reply(self, result: CellResult, note: str | None, elapsed: float) -> ToolOutput:
+    def _reply(
+        self, result: CellResult, note: str | None, elapsed: float, killed: int = 0
+    ) -> ToolOutput:
         out = result.output
         text = out.text()
+        warnings = []
+        if killed:
+            warnings.append(
+                f"[WARN] {killed} process(es) this call started were still running when it "
+                "ended and were stopped: processes do not outlive the call that starts them."
+            )
+        if warnings:
+            body = text.rstrip("\n") + "\n" if text.strip() else ""
+            text = body + "\n".join(warnings)
         timeout = _seconds(self._config.timeout)
         drive = self._shown_data_dir()
         status_line = {
@@ -248,6 +384,12 @@ class PythonTool:
                 f"[ERROR] Execution timed out after {timeout} seconds and did not stop when "
                 "interrupted, so the Python kernel was restarted: all variables and imports "
                 f"were lost (files in {drive} are kept)."
+            ),
+            "lost": (
+                "[ERROR] The kernel sent a message larger than the "
+                f"{self._config.max_message_bytes} bytes the tool accepts, so the rest of this "
+                "call's output was lost and the Python kernel was restarted: all variables and "
+                f"imports were lost (files in {drive} are kept)."
             ),
             "died": (
                 f"[ERROR] The Python kernel died while running this code (exit status "
@@ -263,10 +405,12 @@ class PythonTool:
             text = note + text
         metadata: dict[str, Any] = {
             "status": result.outcome if result.outcome != "ok" or out.error is None else "error",
-            "images": list(out.images),
+            "images": [str(self._data / name) for name in out.images],
+            "images_refused": out.images_refused,
+            "processes_stopped": killed,
             "truncated_chars": out.buffer.truncated,
             "elapsed_s": round(elapsed, 6),
-            "kernel_restarted": note is not None or result.outcome in ("restarted", "died"),
+            "kernel_restarted": note is not None or result.outcome in ("restarted", "died", "lost"),
         }
         if out.error is not None:
             metadata["error"] = out.error
