@@ -30,7 +30,10 @@ ROOT = "harmonia"
 LAYERS: Sequence[Mapping[str, Sequence[str]]] = (
     {"base": ("harmonia._errors", "harmonia._names", "harmonia._enums")},
     {"tokenizer": ("harmonia._tokenizer",)},
-    {"model": ("harmonia._builtin_tools", "harmonia._content", "harmonia._message")},
+    {
+        "model": ("harmonia._builtin_tools", "harmonia._content", "harmonia._message"),
+        "vocabulary": ("harmonia.vocabulary",),
+    },
     {
         "render": ("harmonia._render",),
         "parse": ("harmonia._parse",),

@@ -73,6 +73,8 @@ from harmonia import (
 )
 from harmonia.engines import Constraint, Finish, FinishReason, SamplingParams, Usage
 from harmonia.tools import is_tool_call
+from harmonia.vocabulary import ANALYSIS, COMMENTARY
+from harmonia.vocabulary import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
 
 from ._events import (
     AgentEvent,
@@ -87,9 +89,6 @@ from ._events import (
     ToolResultReceived,
 )
 from ._limits import AgentLimits
-
-#: The reasoning rule of the harmony guide (see ``harmonia.COT_POLICIES``).
-DEFAULT_COT_POLICY: Final = "guide"
 
 ConstraintFactory = Callable[[Conversation], "Constraint | None"]
 
@@ -409,9 +408,9 @@ def _delta_kind(channel: str | None, recipient: str | None) -> _DeltaKind | None
     """Which delta event a message's text becomes (``None``: none, e.g. a tool call's body)."""
     if recipient not in (None, "all", "assistant", "user"):
         return None  # a tool call: shown whole when it is complete
-    if channel == "analysis":
+    if channel == ANALYSIS:
         return ReasoningDelta
-    if channel == "commentary":
+    if channel == COMMENTARY:
         return PreambleDelta
     return FinalDelta
 

@@ -37,6 +37,8 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from .._names import FINAL
+
 
 @dataclass(frozen=True, slots=True)
 class Specials:
@@ -53,7 +55,7 @@ class Specials:
 #: The grammar's marker line (see the module docstring).
 JSON_CONTENT_MARKER: Final = "// harmonia-json-content:"
 #: The marker's word for a structured final answer (recipients always hold a dot).
-FINAL_WORD: Final = "final"
+FINAL_WORD: Final = FINAL
 
 _MARKER_LINE: Final = re.compile(r"^// harmonia-json-content:(.*)$", re.MULTILINE)
 # A recipient is one header word: up to whitespace or the next special token.

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from harmonia import InputError
 
 from ..openai_compat import PromptOptions
+from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
 
 #: The environment variable read for API keys when none are given (comma-separated).
 API_KEYS_ENV = "HARMONIA_API_KEYS"
@@ -60,7 +61,7 @@ class ServerConfig:
     #: for that one to record ``cancelled`` before answering 504 ``cancel_not_confirmed``.
     cancel_wait_s: float = 5.0
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
-    cot_policy: str = "guide"
+    cot_policy: str = DEFAULT_COT_POLICY
     #: What the system message says beyond the request (identity, date, ...).
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     #: The Chat message/delta field that carries reasoning: ``"reasoning_content"`` (the
@@ -95,7 +96,7 @@ class ServerConfig:
                 f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
                 "use quicktok, auto, python or tiktoken"
             )
-        if self.cot_policy not in ("reference", "guide", "keep_all"):
+        if self.cot_policy not in COT_POLICY_NAMES:
             raise InputError(
                 f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
             )

@@ -14,6 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..openai_compat import responses_request_to_conversation
+from ..vocabulary import CALL_ID as _CALL
+from ..vocabulary import END_ID as _END
+from ..vocabulary import MESSAGE_ID as _MESSAGE
+from ..vocabulary import RETURN_ID as _RETURN
 from ._errors import APIError
 from ._request import ResponsesBody
 from ._service import Prepared, Service, tool_choice_option
@@ -23,7 +27,6 @@ JsonDict = dict[str, Any]
 
 #: Statuses of a response that has not finished.
 RUNNING = ("queued", "in_progress")
-_RETURN, _CALL, _END, _MESSAGE = 200002, 200012, 200007, 200008
 
 
 def _new_id(prefix: str) -> str:
