@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Literal
 
 from .._message import Message
 from .._names import FINAL, DiagnosticKind
+from .recipients import ItemKind as ItemKind
 from .recipients import api_name
-
-ItemKind = Literal["reasoning", "text", "call"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,10 +31,11 @@ from .. import (
     ToolError,
     ToolNamespaceConfig,
 )
-from .._names import ASSISTANT, BUILTIN_NAMESPACES
+from .._names import ASSISTANT, BUILTIN_NAMESPACES, COMMENTARY
+from .._turn import Reading, classify
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
-from ._route import call_from_fields, is_tool_recipient
+from ._route import call_from_fields
 
 logger = logging.getLogger("harmonia.tools")
 
@@ -135,9 +136,11 @@ class Toolbox:
         """The :class:`ToolCall` a message makes, its recipient resolved.
 
         Raises :class:`harmonia.InputError` when the message is not a tool call
-        (no recipient, or one addressed to ``assistant``/``all``/a role).
+        (:func:`is_tool_call`; a message built without a channel is read as one
+        on ``commentary``, where a bare function name is a call).
         """
-        if not is_tool_recipient(message.recipient):
+        channel = message.channel or COMMENTARY
+        if classify(message.author.role, channel, message.recipient).kind != "call":
             raise InputError(
                 f"message with recipient {message.recipient!r} is not a tool call; "
                 "check is_tool_call(message) before dispatching"
@@ -239,11 +242,20 @@ class Toolbox:
 def is_tool_call(message: Message) -> bool:
     """Whether ``message`` is an assistant message addressed to a tool.
 
+    The reading is :func:`harmonia._turn.classify`'s, the one the server's
+    stream uses: a content-type word (``<|channel|>commentary markdown``) or a
+    role (``system``) in the recipient's place is no call.
+
     >>> call = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("functions.f")
     >>> is_tool_call(call), is_tool_call(Message.from_role_and_content(Role.USER, "hi"))
     (True, False)
     """
-    return message.author.role == Role.ASSISTANT and is_tool_recipient(message.recipient)
+    return _reading(message).kind == "call"
+
+
+def _reading(message: Message) -> Reading:
+    """The one reading of a header the stream, the agent and the server share."""
+    return classify(message.author.role, message.channel, message.recipient, message.content_type)
 
 
 def tool_reply(call: ToolCall, output: ToolOutput | str) -> Message:
