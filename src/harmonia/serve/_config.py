@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from harmonia import InputError
 
+from .._runtime import TIMEOUTS, api_keys
 from ..openai_compat import PromptOptions
 from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
 
@@ -46,7 +46,7 @@ class ServerConfig:
     #: Largest ``max_tokens`` / ``max_output_tokens`` a request may ask for.
     max_output_tokens: int = 32_768
     #: A client that takes longer than this to accept one SSE write is dropped.
-    send_timeout_s: float = 30.0
+    send_timeout_s: float = TIMEOUTS.client_send
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = 15.0
     #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas), ``"memory"``
@@ -116,5 +116,4 @@ class ServerConfig:
 
 def api_keys_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
     """The API keys in ``HARMONIA_API_KEYS`` (comma-separated), if any."""
-    raw = (os.environ if environ is None else environ).get(API_KEYS_ENV, "")
-    return tuple(key.strip() for key in raw.split(",") if key.strip())
+    return api_keys(API_KEYS_ENV, environ)

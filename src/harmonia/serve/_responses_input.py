@@ -9,10 +9,10 @@ exactly the ids the engine has cached.
 from __future__ import annotations
 
 import copy
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from .._runtime import new_id as _new_id
 from ..openai_compat import responses_request_to_conversation
 from ..vocabulary import CALL_ID as _CALL
 from ..vocabulary import END_ID as _END
@@ -27,10 +27,6 @@ JsonDict = dict[str, Any]
 
 #: Statuses of a response that has not finished.
 RUNNING = ("queued", "in_progress")
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
 
 
 def _items(raw: object) -> list[JsonDict]:

@@ -32,6 +32,7 @@ from .. import (
     ToolNamespaceConfig,
 )
 from .._names import ASSISTANT, BUILTIN_NAMESPACES, COMMENTARY
+from .._runtime import TIMEOUTS
 from .._turn import Reading, classify
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
@@ -40,8 +41,8 @@ from ._route import call_from_fields
 logger = logging.getLogger("harmonia.tools")
 
 #: Seconds a call may run before the dispatcher cancels it and answers with a
-#: timeout. Above the python tool's own 120 s so that its message wins.
-DEFAULT_TIMEOUT = 180.0
+#: timeout (``harmonia._runtime.TIMEOUTS``, the one table of defaults).
+DEFAULT_TIMEOUT = TIMEOUTS.tool_call
 
 # An exception's text is quoted to the model up to this many characters.
 _EXCEPTION_QUOTE_LIMIT = 500

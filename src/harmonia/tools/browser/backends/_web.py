@@ -9,16 +9,16 @@ conversion as gpt-oss's backends, ``URL:`` line included.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harmonia import InputError, ToolError
+from harmonia._runtime import TIMEOUTS, http_client
+from harmonia._runtime import api_key as env_api_key
 
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
 
-DEFAULT_TIMEOUT = 30.0
 _MAX_BODY_CHARS = 500
 _USER_AGENT = "harmonia-browser"
 
@@ -51,10 +51,10 @@ class _WebBackend:
         api_key: str | None = None,
         base_url: str | None = None,
         source: str = "web",
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = TIMEOUTS.web_request,
         client: Any = None,
     ) -> None:
-        key = api_key or os.environ.get(self.env_var)
+        key = env_api_key(api_key, self.env_var)
         if not key:
             raise InputError(
                 f"{self.name} needs an API key: set the {self.env_var} environment variable "
@@ -77,13 +77,13 @@ class _WebBackend:
 
     def _http(self) -> Any:
         if self._client is None:
-            try:
-                import httpx
-            except ImportError as e:  # pragma: no cover - depends on the environment
-                raise InputError(
-                    "web search backends need httpx: pip install 'harmonia[browser-web]'"
-                ) from e
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client = http_client(  # environment proxies apply to web searches
+                connect=self._timeout,
+                read=self._timeout,
+                trust_env=True,
+                missing=InputError,
+                hint="web search backends need it: pip install 'harmonia[browser-web]'",
+            )
         return self._client
 
     async def _request(
