@@ -9,13 +9,16 @@ spelling.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from ._errors import HarmonyError
+from ._errors import HarmonyError, InputError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,19 @@ def http_client(
         raise missing(f"httpx is not installed: {hint}") from exc
     timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
     return httpx.AsyncClient(headers=dict(headers or {}), timeout=timeout, trust_env=trust_env)
+
+
+def run_sync(start: Callable[[], Coroutine[Any, Any, T]], refusal: str) -> T:
+    """Run ``start()`` to the end from blocking code (a fresh event loop).
+
+    Inside a running event loop that would deadlock or nest: :class:`~harmonia.InputError`
+    with ``refusal`` (which says what to await instead), and ``start`` is never called.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(start())
+    raise InputError(refusal)
 
 
 #: The end of an OpenAI-style event stream.

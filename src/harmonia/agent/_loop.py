@@ -39,13 +39,11 @@ What the loop does at each step:
   sampled ``<|return|>``: the message is the same, only its terminator is the
   one history uses.
 * **Parses** the sampled ids with a strict :class:`harmonia.StreamableParser`
-  (the prompt ends in ``<|start|>assistant``) and reads each header with the
-  turn layer's ``classify`` (the reading API streams and ``is_tool_call``
-  use): reasoning, a preamble, the answer, or a tool call. A caller that
-  already reads the ids into turn events (a server streaming them through an
-  ``OutputAssembler``) sends those instead (``ItemsSampled``), so the ids are
-  read once and what a client is shown is what runs. Finished messages join
-  the conversation as they end, so a cancellation keeps what was complete.
+  and reads each header with the turn layer's ``classify``, as API streams and
+  ``is_tool_call`` do: reasoning, a preamble, the answer or a tool call. A caller
+  that streams the ids through an ``OutputAssembler`` sends its events instead
+  (``ItemsSampled``): read once, what runs is what was shown. Finished messages
+  join the conversation as they end, so a cancellation keeps what was complete.
 * **Budgets**: each generation's ``max_tokens`` is lowered to the tokens the
   run has left; the step limit is checked before each generation.
 """
@@ -57,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
+import harmonia
 from harmonia import (
     COT_POLICIES,
     Author,
@@ -74,7 +73,7 @@ from harmonia import (
     StreamableParser,
     TextContent,
 )
-from harmonia._turn import ItemAdded, ItemDelta, ItemDone, OutputEvent, OutputItem, classify
+from harmonia._turn import OutputEvent, OutputItem, Reading, classify
 from harmonia.engines import Constraint, Finish, FinishReason, SamplingParams, Usage
 from harmonia.vocabulary import COMMENTARY
 from harmonia.vocabulary import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
@@ -301,13 +300,12 @@ class AgentLoop:
                 return self._finish(StopReason.ERROR, error=exc)
             for item in parsed:
                 if isinstance(item, MessageStarted):
-                    header = item.header
-                    args = header.role, header.channel, header.recipient, header.content_type
+                    h = item.header
+                    fields = h.role, h.channel, h.recipient, h.content_type
                     try:
-                        reading = classify(*args, strict=True)
+                        self._started(classify(*fields, strict=True))
                     except HarmonyError as exc:
                         return self._finish(StopReason.ERROR, error=exc)
-                    self._started(reading.kind, reading.phase)
                 elif isinstance(item, ContentDelta):
                     self._delta(item.text)
                 elif isinstance(item, MessageDone):
@@ -318,12 +316,12 @@ class AgentLoop:
         assert isinstance(event, ItemsSampled) and self._parser is not None
         self._completion_tokens += event.count
         for item in event.events:
-            if isinstance(item, ItemAdded):
+            if isinstance(item, harmonia.ItemAdded):
                 self._item = item.item
-                self._started(item.item.kind, item.item.phase)
-            elif isinstance(item, ItemDelta):
+                self._started(item.item)
+            elif isinstance(item, harmonia.ItemDelta):
                 self._delta(item.text)
-            elif isinstance(item, ItemDone) and item.item.message is not None:
+            elif isinstance(item, harmonia.ItemDone) and item.item.message is not None:
                 self._item = None
                 self._done(item.item.message)
         return State.SAMPLING
@@ -377,9 +375,9 @@ class AgentLoop:
         self._action = Sample(tuple(prompt), params, constraint)
         return State.SAMPLING
 
-    def _started(self, kind: str, phase: str) -> None:
-        self._calls = kind == "call"  # a call's body is shown whole when it is complete
-        self._header_kind = _DELTAS.get(COMMENTARY if phase == COMMENTARY else kind)
+    def _started(self, read: Reading | OutputItem) -> None:
+        self._calls = read.kind == "call"  # a call's body is shown whole when it is complete
+        self._header_kind = _DELTAS.get(COMMENTARY if read.phase == COMMENTARY else read.kind)
 
     def _delta(self, text: str) -> None:
         if self._header_kind is not None:

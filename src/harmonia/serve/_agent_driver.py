@@ -127,9 +127,7 @@ class Driver:
                 continue
             assert isinstance(action, Sample), step
             if steps:
-                out, read = self.stream.feed_read(self._header)
-                self.loop.send(ItemsSampled(0, tuple(read)))
-                out = self._shape(out)
+                out = self._shape(self.stream.feed_many(self._header))  # no item events
                 if out:
                     yield out
             steps += 1

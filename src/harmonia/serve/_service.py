@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from harmonia import (
     Conversation,
@@ -20,6 +20,7 @@ from harmonia import (
 )
 
 from ..engines import Constraint, Engine, FinishReason, Generation, SamplingParams
+from ..openai_compat._stream import AssembledStream as Feedable  # Chat or Responses
 from ._admission import Admission
 from ._config import ServerConfig
 from ._errors import APIError
@@ -28,17 +29,6 @@ from ._store import ResponseStore, open_store
 
 log = logging.getLogger("harmonia.serve")
 JsonDict = dict[str, Any]
-
-
-class Feedable(Protocol):
-    """What the loop feeds: a ``ChatCompletionStream`` or a ``ResponseStream``."""
-
-    def feed_many(self, tokens: Sequence[int]) -> list[JsonDict]: ...
-
-    def finish(self, *, finished: bool = True) -> list[JsonDict]: ...
-
-    @property
-    def diagnostics(self) -> Sequence[object]: ...
 
 
 @dataclass(frozen=True)

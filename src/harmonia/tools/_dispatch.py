@@ -32,7 +32,7 @@ from .. import (
     ToolNamespaceConfig,
 )
 from .._names import ASSISTANT, BUILTIN_NAMESPACES, COMMENTARY
-from .._runtime import TIMEOUTS
+from .._runtime import TIMEOUTS, run_sync
 from .._turn import Reading, classify
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
@@ -195,11 +195,10 @@ class Toolbox:
 
     def dispatch_sync(self, message: Message, *, call_id: str | None = None) -> Message | None:
         """:meth:`dispatch` for synchronous callers (not from inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.dispatch(message, call_id=call_id))
-        raise InputError("dispatch_sync was called inside a running event loop; await dispatch()")
+        return run_sync(
+            lambda: self.dispatch(message, call_id=call_id),
+            "dispatch_sync was called inside a running event loop; await dispatch()",
+        )
 
     async def aclose(self) -> None:
         """Close every runtime (each is closed even when another fails)."""
