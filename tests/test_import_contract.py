@@ -28,10 +28,13 @@ ROOT = "harmonia"
 #: Bottom to top. Each layer maps block names to module prefixes; a prefix covers
 #: the module of that name and everything below it. Blocks of one layer are siblings.
 LAYERS: Sequence[Mapping[str, Sequence[str]]] = (
-    {"base": ("harmonia._errors", "harmonia._names", "harmonia._enums")},
+    {"base": ("harmonia._errors", "harmonia._names", "harmonia._enums", "harmonia._runtime")},
     {"files": ("harmonia._files", "harmonia._options")},
     {"tokenizer": ("harmonia._tokenizer",)},
-    {"model": ("harmonia._builtin_tools", "harmonia._content", "harmonia._message")},
+    {
+        "model": ("harmonia._builtin_tools", "harmonia._content", "harmonia._message"),
+        "vocabulary": ("harmonia.vocabulary",),
+    },
     {
         "render": ("harmonia._render",),
         "parse": ("harmonia._parse",),

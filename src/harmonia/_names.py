@@ -44,12 +44,17 @@ def is_tool_name(word: str) -> bool:
 # A tool's reply is addressed back to the assistant.
 ASSISTANT: Final = "assistant"
 
+#: Header words that address a person, a role or the whole conversation: never a tool.
+NOT_RECIPIENTS: Final = frozenset({"all", ASSISTANT, "user", "system", "developer"})
+
 # Content types. ``<|constrain|>`` is a special token that may open a content
 # type (``<|constrain|>json``): the only special token inside a header.
 CONSTRAIN: Final = "<|constrain|>"
 JSON: Final = "json"
 CODE: Final = "code"
 CONSTRAIN_JSON: Final = CONSTRAIN + JSON
+#: Lone header words that are content types, not recipients (``<|channel|>analysis code``).
+CONTENT_TYPE_WORDS: Final = frozenset({JSON, CODE, "text", "markdown", "md", "html", "yaml", "xml"})
 
 TypeScriptMode = Literal["reference", "corrected"]
 """How tool schemas become TypeScript: byte-exact with the reference, or corrected."""
@@ -58,6 +63,9 @@ TYPESCRIPT_MODES: Final[tuple[TypeScriptMode, ...]] = get_args(TypeScriptMode)
 CotPolicyName = Literal["reference", "guide", "keep_all"]
 """Which earlier analysis messages a rendering drops (see ``harmonia.COT_POLICIES``)."""
 COT_POLICY_NAMES: Final[tuple[CotPolicyName, ...]] = get_args(CotPolicyName)
+#: The policy of the agent, the server and the OpenAI conversions: the harmony guide's
+#: (a bare render's default stays the reference's, for byte-exactness).
+DEFAULT_COT_POLICY: Final[CotPolicyName] = "guide"
 
 EngineName = Literal["auto", "python", "quicktok", "tiktoken"]
 """The BPE engines the tokenizer can run on."""

@@ -113,6 +113,19 @@ def test_validation_reads_nullable_and_one_of() -> None:
         load_arguments(ToolCall("f.g", "f", "g", '{"o": 3}'), schema)
 
 
+def test_a_schema_changed_in_place_is_validated_as_it_is_now() -> None:
+    pytest.importorskip("jsonschema", reason="jsonschema is not installed (harmonia[tools])")
+    schema: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    call = ToolCall("functions.f", "functions", "f", '{"n": "x"}')
+    with pytest.raises(ToolError, match="is not of type 'integer'"):
+        load_arguments(call, schema)
+    schema["properties"]["n"]["type"] = "string"  # deep inside, the same dict object
+    assert load_arguments(call, schema) == {"n": "x"}
+    schema["required"] = ["m"]
+    with pytest.raises(ToolError, match="'m' is a required property"):
+        load_arguments(call, schema)
+
+
 def test_many_violations_are_listed_and_capped() -> None:
     schema = {"type": "object", "properties": {k: {"type": "string"} for k in "abcde"}}
     call = ToolCall("f.g", "f", "g", '{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}')

@@ -4,7 +4,9 @@
 into items (reasoning, text, tool calls) with streaming events and a summary of
 how the turn ended; :mod:`.items` holds those values; :mod:`.recipients` the
 recipient and channel rules shared with the OpenAI conversions and constrained
-decoding. The agent loop, the server and training code stand on this layer.
+decoding, and :func:`~.recipients.classify`, the one reading of a header that
+the stream, the agent loop, tool dispatch and the key rule share. The agent
+loop, the server and the OpenAI conversions stand on this layer.
 """
 
 from .assembler import OutputAssembler
@@ -22,8 +24,11 @@ from .items import (
 from .recipients import (
     BUILTIN_CALL_CHANNELS,
     FUNCTION_CALL_CHANNELS,
+    Reading,
     api_name,
     call_header,
+    classify,
+    clean_recipient,
     is_builtin_name,
     is_content_type_word,
 )
@@ -39,10 +44,13 @@ __all__ = [
     "OutputDiagnostic",
     "OutputEvent",
     "OutputItem",
+    "Reading",
     "TurnEnd",
     "TurnSummary",
     "api_name",
     "call_header",
+    "classify",
+    "clean_recipient",
     "is_builtin_name",
     "is_content_type_word",
 ]

@@ -17,8 +17,9 @@ a message from another role (a hallucinated        ``reasoning`` (never shown), 
 tool result)
 =================================================  ================================
 
-A lone header word that the reference reads as a recipient may be a content
-type instead (:func:`~.recipients.is_content_type_word`).
+Each header is read by :func:`~.recipients.classify`, the reading the agent
+loop and tool dispatch share; a lone header word that the reference reads as a
+recipient may be a content type instead (:func:`~.recipients.is_content_type_word`).
 
 The model's mistakes never raise: the parser's recoveries and the assembler's
 own (a ``<|start|>`` or ``<|channel|>`` inside content ends the message, other
@@ -36,7 +37,7 @@ from typing import Final
 
 from .._enums import Role, StreamState
 from .._errors import InputError
-from .._names import ANALYSIS, COMMENTARY, FINAL, DiagnosticKind
+from .._names import DiagnosticKind
 from .._parse import (
     ContentDelta,
     Diagnostic,
@@ -58,7 +59,7 @@ from .items import (
     TurnEnd,
     TurnSummary,
 )
-from .recipients import NOT_RECIPIENTS, is_content_type_word
+from .recipients import classify
 
 _ENDS_CONTENT: Final = frozenset({st.START, st.CHANNEL})
 _RECOVERED: Final = frozenset({DiagnosticKind.MISSING_MESSAGE, DiagnosticKind.TRUNCATED})
@@ -218,43 +219,17 @@ class OutputAssembler:
         out.append(ItemAdded(item))
 
     def _classify(self, header: MessageHeader, index: int) -> OutputItem:
+        reading = classify(header.role, header.channel, header.recipient, header.content_type)
+        for kind, note in reading.notes:
+            self._note(kind, note, index)
         item = OutputItem(
-            "text",
+            reading.kind,
             len(self._s.items),
-            header.channel,
-            header.recipient,
-            header.content_type,
+            reading.channel,
+            reading.recipient,
+            reading.content_type,
         )
-        recipient, channel = header.recipient, header.channel
-        if recipient is not None and "<|" in recipient:
-            self._note(DiagnosticKind.HEADER_TEXT, f"recipient {recipient!r} ignored", index)
-            recipient = None
-        if channel is not None and "<|" in channel:
-            self._note(DiagnosticKind.HEADER_TEXT, f"channel {channel!r} ignored", index)
-            channel = item.channel = None
-        if recipient in NOT_RECIPIENTS:
-            recipient = None
-        item.recipient = recipient
-        if header.role is not Role.ASSISTANT:
-            item.kind, item.recipient = "reasoning", None
-            note = f"a {header.role.value} message in the output"
-            self._note(DiagnosticKind.FOREIGN_AUTHOR, note, index)
-            return item
-        if recipient is not None and is_content_type_word(recipient, channel):
-            # Then the channel decides, as for any message without a recipient.
-            item.recipient, item.content_type = None, recipient
-            note = f"{recipient!r} read as a content type"
-            self._note(DiagnosticKind.CONTENT_TYPE_AS_RECIPIENT, note, index)
-        elif recipient is not None:
-            item.kind = "call"
-            return item
-        if channel == ANALYSIS:
-            item.kind = "reasoning"
-        elif channel == COMMENTARY:
-            item.phase = COMMENTARY
-        elif channel not in (None, FINAL):
-            note = f"channel {channel!r} read as final"
-            self._note(DiagnosticKind.UNKNOWN_CHANNEL, note, index)
+        item.phase = reading.phase
         return item
 
     def _delta(self, text: str, out: list[OutputEvent]) -> None:

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Literal
 
 from .._message import Message
-from .._names import DiagnosticKind
+from .._names import FINAL, DiagnosticKind
+from .recipients import ItemKind as ItemKind
 from .recipients import api_name
-
-ItemKind = Literal["reasoning", "text", "call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +56,7 @@ class OutputItem:
     channel: str | None = None
     recipient: str | None = None
     content_type: str | None = None
-    phase: str = "final"
+    phase: str = FINAL
     text: str = ""
     done: bool = False
     truncated: bool = False

@@ -5,21 +5,37 @@ conversions and constrained decoding write with: a function is called on
 ``commentary`` with ``<|constrain|>json`` arguments, a built-in tool
 (``browser.*``, ``python``) normally on ``analysis`` with ``code``; a lone
 header word is a recipient only where the model writes calls.
+
+:func:`classify` is the one reading of a message header: which item it is
+(reasoning, text, a call) and which tool a call addresses. The assembler (what
+API clients are streamed), the agent loop, tool dispatch (``is_tool_call``)
+and constrained decoding's key rule all use it, so what a client is shown and
+what a server executes cannot disagree.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, Literal
 
-from .._names import ANALYSIS, BROWSER, CODE, COMMENTARY, CONSTRAIN_JSON, FUNCTIONS, PYTHON
-
-#: Recipients that address a person or the whole conversation, never a tool.
-NOT_RECIPIENTS: Final = frozenset({"all", "assistant", "user"})
-
-#: Lone header words that are content types, not recipients (``<|channel|>analysis code``).
-CONTENT_TYPE_WORDS: Final = frozenset(
-    {"json", "code", "text", "markdown", "md", "html", "yaml", "xml"}
+from .._enums import Role
+from .._errors import ModelOutputError
+from .._names import (
+    ANALYSIS,
+    BROWSER,
+    CODE,
+    COMMENTARY,
+    CONSTRAIN,
+    CONSTRAIN_JSON,
+    CONTENT_TYPE_WORDS,
+    FINAL,
+    FUNCTIONS,
+    NOT_RECIPIENTS,
+    PYTHON,
+    DiagnosticKind,
 )
+
+ItemKind = Literal["reasoning", "text", "call"]
 
 #: The channels a call may be made on: functions on ``commentary`` (the system
 #: message says so), built-in tools normally on ``analysis``, sometimes on
@@ -74,3 +90,93 @@ def is_content_type_word(recipient: str, channel: str | None) -> bool:
     if "." in recipient or recipient == PYTHON:
         return False
     return channel not in BUILTIN_CALL_CHANNELS or recipient in CONTENT_TYPE_WORDS
+
+
+def clean_recipient(recipient: str) -> str:
+    """The recipient without a leading ``to=`` or anything glued after it.
+
+    >>> clean_recipient("to=functions.f <|constrain|>json")
+    'functions.f'
+    """
+    text = recipient.strip()
+    if text.startswith("to="):
+        text = text[3:]
+    text = text.split(CONSTRAIN, 1)[0]
+    parts = text.split()
+    return parts[0] if parts else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a message header says: the item it makes, and the tool a call addresses.
+
+    ``recipient`` is set for a call only (cleaned of ``to=`` and glued
+    content types); ``content_type`` includes a content-type word the
+    reference read as a recipient; ``phase`` is ``commentary`` for a preamble,
+    ``final`` otherwise; ``notes`` are the repairs a lenient reading made.
+    """
+
+    kind: ItemKind
+    channel: str | None
+    recipient: str | None
+    content_type: str | None
+    phase: str = FINAL
+    notes: tuple[tuple[DiagnosticKind, str], ...] = ()
+
+
+def classify(
+    role: Role,
+    channel: str | None,
+    recipient: str | None,
+    content_type: str | None = None,
+    *,
+    strict: bool = False,
+) -> Reading:
+    """Read a header's fields (a :class:`~harmonia.MessageHeader`'s or a message's).
+
+    The rules, in order: special-token text in the recipient or the channel
+    makes that field unusable (lenient: ignored, with a ``header-text`` note;
+    ``strict=True``: :class:`~harmonia.ModelOutputError`); a recipient that
+    addresses a person or role (``all``, ``user``...) is none; a message from
+    another role is reasoning (never shown, never run); a lone content-type
+    word (:func:`is_content_type_word`) is a content type; any other recipient
+    makes a call; otherwise ``analysis`` is reasoning, ``commentary`` a
+    preamble and anything else the answer. Both modes read every other header
+    alike.
+
+    >>> classify(Role.ASSISTANT, "commentary", "functions.f", "<|constrain|>json").kind
+    'call'
+    >>> r = classify(Role.ASSISTANT, "commentary", "markdown")
+    >>> r.kind, r.phase, r.content_type
+    ('text', 'commentary', 'markdown')
+    """
+    notes: list[tuple[DiagnosticKind, str]] = []
+    name = clean_recipient(recipient) if recipient else ""
+    for field, value in (("recipient", name), ("channel", channel)):
+        if value and "<|" in value:
+            why = f"{field} {value!r} ignored"
+            if strict:
+                raise ModelOutputError(f"special-token text in a header field: {why}")
+            notes.append((DiagnosticKind.HEADER_TEXT, why))
+            if field == "recipient":
+                name = ""
+            else:
+                channel = None
+    if name in NOT_RECIPIENTS:
+        name = ""
+    if role is not Role.ASSISTANT:
+        notes.append((DiagnosticKind.FOREIGN_AUTHOR, f"a {role.value} message in the output"))
+        return Reading("reasoning", channel, None, content_type, FINAL, tuple(notes))
+    if name and is_content_type_word(name, channel):
+        # Then the channel decides, as for any message without a recipient.
+        notes.append((DiagnosticKind.CONTENT_TYPE_AS_RECIPIENT, f"{name!r} read as a content type"))
+        content_type, name = name, ""
+    elif name:
+        return Reading("call", channel, name, content_type, FINAL, tuple(notes))
+    if channel == ANALYSIS:
+        return Reading("reasoning", channel, None, content_type, FINAL, tuple(notes))
+    if channel == COMMENTARY:
+        return Reading("text", channel, None, content_type, COMMENTARY, tuple(notes))
+    if channel not in (None, FINAL):
+        notes.append((DiagnosticKind.UNKNOWN_CHANNEL, f"channel {channel!r} read as final"))
+    return Reading("text", channel, None, content_type, FINAL, tuple(notes))

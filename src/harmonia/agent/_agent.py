@@ -21,12 +21,12 @@ from harmonia import (
     HarmonyEncoding,
     HarmonyEncodingName,
     HarmonyError,
-    InputError,
     Message,
     Role,
     TextContent,
     load_harmony_encoding,
 )
+from harmonia._runtime import run_sync
 from harmonia.engines import Constraint, Engine, Finish, FinishReason, SamplingParams
 from harmonia.tools import Toolbox
 
@@ -124,15 +124,6 @@ class Agent:
 
         Not for use inside a running event loop (``await agent.run(...).result()`` there).
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            raise InputError(
-                "Agent.run_sync was called inside a running event loop; "
-                "use `await agent.run(conversation).result()` there"
-            )
 
         async def main() -> AgentResult:
             run = self.run(conversation)
@@ -141,7 +132,11 @@ class Agent:
                     on_event(event)
             return await run.result()
 
-        return asyncio.run(main())
+        return run_sync(
+            main,
+            "Agent.run_sync was called inside a running event loop; "
+            "use `await agent.run(conversation).result()` there",
+        )
 
     async def aclose(self) -> None:
         """Close the engine and the toolbox."""
@@ -290,9 +285,7 @@ class AgentRun:
                 action.prompt, action.params, constraint=action.constraint
             )
         except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
-            return machine.send(
-                GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
-            )
+            return machine.send(_failed(exc))
         async with generation:  # leaving early (an error, a cancel) stops the engine
             try:
                 async for ids in generation:
@@ -300,16 +293,14 @@ class AgentRun:
                     if isinstance(step.action, Finished):
                         return step  # the model wrote something that is not harmony
                     self._emit(step)
-            except EngineError as exc:
-                return machine.send(
-                    GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
-                )
-            except HarmonyError as exc:  # pragma: no cover - engines raise EngineError
-                return machine.send(
-                    GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
-                )
+            except HarmonyError as exc:  # an EngineError (engines raise no other)
+                return machine.send(_failed(exc))
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         return machine.send(GenerationFinished(finish))
+
+
+def _failed(exc: HarmonyError) -> GenerationFinished:
+    return GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
 
 
 def _reply(call: Message, text: str) -> Message:

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 
 from harmonia import Conversation, HarmonyError, Message
 from harmonia.engines import Usage
+from harmonia.vocabulary import FINAL as _FINAL_CHANNEL
 
 
 class StopReason(str, enum.Enum):
     """Why a run ended."""
 
     #: The model answered: its turn ended with ``<|return|>``.
-    FINAL = "final"
+    FINAL = _FINAL_CHANNEL
     #: The model called a tool that the caller runs (like Chat Completions ``tool_calls``).
     TOOL_CALLS = "tool_calls"
     #: ``AgentLimits.max_steps`` generations ran without an answer.
@@ -121,6 +122,6 @@ class AgentResult:
     def answer(self) -> str | None:
         """The text of the last final-channel message of this run, or ``None``."""
         for message in reversed(self.messages):
-            if message.channel == "final":
+            if message.channel == _FINAL_CHANNEL:
                 return message.text
         return None

@@ -15,6 +15,7 @@ changes)::
 
     IDLE      --Start------------------> SAMPLING   action Sample(prompt, params, constraint)
     SAMPLING  --TokensSampled----------> SAMPLING   events; action None (keep feeding)
+    SAMPLING  --ItemsSampled-----------> SAMPLING   the same, the ids read by the caller
     SAMPLING  --GenerationFinished-----> TOOLS      <|call|> ended it: action RunTool(call)
                                       -> DONE       <|return|> (answer), a limit, an error
     TOOLS     --ToolResult(reply)------> SAMPLING   the reply is appended; next Sample
@@ -38,11 +39,11 @@ What the loop does at each step:
   sampled ``<|return|>``: the message is the same, only its terminator is the
   one history uses.
 * **Parses** the sampled ids with a strict :class:`harmonia.StreamableParser`
-  (the prompt ends in ``<|start|>assistant``) and turns its events into UI
-  events: analysis text is reasoning, ``commentary`` text to nobody is a
-  preamble, ``final`` text is the answer; a finished message addressed to a
-  tool is a tool call. Finished messages join the conversation as they end,
-  so a cancellation keeps what was complete.
+  and reads each header with the turn layer's ``classify``, as API streams and
+  ``is_tool_call`` do: reasoning, a preamble, the answer or a tool call. A caller
+  that streams the ids through an ``OutputAssembler`` sends its events instead
+  (``ItemsSampled``): read once, what runs is what was shown. Finished messages
+  join the conversation as they end, so a cancellation keeps what was complete.
 * **Budgets**: each generation's ``max_tokens`` is lowered to the tokens the
   run has left; the step limit is checked before each generation.
 """
@@ -54,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
+import harmonia
 from harmonia import (
     COT_POLICIES,
     Author,
@@ -71,8 +73,10 @@ from harmonia import (
     StreamableParser,
     TextContent,
 )
+from harmonia._turn import OutputEvent, OutputItem, Reading, classify
 from harmonia.engines import Constraint, Finish, FinishReason, SamplingParams, Usage
-from harmonia.tools import is_tool_call
+from harmonia.vocabulary import COMMENTARY
+from harmonia.vocabulary import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
 
 from ._events import (
     AgentEvent,
@@ -87,9 +91,6 @@ from ._events import (
     ToolResultReceived,
 )
 from ._limits import AgentLimits
-
-#: The reasoning rule of the harmony guide (see ``harmonia.COT_POLICIES``).
-DEFAULT_COT_POLICY: Final = "guide"
 
 ConstraintFactory = Callable[[Conversation], "Constraint | None"]
 
@@ -119,6 +120,14 @@ class TokensSampled:
 
 
 @dataclass(frozen=True, slots=True)
+class ItemsSampled:
+    """``count`` ids the engine produced, read by the caller's ``OutputAssembler``."""
+
+    count: int
+    events: tuple[OutputEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationFinished:
     """The generation ended; ``error`` is the engine's failure with ``FinishReason.ERROR``."""
 
@@ -140,7 +149,7 @@ class Cancel:
     reason: StopReason = StopReason.CANCELLED
 
 
-Input = Start | TokensSampled | GenerationFinished | ToolResult | Cancel
+Input = Start | TokensSampled | ItemsSampled | GenerationFinished | ToolResult | Cancel
 
 # -- actions -----------------------------------------------------------------------------
 
@@ -236,6 +245,8 @@ class AgentLoop:
         # Per step.
         self._parser: StreamableParser | None = None
         self._header_kind: _DeltaKind | None = None
+        self._calls = False  # the current message is a tool call
+        self._item: OutputItem | None = None  # the item being read (ItemsSampled)
         self._pending: Message | None = None  # the call RunTool asked for
 
     # -- the public face -------------------------------------------------------------
@@ -288,7 +299,31 @@ class AgentLoop:
             except HarmonyError as exc:
                 return self._finish(StopReason.ERROR, error=exc)
             for item in parsed:
-                self._on_parser_event(item)
+                if isinstance(item, MessageStarted):
+                    h = item.header
+                    fields = h.role, h.channel, h.recipient, h.content_type
+                    try:
+                        self._started(classify(*fields, strict=True))
+                    except HarmonyError as exc:
+                        return self._finish(StopReason.ERROR, error=exc)
+                elif isinstance(item, ContentDelta):
+                    self._delta(item.text)
+                elif isinstance(item, MessageDone):
+                    self._done(item.message)
+        return State.SAMPLING
+
+    def _on_items(self, event: object) -> State:
+        assert isinstance(event, ItemsSampled) and self._parser is not None
+        self._completion_tokens += event.count
+        for item in event.events:
+            if isinstance(item, harmonia.ItemAdded):
+                self._item = item.item
+                self._started(item.item)
+            elif isinstance(item, harmonia.ItemDelta):
+                self._delta(item.text)
+            elif isinstance(item, harmonia.ItemDone) and item.item.message is not None:
+                self._item = None
+                self._done(item.item.message)
         return State.SAMPLING
 
     def _on_generation_finished(self, event: object) -> State:
@@ -336,29 +371,29 @@ class AgentLoop:
         self._steps += 1
         self._prompt_tokens += len(prompt)
         self._parser = StreamableParser(self._enc, Role.ASSISTANT, strict=True)
-        self._header_kind = None
+        self._header_kind, self._calls, self._item = None, False, None
         self._action = Sample(tuple(prompt), params, constraint)
         return State.SAMPLING
 
-    def _on_parser_event(self, item: object) -> None:
-        if isinstance(item, MessageStarted):
-            header = item.header
-            self._header_kind = _delta_kind(header.channel, header.recipient)
-        elif isinstance(item, ContentDelta):
-            if self._header_kind is not None:
-                self._events.append(self._header_kind(item.text))
-        elif isinstance(item, MessageDone):
-            message = item.message
-            self._new.append(message)
-            self._events.append(MessageCompleted(message))
-            if is_tool_call(message):
-                self._events.append(ToolCallStarted(message))
-            self._header_kind = None
+    def _started(self, read: Reading | OutputItem) -> None:
+        self._calls = read.kind == "call"  # a call's body is shown whole when it is complete
+        self._header_kind = _DELTAS.get(COMMENTARY if read.phase == COMMENTARY else read.kind)
+
+    def _delta(self, text: str) -> None:
+        if self._header_kind is not None:
+            self._events.append(self._header_kind(text))
+
+    def _done(self, message: Message) -> None:
+        self._new.append(message)
+        self._events.append(MessageCompleted(message))
+        if self._calls:
+            self._events.append(ToolCallStarted(message))
+        self._header_kind = None
 
     def _on_stop(self, stop_token: int | None) -> State:
         last = self._new[-1] if self._new else None
         if stop_token == self._call_id:
-            if last is None or not is_tool_call(last):
+            if last is None or not self._calls:
                 error = ModelOutputError(
                     "the model ended its turn with <|call|> on a message addressed to no tool"
                 )
@@ -369,7 +404,12 @@ class AgentLoop:
         return self._finish(StopReason.FINAL)
 
     def _partial(self) -> Message | None:
-        parser = self._parser
+        parser, item = self._parser, self._item
+        if item is not None and item.text:  # read by the caller (ItemsSampled)
+            message = Message.from_role_and_content(Role.ASSISTANT, item.text)
+            message.channel, message.recipient = item.channel, item.recipient
+            message.content_type = item.content_type
+            return message
         if parser is None or parser.current_role is None or not parser.current_content:
             return None
         return Message(
@@ -405,20 +445,18 @@ class AgentLoop:
         return State.DONE
 
 
-def _delta_kind(channel: str | None, recipient: str | None) -> _DeltaKind | None:
-    """Which delta event a message's text becomes (``None``: none, e.g. a tool call's body)."""
-    if recipient not in (None, "all", "assistant", "user"):
-        return None  # a tool call: shown whole when it is complete
-    if channel == "analysis":
-        return ReasoningDelta
-    if channel == "commentary":
-        return PreambleDelta
-    return FinalDelta
+#: The delta event of a message's text, by its reading (a call's body: none).
+_DELTAS: Final[dict[str, _DeltaKind]] = {
+    "reasoning": ReasoningDelta,
+    COMMENTARY: PreambleDelta,
+    "text": FinalDelta,
+}
 
 
 _TRANSITIONS: Final[dict[tuple[State, type], _Handler]] = {
     (State.IDLE, Start): AgentLoop._on_start,
     (State.SAMPLING, TokensSampled): AgentLoop._on_tokens,
+    (State.SAMPLING, ItemsSampled): AgentLoop._on_items,
     (State.SAMPLING, GenerationFinished): AgentLoop._on_generation_finished,
     (State.SAMPLING, Cancel): AgentLoop._on_cancel,
     (State.TOOLS, ToolResult): AgentLoop._on_tool_result,
@@ -427,7 +465,7 @@ _TRANSITIONS: Final[dict[tuple[State, type], _Handler]] = {
 
 _EXPECTED: Final = {
     State.IDLE: "send Start() first",
-    State.SAMPLING: "send TokensSampled, GenerationFinished or Cancel",
+    State.SAMPLING: "send TokensSampled (or ItemsSampled), GenerationFinished or Cancel",
     State.TOOLS: "send the pending call's ToolResult, or Cancel",
     State.DONE: "the run is over; read AgentLoop.result",
 }

@@ -427,14 +427,14 @@ def _write(spec: TurnSpec) -> _Writer:
     w.rule("next", [_lark_sequence([st.START, "assistant"])])
     if ANALYSIS in spec.channels:
         bounded = spec.options.analysis_max_tokens is not None
-        w.message_rule("analysis", ANALYSIS, "analysis_text" if bounded else "TEXT", st.END)
+        w.message_rule(ANALYSIS, ANALYSIS, "analysis_text" if bounded else "TEXT", st.END)
         if bounded:
             w.rule(f"analysis_text[max_tokens={spec.options.analysis_max_tokens}]", ["TEXT"])
     if COMMENTARY in spec.channels:
         w.message_rule("preamble", COMMENTARY, "TEXT", st.END)
     endings = []
     if spec.allows_final:
-        endings.append("final")
+        endings.append(FINAL)
         _write_final(w, spec)
     for i, tool in enumerate(spec.tools, 1):
         endings.append(f"call_{i}")
@@ -450,12 +450,12 @@ def _write(spec: TurnSpec) -> _Writer:
 
 def _write_final(w: _Writer, spec: TurnSpec) -> None:
     if not spec.response_formats:
-        w.message_rule("final", FINAL, "TEXT", st.RETURN)
+        w.message_rule(FINAL, FINAL, "TEXT", st.RETURN)
         return
     end = f"<[{st.RETURN}]>"
     plain = _lark_sequence([st.CHANNEL, FINAL, st.MESSAGE])
     typed = _lark_sequence([st.CHANNEL, FINAL, *_content_type_pieces(CONSTRAIN_JSON), st.MESSAGE])
-    w.rule("final", [f"{plain} final_json {end}", f"{typed} final_json {end}"])
+    w.rule(FINAL, [f"{plain} final_json {end}", f"{typed} final_json {end}"])
     if len(spec.response_formats) == 1:
         [(fmt_name, schema)] = spec.response_formats
         w.rule("final_json", ["format_1"])

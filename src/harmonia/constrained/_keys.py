@@ -37,6 +37,11 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
+from .._enums import Role
+from .._names import ASSISTANT, FINAL
+from .._parse.header import recover_header
+from .._turn import classify
+
 
 @dataclass(frozen=True, slots=True)
 class Specials:
@@ -53,11 +58,9 @@ class Specials:
 #: The grammar's marker line (see the module docstring).
 JSON_CONTENT_MARKER: Final = "// harmonia-json-content:"
 #: The marker's word for a structured final answer (recipients always hold a dot).
-FINAL_WORD: Final = "final"
+FINAL_WORD: Final = FINAL
 
 _MARKER_LINE: Final = re.compile(r"^// harmonia-json-content:(.*)$", re.MULTILINE)
-# A recipient is one header word: up to whitespace or the next special token.
-_RECIPIENT: Final = re.compile(rb" to=((?:(?!<\|)\S)+)")
 _QUOTE: Final = 0x22
 _BACKSLASH: Final = 0x5C
 _HEADER, _CONTENT, _BETWEEN = 0, 1, 2
@@ -216,11 +219,13 @@ class KeyGuard:
             self.header += specials.text[token].encode()
 
     def _holds_json(self, header: bytes) -> bool:
-        found = _RECIPIENT.search(header)
-        if found is not None:
-            return found.group(1).decode("utf-8", "replace") in self.recipients
-        channel = header.split(b"<|channel|>")[-1].split(b"<|")[0].strip()
-        return self.final_json and channel == FINAL_WORD.encode()
+        """Whether the message with this header holds JSON, read as the stream reads it."""
+        text = header.decode("utf-8", "replace").removeprefix(ASSISTANT)
+        fields, _ = recover_header(text, Role.ASSISTANT, Role.ASSISTANT)
+        reading = classify(Role.ASSISTANT, fields.channel, fields.recipient, fields.content_type)
+        if reading.kind == "call":
+            return reading.recipient in self.recipients
+        return self.final_json and reading.kind == "text" and reading.channel == FINAL
 
     def _scan(self, data: bytes) -> bool:
         """Move over ``data``; False (state then unusable) if it breaks the key rule."""

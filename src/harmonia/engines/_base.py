@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from harmonia import EngineError, InputError
+from harmonia.vocabulary import ACTION_STOP_IDS
 
 if TYPE_CHECKING:
     from harmonia import Conversation
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 #: ``<|return|>`` (200002) and ``<|call|>`` (200012): the tokens that end an
 #: assistant turn (``HarmonyEncoding.stop_tokens_for_assistant_actions()``).
-HARMONY_STOP_TOKEN_IDS: Final = (200002, 200012)
+HARMONY_STOP_TOKEN_IDS: Final = ACTION_STOP_IDS
 
 
 class UnsupportedConstraintError(EngineError, InputError):

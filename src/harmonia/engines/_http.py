@@ -13,13 +13,13 @@ The client is httpx, imported when the first request is made
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from harmonia import EngineError, InputError
 from harmonia._errors import install_hint
+from harmonia._runtime import TIMEOUTS, http_client
 
 if TYPE_CHECKING:
     import httpx
@@ -40,8 +40,8 @@ class HttpOptions:
       the engine's ``api_key`` or its environment variable).
     """
 
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
+    connect_timeout: float = TIMEOUTS.engine_connect
+    read_timeout: float = TIMEOUTS.engine_read
     headers: Mapping[str, str] | None = None
 
 
@@ -63,15 +63,6 @@ def normalise_base_url(base_url: str, engine: str) -> str:
     return base_url.rstrip("/")
 
 
-def resolve_api_key(api_key: str | None, env_var: str | None) -> str | None:
-    """The explicit key, else the environment variable's value, else ``None``."""
-    if api_key is not None:
-        return api_key
-    if env_var:
-        return os.environ.get(env_var) or None
-    return None
-
-
 class HttpClient:
     """One engine's connection pool and its error mapping."""
 
@@ -89,18 +80,17 @@ class HttpClient:
 
     def _get_client(self) -> httpx.AsyncClient:
         if self._client is None:
-            httpx = _httpx()
             headers = {"Accept": "text/event-stream", **(self.options.headers or {})}
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key}"
-            timeout = httpx.Timeout(
+            # No proxy from the environment between us and the engine (trust_env off).
+            self._client = http_client(
                 connect=self.options.connect_timeout,
                 read=self.options.read_timeout,
-                write=self.options.read_timeout,
-                pool=self.options.connect_timeout,
+                headers=headers,
+                missing=EngineError,
+                hint=f"the HTTP engines need it: {install_hint('engines-http')}",
             )
-            # trust_env=False: no proxy from the environment between us and the engine.
-            self._client = httpx.AsyncClient(headers=headers, timeout=timeout, trust_env=False)
         return self._client
 
     async def aclose(self) -> None:

@@ -28,10 +28,11 @@ from typing import Any, Final
 
 from harmonia import InputError
 
+from .._runtime import api_key as resolve_api_key
 from ._base import Constraint, Finish, FinishReason, SamplingParams, check_prompt
 from ._gbnf import JsonPolicy, lark_to_gbnf
 from ._generation import Emit, Generation
-from ._http import HttpClient, HttpOptions, int_list, normalise_base_url, resolve_api_key
+from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
 
 __all__ = ["COMPLETION_PATH", "LlamaCppEngine", "completion_body", "lark_to_gbnf"]
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from harmonia import EngineError, HarmonyError, InputError
+from harmonia import vocabulary as vocab
 from harmonia._errors import install_hint
 
 from ._base import (
@@ -39,7 +40,7 @@ __all__ = ["TransformersEngine"]
 _NAME = "transformers"
 
 #: The size of gpt-oss's vocabulary (o200k_harmony, reserved ids included).
-GPT_OSS_VOCAB_SIZE = 201_088
+GPT_OSS_VOCAB_SIZE = vocab.GPT_OSS_VOCAB_SIZE
 
 #: What the worker posts to the event loop: ids, the finish, or its failure.
 _Post = Callable[["list[int] | Finish | BaseException"], None]
@@ -83,8 +84,8 @@ def random_gpt_oss(seed: int = 0) -> Any:
         sliding_window=128,
         max_position_embeddings=4096,
         tie_word_embeddings=False,
-        pad_token_id=199_999,  # <|endoftext|>
-        eos_token_id=200_002,  # <|return|>
+        pad_token_id=vocab.ENDOFTEXT_ID,
+        eos_token_id=vocab.RETURN_ID,
     )
     model: Any = transformers.GptOssForCausalLM(config)
     return model.eval()

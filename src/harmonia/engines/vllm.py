@@ -25,9 +25,10 @@ from typing import Any, Final, Literal
 
 from harmonia import InputError
 
+from .._runtime import api_key as resolve_api_key
 from ._base import Constraint, Finish, FinishReason, SamplingParams, check_prompt
 from ._generation import Emit, Generation
-from ._http import HttpClient, HttpOptions, int_list, normalise_base_url, resolve_api_key
+from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
 
 __all__ = ["COMPLETIONS_PATH", "GENERATE_PATH", "VLLMEngine", "completions_body", "generate_body"]
 

@@ -23,14 +23,13 @@ from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
 from .._message import Conversation, Message, RenderConversationConfig
 from .._names import BROWSER, BUILTIN_NAMESPACES, FUNCTIONS, CotPolicyName
+from .._names import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
 from .._turn import is_builtin_name
 from ._errors import RequestError, UnsupportedContentError
 
 JsonDict = dict[str, Any]
 
 BUILTIN_TOOLS: Final = BUILTIN_NAMESPACES
-#: The CoT policy of rendered OpenAI requests (render_*_request and the CLI use it).
-DEFAULT_COT_POLICY: Final[CotPolicyName] = "guide"
 
 _EFFORTS: Final[dict[str, ReasoningEffort]] = {
     "none": ReasoningEffort.LOW,

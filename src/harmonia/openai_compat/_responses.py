@@ -54,7 +54,7 @@ _MESSAGE_PARTS: Final = {"input_text": "text", "output_text": "text", "text": "t
 _ASSISTANT_PARTS: Final = {**_MESSAGE_PARTS, "refusal": "refusal"}
 _CALL_ITEMS: Final = frozenset({"function_call", "web_search_call", "code_interpreter_call"})
 #: The Responses API's ``phase`` of an assistant text -> its harmony channel.
-_PHASES: Final = {"commentary": COMMENTARY, "final_answer": FINAL}
+_PHASES: Final = {COMMENTARY: COMMENTARY, "final_answer": FINAL}
 
 
 def responses_request_to_conversation(

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from .._names import BROWSER, PYTHON
+from .._names import BROWSER, COMMENTARY, PYTHON
 from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import JsonDict
 from ._finish import checked_incomplete_reason, response_status
@@ -140,7 +140,7 @@ class ResponseBuilder:
                 "role": "assistant",
                 "status": status,
                 "content": [text_part(item.text)],
-                "phase": "commentary" if item.phase == "commentary" else "final_answer",
+                "phase": COMMENTARY if item.phase == COMMENTARY else "final_answer",
             }
         if kind == "web_search_call":
             # A cut-off search is "failed": older API versions have no "incomplete" here.

@@ -40,6 +40,22 @@ class AssembledStream(ABC):
             out += self.feed(token)
         return out
 
+    def feed_read(self, tokens: Iterable[int]) -> tuple[list[JsonDict], list[OutputEvent]]:
+        """Like :meth:`feed_many`, with the item events the objects were made from.
+
+        A caller that acts on the output (an agent loop running its tool calls)
+        follows these events instead of reading the ids a second time, so what
+        it runs is what the client was sent.
+        """
+        out: list[JsonDict] = []
+        events: list[OutputEvent] = []
+        for token in tokens:
+            out += self._opening()
+            for event in self._assembler.feed(token):
+                events.append(event)
+                out += self._translate(event)
+        return out, events
+
     def finish(self, *, finished: bool | None = None) -> list[JsonDict]:
         """End of generation: the last objects to send.
 

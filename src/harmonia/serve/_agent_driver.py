@@ -15,11 +15,11 @@ from harmonia.agent import (
     Cancel,
     Finished,
     GenerationFinished,
+    ItemsSampled,
     RunTool,
     Sample,
     Start,
     StopReason,
-    TokensSampled,
     ToolResult,
 )
 from harmonia.engines import Constraint, Finish, FinishReason
@@ -127,7 +127,7 @@ class Driver:
                 continue
             assert isinstance(action, Sample), step
             if steps:
-                out = self._shape(self.stream.feed_many(self._header))
+                out = self._shape(self.stream.feed_many(self._header))  # no item events
                 if out:
                     yield out
             steps += 1
@@ -149,10 +149,9 @@ class Driver:
                     if self._started is not None:  # the response's first token
                         metrics.first_token(time.monotonic() - self._started)
                         self._started = None
-                    step = self.loop.send(TokensSampled(tuple(ids)))
-                    yield self._shape(self.stream.feed_many(ids)), step
-                    if isinstance(step.action, Finished):
-                        return  # the model wrote something the strict parser refused
+                    out, read = self.stream.feed_read(ids)  # read once: shown is what runs
+                    step = self.loop.send(ItemsSampled(len(ids), tuple(read)))
+                    yield self._shape(out), step
                     if self._late():  # leaving the block stops the engine
                         yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
                         return

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from harmonia.agent import AgentLimits
     from harmonia.engines import SamplingParams
     from harmonia.tools import Toolbox
-    from harmonia.tools.browser import Backend, BrowserTool, Page, SearchResult
+    from harmonia.tools.browser import Backend, BrowserTool
 
     from ..openai_compat import ResponseStream
     from ._service import Prepared, Service
@@ -111,7 +111,7 @@ class AgentToolLoop:
         if self.browser is not None and any(t in _SEARCH_TYPES for t in tool_types):
             from harmonia.tools.browser import BrowserTool
 
-            browser_tool = BrowserTool(_Borrowed(self.browser))
+            browser_tool = BrowserTool(self.browser, owns_backend=False)  # shared: kept open
             tools.append(browser_tool)
         if self.python and "code_interpreter" in tool_types:
             from harmonia.tools.python import PythonTool
@@ -147,26 +147,6 @@ class AgentToolLoop:
 def _request_tools(stream: ResponseStream) -> list[JsonDict]:
     tools = stream.request.get("tools") or []
     return [t for t in tools if isinstance(t, dict)]
-
-
-class _Borrowed:
-    """A shared backend lent to one response's browser: closing the browser keeps it open."""
-
-    def __init__(self, backend: Backend) -> None:
-        self._backend = backend
-
-    @property
-    def source(self) -> str:
-        return self._backend.source
-
-    async def search(self, query: str, topn: int) -> list[SearchResult]:
-        return await self._backend.search(query, topn)
-
-    async def fetch(self, url: str) -> Page:
-        return await self._backend.fetch(url)
-
-    async def aclose(self) -> None:
-        """The backend outlives the response: its owner closes it."""
 
 
 def open_backend(spec: str) -> Backend:

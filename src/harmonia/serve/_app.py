@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import hmac
 import re
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -18,6 +17,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from harmonia import HarmonyError
 
+from .._runtime import new_id
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response
 from ._chat import chat_completions
@@ -199,7 +199,7 @@ class _Guard:
             return
         headers = dict(scope.get("headers") or ())
         given = headers.get(b"x-request-id", b"").decode("latin-1")
-        request_id = given if _REQUEST_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
+        request_id = given if _REQUEST_ID.fullmatch(given) else new_id("req", 8)
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         v1 = scope["path"].startswith("/v1/")

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from .._runtime import sse_frame
 from ._asgi import dumps
 from ._errors import APIError
 from ._responses_input import RUNNING
@@ -64,8 +65,7 @@ class BackgroundRun:
 
 def frame(event: JsonDict) -> bytes:
     """One Responses stream event as an SSE frame."""
-    kind: str = event["type"]
-    return b"event: " + kind.encode() + b"\ndata: " + dumps(event) + b"\n\n"
+    return sse_frame(dumps(event), event["type"])
 
 
 class CancelWatch:

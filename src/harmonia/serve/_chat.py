@@ -11,13 +11,12 @@ from starlette.responses import Response
 
 from harmonia import EngineError
 
+from .._runtime import SSE_DONE, sse_frame
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
 from ._errors import APIError
 from ._request import ChatBody, check_logprobs, read_json, validate
 from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
-
-_DONE = b"data: [DONE]\n\n"
 
 
 def _strict(body: ChatBody) -> bool:
@@ -96,12 +95,12 @@ async def _complete(job: Job, stream: ChatCompletionStream, request_id: str) -> 
 async def _frames(job: Job, stream: ChatCompletionStream, request_id: str) -> AsyncIterator[bytes]:
     try:
         async for chunks in job.run(stream):
-            yield b"".join(b"data: " + dumps(chunk) + b"\n\n" for chunk in chunks)
+            yield b"".join(sse_frame(dumps(chunk)) for chunk in chunks)
     except EngineError as exc:
         # After the headers an error can only travel in the stream; the SDK raises APIError.
         log.error("[%s] engine failed mid-stream: %s", request_id, exc)
         error = APIError(500, f"the engine failed: {exc}", code="engine_error")
-        yield b"data: " + error.json_bytes() + b"\n\n"
+        yield sse_frame(error.json_bytes())
         return
     log_diagnostics(stream, request_id)
-    yield _DONE
+    yield SSE_DONE

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from harmonia import InputError
 
+from .._runtime import TIMEOUTS, api_keys
 from ..openai_compat import PromptOptions
+from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
 
 #: The environment variable read for API keys when none are given (comma-separated).
 API_KEYS_ENV = "HARMONIA_API_KEYS"
@@ -52,7 +53,7 @@ class ServerConfig:
     #: ``None``: the context (gpt-oss's evals ask for 131,072).
     max_output_tokens: int | None = None
     #: A client that takes longer than this to accept one SSE write is dropped.
-    send_timeout_s: float = 30.0
+    send_timeout_s: float = TIMEOUTS.client_send
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = 15.0
     #: ``"memory"`` (the default: bounded, lost on restart, writes no file),
@@ -68,7 +69,7 @@ class ServerConfig:
     #: for that one to record ``cancelled`` before answering 504 ``cancel_not_confirmed``.
     cancel_wait_s: float = 5.0
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
-    cot_policy: str = "guide"
+    cot_policy: str = DEFAULT_COT_POLICY
     #: What the system message says beyond the request (identity, date, ...).
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     #: The system message's ``Current date:`` line, as vLLM and gpt-oss's server write it:
@@ -120,7 +121,7 @@ class ServerConfig:
                 f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
                 "use quicktok, auto, python or tiktoken"
             )
-        if self.cot_policy not in ("reference", "guide", "keep_all"):
+        if self.cot_policy not in COT_POLICY_NAMES:
             raise InputError(
                 f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
             )
@@ -163,5 +164,4 @@ class ServerConfig:
 
 def api_keys_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
     """The API keys in ``HARMONIA_API_KEYS`` (comma-separated), if any."""
-    raw = (os.environ if environ is None else environ).get(API_KEYS_ENV, "")
-    return tuple(key.strip() for key in raw.split(",") if key.strip())
+    return api_keys(API_KEYS_ENV, environ)

@@ -9,11 +9,15 @@ exactly the ids the engine has cached.
 from __future__ import annotations
 
 import copy
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from .._runtime import new_id as _new_id
 from ..openai_compat import responses_request_to_conversation
+from ..vocabulary import CALL_ID as _CALL
+from ..vocabulary import END_ID as _END
+from ..vocabulary import MESSAGE_ID as _MESSAGE
+from ..vocabulary import RETURN_ID as _RETURN
 from ._errors import APIError
 from ._request import ResponsesBody
 from ._service import Prepared, Service, tool_choice_option
@@ -23,11 +27,6 @@ JsonDict = dict[str, Any]
 
 #: Statuses of a response that has not finished.
 RUNNING = ("queued", "in_progress")
-_RETURN, _CALL, _END, _MESSAGE = 200002, 200012, 200007, 200008
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
 
 
 def _items(raw: object) -> list[JsonDict]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from harmonia import (
     Conversation,
@@ -28,6 +28,7 @@ from ..engines import (
     SamplingParams,
     ScriptedEngine,
 )
+from ..openai_compat._stream import AssembledStream as Feedable  # Chat or Responses
 from ._admission import Admission
 from ._config import ServerConfig
 from ._errors import APIError
@@ -36,17 +37,6 @@ from ._store import ResponseStore, check_tenancy, open_store
 
 log = logging.getLogger("harmonia.serve")
 JsonDict = dict[str, Any]
-
-
-class Feedable(Protocol):
-    """What the loop feeds: a ``ChatCompletionStream`` or a ``ResponseStream``."""
-
-    def feed_many(self, tokens: Sequence[int]) -> list[JsonDict]: ...
-
-    def finish(self, *, finished: bool = True) -> list[JsonDict]: ...
-
-    @property
-    def diagnostics(self) -> Sequence[object]: ...
 
 
 @dataclass(frozen=True)

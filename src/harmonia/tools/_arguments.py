@@ -104,16 +104,20 @@ def _relax(node: Any) -> Any:
     return out
 
 
-# Validators by schema identity; each entry keeps its schema alive so that an
-# id is never reused while cached. Declarations are long-lived objects, so the
-# same dict comes back call after call.
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], Any]] = {}
+# Validators by the schema's value (its canonical JSON text): a schema changed in
+# place after a call, even deep inside, gets a new validator (a key by id() would
+# keep validating against the old one). The validator holds its own copy.
+_VALIDATORS: dict[str, Any] = {}
 
 
 def _validator(schema: Mapping[str, Any]) -> Any:
-    cached = _VALIDATORS.get(id(schema))
-    if cached is not None and cached[0] is schema:
-        return cached[1]
+    try:
+        key = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):  # keys that JSON cannot sort or hold: not cached
+        key = None
+    cached = None if key is None else _VALIDATORS.get(key)
+    if cached is not None:
+        return cached
     try:
         import jsonschema
     except ImportError:  # pragma: no cover - depends on the environment
@@ -129,7 +133,8 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     validator = cls(relaxed)
     if len(_VALIDATORS) > 256:  # bounded: schemas come from code, but MCP servers can churn
         _VALIDATORS.clear()
-    _VALIDATORS[id(schema)] = (schema, validator)
+    if key is not None:
+        _VALIDATORS[key] = validator
     return validator
 
 

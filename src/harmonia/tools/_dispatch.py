@@ -31,16 +31,18 @@ from .. import (
     ToolError,
     ToolNamespaceConfig,
 )
-from .._names import ASSISTANT, BUILTIN_NAMESPACES
+from .._names import ASSISTANT, BUILTIN_NAMESPACES, COMMENTARY
+from .._runtime import TIMEOUTS, run_sync
+from .._turn import Reading, classify
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
-from ._route import call_from_fields, is_tool_recipient
+from ._route import call_from_fields
 
 logger = logging.getLogger("harmonia.tools")
 
 #: Seconds a call may run before the dispatcher cancels it and answers with a
-#: timeout. Above the python tool's own 120 s so that its message wins.
-DEFAULT_TIMEOUT = 180.0
+#: timeout (``harmonia._runtime.TIMEOUTS``, the one table of defaults).
+DEFAULT_TIMEOUT = TIMEOUTS.tool_call
 
 # An exception's text is quoted to the model up to this many characters.
 _EXCEPTION_QUOTE_LIMIT = 500
@@ -135,9 +137,11 @@ class Toolbox:
         """The :class:`ToolCall` a message makes, its recipient resolved.
 
         Raises :class:`harmonia.InputError` when the message is not a tool call
-        (no recipient, or one addressed to ``assistant``/``all``/a role).
+        (:func:`is_tool_call`; a message built without a channel is read as one
+        on ``commentary``, where a bare function name is a call).
         """
-        if not is_tool_recipient(message.recipient):
+        channel = message.channel or COMMENTARY
+        if classify(message.author.role, channel, message.recipient).kind != "call":
             raise InputError(
                 f"message with recipient {message.recipient!r} is not a tool call; "
                 "check is_tool_call(message) before dispatching"
@@ -191,11 +195,10 @@ class Toolbox:
 
     def dispatch_sync(self, message: Message, *, call_id: str | None = None) -> Message | None:
         """:meth:`dispatch` for synchronous callers (not from inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.dispatch(message, call_id=call_id))
-        raise InputError("dispatch_sync was called inside a running event loop; await dispatch()")
+        return run_sync(
+            lambda: self.dispatch(message, call_id=call_id),
+            "dispatch_sync was called inside a running event loop; await dispatch()",
+        )
 
     async def aclose(self) -> None:
         """Close every runtime (each is closed even when another fails)."""
@@ -239,11 +242,20 @@ class Toolbox:
 def is_tool_call(message: Message) -> bool:
     """Whether ``message`` is an assistant message addressed to a tool.
 
+    The reading is :func:`harmonia._turn.classify`'s, the one the server's
+    stream uses: a content-type word (``<|channel|>commentary markdown``) or a
+    role (``system``) in the recipient's place is no call.
+
     >>> call = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("functions.f")
     >>> is_tool_call(call), is_tool_call(Message.from_role_and_content(Role.USER, "hi"))
     (True, False)
     """
-    return message.author.role == Role.ASSISTANT and is_tool_recipient(message.recipient)
+    return _reading(message).kind == "call"
+
+
+def _reading(message: Message) -> Reading:
+    """The one reading of a header the stream, the agent and the server share."""
+    return classify(message.author.role, message.channel, message.recipient, message.content_type)
 
 
 def tool_reply(call: ToolCall, output: ToolOutput | str) -> Message:

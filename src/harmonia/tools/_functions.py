@@ -20,6 +20,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from .. import InputError, ToolDescription, ToolError, ToolNamespaceConfig
 from .._names import FUNCTIONS
+from .._runtime import TIMEOUTS
 from ._arguments import load_arguments
 from ._base import ToolCall, ToolOutput
 from ._convert import to_json_text, to_python
@@ -30,7 +31,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 #: Seconds a function tool may run before its call is answered with a timeout.
-DEFAULT_FUNCTION_TIMEOUT = 60.0
+DEFAULT_FUNCTION_TIMEOUT = TIMEOUTS.function_call
 
 
 class FunctionTool(Generic[P, R]):

@@ -5,48 +5,17 @@ writes ``functions.browser.search`` or ``functions.python`` for the built-ins
 (the gpt-oss reference server aliases both), sometimes a bare function name,
 and a recipient may carry a stray ``to=`` or a content type glued to it. This
 module maps every such spelling onto the canonical recipient of a namespace the
-caller registered; it decides nothing else (the dispatcher runs the call).
+caller registered; it decides nothing else (the dispatcher runs the call; which
+message is a call at all is :func:`harmonia._turn.classify`'s reading).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from .._names import ASSISTANT, CODE, CONSTRAIN, FUNCTIONS, JSON
+from .._names import FUNCTIONS
+from .._turn import clean_recipient as clean_recipient
 from ._base import ToolCall
-
-# Recipients that address a person or the conversation, never a tool; and the
-# content types the parser reads as a recipient when a header has no ``to=``
-# (``<|channel|>final json`` is structured output, not a call to ``json``).
-_NOT_TOOLS = frozenset({ASSISTANT, "all", "user", "system", "developer", JSON, CODE, "text"})
-
-
-def clean_recipient(recipient: str) -> str:
-    """The recipient without a leading ``to=`` or anything glued after it.
-
-    >>> clean_recipient("to=functions.f <|constrain|>json")
-    'functions.f'
-    """
-    text = recipient.strip()
-    if text.startswith("to="):
-        text = text[3:]
-    text = text.split(CONSTRAIN, 1)[0]
-    parts = text.split()
-    return parts[0] if parts else ""
-
-
-def is_tool_recipient(recipient: str | None) -> bool:
-    """Whether a message with this recipient is a tool call (not ``assistant``/``all``/...).
-
-    >>> is_tool_recipient("browser.search"), is_tool_recipient("all"), is_tool_recipient(None)
-    (True, False, False)
-    >>> is_tool_recipient("json"), is_tool_recipient("<|constrain|>json")
-    (False, False)
-    """
-    if recipient is None:
-        return False
-    name = clean_recipient(recipient)
-    return bool(name) and name not in _NOT_TOOLS
 
 
 def resolve_recipient(

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from harmonia import HarmonyEncoding, HarmonyError, load_harmony_encoding
+from harmonia.vocabulary import CHANNELS
 
 from ._hf_template import render_hf_for_training
 from ._inputs import InputOptions, convert_row, row_date
@@ -206,7 +207,7 @@ def _hf_row(
 @lru_cache(maxsize=4)
 def channel_names(enc: HarmonyEncoding) -> dict[tuple[int, ...], str]:
     """The tokens of each channel name -> the name."""
-    return {tuple(enc.encode_ordinary(n)): n for n in ("analysis", "commentary", "final")}
+    return {tuple(enc.encode_ordinary(n)): n for n in CHANNELS}
 
 
 def _count_channels(

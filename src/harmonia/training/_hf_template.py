@@ -34,6 +34,7 @@ from harmonia import (
     SpanRecord,
     SystemContent,
 )
+from harmonia.vocabulary import ANALYSIS, COMMENTARY, FINAL
 
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
@@ -291,12 +292,12 @@ def render_hf(
             content = _tojson(message.get("content"))
             author = Author.new(Role.TOOL, "functions." + last_call)
             tool = Message.from_author_and_content(author, content).with_recipient("assistant")
-            index = add(tool.with_channel("commentary"), source)
+            index = add(tool.with_channel(COMMENTARY), source)
             writer.message(
                 index,
                 "functions." + last_call,
                 " to=assistant",
-                "commentary",
+                COMMENTARY,
                 "",
                 content,
                 "<|end|>",
@@ -331,10 +332,10 @@ def _assistant(
             raise RowError("E150", f"messages[{source}] holds <|channel|> tags in its text")
 
     def reasoning(text: str, shown: bool) -> None:
-        analysis = Message.from_role_and_content(Role.ASSISTANT, text).with_channel("analysis")
+        analysis = Message.from_role_and_content(Role.ASSISTANT, text).with_channel(ANALYSIS)
         index = add(analysis, source)
         if shown:
-            writer.message(index, "assistant", "", "analysis", "", text, "<|end|>")
+            writer.message(index, "assistant", "", ANALYSIS, "", text, "<|end|>")
         else:
             dropped.add(index)
 
@@ -362,7 +363,7 @@ def _assistant(
         recipient = "functions." + name
         invocation = (
             Message.from_role_and_content(Role.ASSISTANT, arguments)
-            .with_channel("commentary")
+            .with_channel(COMMENTARY)
             .with_recipient(recipient)
             .with_content_type(content_type)
         )
@@ -371,7 +372,7 @@ def _assistant(
             index,
             "assistant",
             " to=" + recipient,
-            "commentary",
+            COMMENTARY,
             " " + content_type,
             arguments,
             "<|call|>",
@@ -381,9 +382,9 @@ def _assistant(
     last = k == len(loop) - 1 and not add_generation_prompt
     if "thinking" in message:
         reasoning(_text(thinking, f"messages[{source}].thinking"), last)
-    answer = Message.from_role_and_content(Role.ASSISTANT, text).with_channel("final")
+    answer = Message.from_role_and_content(Role.ASSISTANT, text).with_channel(FINAL)
     index = add(answer, source)
-    writer.message(index, "assistant", "", "final", "", text, "<|return|>" if last else "<|end|>")
+    writer.message(index, "assistant", "", FINAL, "", text, "<|return|>" if last else "<|end|>")
     return None
 
 

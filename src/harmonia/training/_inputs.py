@@ -29,6 +29,7 @@ from harmonia.openai_compat import (
     chat_request_to_conversation,
     responses_request_to_conversation,
 )
+from harmonia.vocabulary import ANALYSIS, FINAL
 
 from ._problems import RowError
 
@@ -55,8 +56,8 @@ _SHAREGPT_ROLES: Final = {
 DEFAULT_COLUMNS: Final = {
     "developer": "developer",
     "user": "user",
-    "analysis": "analysis",
-    "final": "final",
+    ANALYSIS: ANALYSIS,
+    FINAL: FINAL,
 }
 
 
@@ -325,17 +326,17 @@ def _columns_to_chat(row: Mapping[str, Any], columns: Mapping[str, str]) -> dict
         value = row.get(columns.get(slot, ""), "")
         return value if isinstance(value, str) else ""
 
-    if not get("user") or not get("final"):
+    if not get("user") or not get(FINAL):
         raise RowError(
-            "E102", f"columns {columns.get('user')!r} and {columns.get('final')!r} are needed"
+            "E102", f"columns {columns.get('user')!r} and {columns.get(FINAL)!r} are needed"
         )
     messages: list[dict[str, Any]] = []
     if get("developer"):
         messages.append({"role": "developer", "content": get("developer")})
     messages.append({"role": "user", "content": get("user")})
-    assistant: dict[str, Any] = {"role": "assistant", "content": get("final")}
-    if get("analysis"):
-        assistant["thinking"] = get("analysis")
+    assistant: dict[str, Any] = {"role": "assistant", "content": get(FINAL)}
+    if get(ANALYSIS):
+        assistant["thinking"] = get(ANALYSIS)
     messages.append(assistant)
     return {"messages": messages}
 

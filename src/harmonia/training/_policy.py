@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Final, Literal, get_args
 
 from harmonia import InputError
+from harmonia.vocabulary import CHANNELS as CHANNELS
+from harmonia.vocabulary import FINAL
 
 CotRule = Literal["guide", "reference", "hf", "keep"]
 TurnsMode = Literal["faithful", "expand", "all", "last"]
@@ -23,7 +25,6 @@ COT_RULES: Final[tuple[CotRule, ...]] = get_args(CotRule)
 TURNS_MODES: Final[tuple[TurnsMode, ...]] = get_args(TurnsMode)
 FINAL_ENDS: Final[tuple[FinalEnd, ...]] = get_args(FinalEnd)
 OVERFLOWS: Final[tuple[Overflow, ...]] = get_args(Overflow)
-CHANNELS: Final = ("analysis", "commentary", "final")
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ PRESETS: Final[Mapping[str, TrainPolicy]] = {
     "trl": TrainPolicy(turn_start=True, end_after_final=True, cot="hf", turns="all"),
     # Unsloth's notebook: train_on_responses_only after "<|channel|>final<|message|>".
     "final-only": TrainPolicy(
-        channels=("final",),
+        channels=(FINAL,),
         tool_calls=False,
         headers=False,
         inner_start=False,

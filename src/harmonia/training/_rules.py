@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harmonia import Message, Role
+from harmonia.vocabulary import ANALYSIS as ANALYSIS
+from harmonia.vocabulary import FINAL
 
 from ._policy import CotRule
-
-ANALYSIS = "analysis"
-FINAL = "final"
 
 
 def turn_ids(messages: Sequence[Message]) -> list[int]:

@@ -20,15 +20,16 @@ from harmonia import (
     Role,
     SpanRecord,
 )
+from harmonia.vocabulary import CALL_ID, END_ID, FINAL, RETURN_ID
 
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
 from ._rules import ANALYSIS, drops, faithful, inference_drops, turn_ids
 
 # o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
-RETURN: Final = 200002
-END: Final = 200007
-CALL: Final = 200012
+RETURN: Final = RETURN_ID
+END: Final = END_ID
+CALL: Final = CALL_ID
 IGNORE_INDEX: Final = -100
 _KEEP_ALL: Final = RenderConversationConfig(auto_drop_analysis=False)
 _new_sample: Final = tuple.__new__
@@ -269,7 +270,7 @@ def _one(
     # The reference ends a conversation's last final answer with <|return|>.
     if records and records[-1][0] == len(messages) - 1:
         last = messages[-1]
-        if last.author.role is Role.ASSISTANT and last.channel == "final":
+        if last.author.role is Role.ASSISTANT and last.channel == FINAL:
             ids[-1] = RETURN if policy.final_end == "return" else END
     if policy.full_sequence:
         mask = b"\x01" * len(ids)
@@ -378,7 +379,7 @@ def mask_from_spans(
         trains_start = inner_start if after_end else turn_start
         # An earlier final is closed with <|end|> in the history, a token the model
         # never writes after a final (it writes <|return|>).
-        closes = terminators and (end_after_final or i == last_index or channel != "final")
+        closes = terminators and (end_after_final or i == last_index or channel != FINAL)
         stop_at = stop if closes else stop - 1
         if headers:  # one range: [start or recipient, stop_at)
             begin = start if trains_start else start + offsets[0]
@@ -393,7 +394,7 @@ def mask_from_spans(
             runs[-1] = stop_at
         else:
             runs += (begin, stop_at)
-        if call or channel == "final":
+        if call or channel == FINAL:
             kept_runs, kept_end, kept_after = len(runs), stop_at, i
     for i in range(kept_after + 1, len(reasons)):
         if reasons[i] == TRAINED:

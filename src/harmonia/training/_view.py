@@ -11,12 +11,13 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from harmonia import HarmonyEncoding, Message, Role
+from harmonia.vocabulary import ANALYSIS, COMMENTARY, FINAL, FIRST_SPECIAL_ID
 
 from ._sample import TrainSample
 
-_ANSI: Final = {"analysis": "36", "commentary": "33", "final": "32", None: "35"}
-_CSS: Final = {"analysis": "#0e7490", "commentary": "#a16207", "final": "#15803d", None: "#86198f"}
-_SPECIAL_FIRST: Final = 199998  # ids from here up are harmony's special tokens
+_ANSI: Final = {ANALYSIS: "36", COMMENTARY: "33", FINAL: "32", None: "35"}
+_CSS: Final = {ANALYSIS: "#0e7490", COMMENTARY: "#a16207", FINAL: "#15803d", None: "#86198f"}
+_SPECIAL_FIRST: Final = FIRST_SPECIAL_ID  # ids from here up are harmony's special tokens
 
 
 def _runs(

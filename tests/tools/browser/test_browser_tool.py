@@ -235,3 +235,24 @@ def test_empty_search_results(backend_cls: Any, run: Any) -> None:
     assert run(tool, "search", query="nothing").text == (
         "[0] nothing\n**viewing lines [0 - 2] of 2**\n\nL0: \nL1: URL: \nL2: # Search Results"
     )
+
+
+def test_a_borrowed_backend_stays_open() -> None:
+    class Counting:
+        source = "web"
+        closed = 0
+
+        async def search(self, query: str, topn: int) -> list[SearchResult]:
+            return []
+
+        async def fetch(self, url: str) -> Page:
+            raise KeyError(url)
+
+        async def aclose(self) -> None:
+            self.closed += 1
+
+    backend = Counting()
+    asyncio.run(BrowserTool(backend, owns_backend=False).aclose())
+    assert backend.closed == 0
+    asyncio.run(BrowserTool(backend).aclose())
+    assert backend.closed == 1

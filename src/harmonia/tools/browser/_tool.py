@@ -58,6 +58,7 @@ class BrowserTool:
         state: BrowserState | None = None,
         view_tokens: int = VIEW_TOKENS,
         max_results: int = MAX_SEARCH_RESULTS,
+        owns_backend: bool = True,
     ) -> None:
         if view_tokens < 1 or max_results < 1:
             raise InputError("view_tokens and max_results must be positive integers")
@@ -65,6 +66,7 @@ class BrowserTool:
         self.state = state if state is not None else BrowserState()
         self.view_tokens = view_tokens
         self.max_results = max_results
+        self.owns_backend = owns_backend  # False: a shared backend its owner closes
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
@@ -85,8 +87,9 @@ class BrowserTool:
         return ToolNamespaceConfig(config.name, description, config.tools)
 
     async def aclose(self) -> None:
-        """Close the backend (its database or HTTP client)."""
-        await self.backend.aclose()
+        """Close the backend (its database or HTTP client), unless it is borrowed."""
+        if self.owns_backend:
+            await self.backend.aclose()
 
     # -- calls ------------------------------------------------------------
 

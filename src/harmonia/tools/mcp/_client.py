@@ -23,12 +23,13 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ... import InputError, ToolDescription, ToolError, ToolNamespaceConfig
+from ..._runtime import TIMEOUTS
 from .._arguments import load_arguments
 from .._base import ToolCall, ToolOutput
 from .._schema import harmonize_schema
 
 #: Seconds to wait for the server to start and answer the handshake and tool listing.
-DEFAULT_CONNECT_TIMEOUT = 30.0
+DEFAULT_CONNECT_TIMEOUT = TIMEOUTS.mcp_connect
 
 Transport = Literal["stdio", "http", "sse"]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from harmonia import InputError
+from harmonia._runtime import TIMEOUTS
 
 _MIB = 1024 * 1024
 _GIB = 1024 * _MIB
@@ -81,9 +82,9 @@ class PythonToolConfig:
     PythonToolConfig.timeout must be a positive number of seconds, got 0
     """
 
-    timeout: float = 120.0
+    timeout: float = TIMEOUTS.python_call
     interrupt_grace: float = 5.0
-    startup_timeout: float = 60.0
+    startup_timeout: float = TIMEOUTS.python_startup
     max_output_chars: int = 20_000
     memory_limit: int | None = 2 * _GIB
     cpu_time_limit: int | None = 3600

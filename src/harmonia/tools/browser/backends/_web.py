@@ -11,18 +11,18 @@ so a hostile page cannot hold the event loop.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harmonia import InputError, ToolError
 from harmonia._errors import install_hint
+from harmonia._runtime import TIMEOUTS, http_client
+from harmonia._runtime import api_key as env_api_key
 
 from .._convert import PageConverter
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
 
-DEFAULT_TIMEOUT = 30.0
 _MAX_BODY_CHARS = 500
 _USER_AGENT = "harmonia-browser"
 
@@ -55,11 +55,11 @@ class _WebBackend:
         api_key: str | None = None,
         base_url: str | None = None,
         source: str = "web",
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = TIMEOUTS.web_request,
         client: Any = None,
         converter: PageConverter | None = None,
     ) -> None:
-        key = api_key or os.environ.get(self.env_var)
+        key = env_api_key(api_key, self.env_var)
         if not key:
             raise InputError(
                 f"{self.name} needs an API key: set the {self.env_var} environment variable "
@@ -84,13 +84,13 @@ class _WebBackend:
 
     def _http(self) -> Any:
         if self._client is None:
-            try:
-                import httpx
-            except ImportError as e:  # pragma: no cover - depends on the environment
-                raise InputError(
-                    f"web search backends need httpx: {install_hint('browser-web')}"
-                ) from e
-            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client = http_client(  # environment proxies apply to web searches
+                connect=self._timeout,
+                read=self._timeout,
+                trust_env=True,
+                missing=InputError,
+                hint=f"web search backends need it: {install_hint('browser-web')}",
+            )
         return self._client
 
     async def _request(

@@ -1,0 +1,129 @@
+"""What the apps share at run time: timeouts, HTTP clients, keys, ids, SSE frames.
+
+The tools, the engines, the agent and the server each talk to the network and
+read the environment; they do it through these few functions, so a default is
+written once (:data:`TIMEOUTS`), every HTTP client is built the same way, an
+API key is read from one place, and a server-side id or an SSE frame has one
+spelling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ._errors import HarmonyError, InputError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Every default timeout of harmonia's apps, in seconds (one table)."""
+
+    #: A tool call, before the dispatcher cancels it (above the python tool's own 120 s,
+    #: so that its message wins).
+    tool_call: float = 180.0
+    #: A Python function tool's call (``function_tool``).
+    function_call: float = 60.0
+    #: One python tool execution (what gpt-oss was trained to expect: 120 s).
+    python_call: float = 120.0
+    #: Starting the python tool's sandboxed kernel.
+    python_startup: float = 60.0
+    #: Connecting to an MCP server and listing its tools.
+    mcp_connect: float = 30.0
+    #: One request to a web search API (Exa, You.com).
+    web_request: float = 30.0
+    #: Opening a connection to an HTTP engine.
+    engine_connect: float = 10.0
+    #: Silence on an HTTP engine's stream before it counts as stalled.
+    engine_read: float = 60.0
+    #: A server's write of one response chunk to a slow client.
+    client_send: float = 30.0
+
+
+TIMEOUTS = Timeouts()
+
+
+def api_key(explicit: str | None, env_var: str | None) -> str | None:
+    """The explicit key, else the environment variable's value, else ``None``.
+
+    >>> api_key("k", "NO_SUCH_VARIABLE"), api_key(None, None)
+    ('k', None)
+    """
+    if explicit:
+        return explicit
+    return (os.environ.get(env_var) or None) if env_var else None
+
+
+def api_keys(env_var: str, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The comma-separated keys in ``env_var`` (none when it is unset or empty).
+
+    >>> api_keys("KEYS", {"KEYS": "a, b,,"})
+    ('a', 'b')
+    """
+    raw = (os.environ if environ is None else environ).get(env_var, "")
+    return tuple(key.strip() for key in raw.split(",") if key.strip())
+
+
+def new_id(prefix: str, nbytes: int = 12) -> str:
+    """A random id for a server-side object: ``resp_3f9c...`` (``nbytes`` random bytes).
+
+    >>> new_id("req", 8).startswith("req_"), len(new_id("req", 8))
+    (True, 20)
+    """
+    return f"{prefix}_{secrets.token_hex(nbytes)}"
+
+
+def http_client(
+    *,
+    connect: float,
+    read: float,
+    headers: Mapping[str, str] | None = None,
+    trust_env: bool = False,
+    missing: type[HarmonyError] = HarmonyError,
+    hint: str = "pip install httpx",
+) -> Any:
+    """An ``httpx.AsyncClient``: ``connect`` seconds to connect (and to wait for the
+    pool), ``read`` seconds of silence on a read or a write.
+
+    ``trust_env=False`` (the default) keeps proxies named by the environment
+    out of the path; without httpx, ``missing`` is raised with ``hint``.
+    """
+    try:
+        import httpx
+    except ImportError as exc:
+        raise missing(f"httpx is not installed: {hint}") from exc
+    timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
+    return httpx.AsyncClient(headers=dict(headers or {}), timeout=timeout, trust_env=trust_env)
+
+
+def run_sync(start: Callable[[], Coroutine[Any, Any, T]], refusal: str) -> T:
+    """Run ``start()`` to the end from blocking code (a fresh event loop).
+
+    Inside a running event loop that would deadlock or nest: :class:`~harmonia.InputError`
+    with ``refusal`` (which says what to await instead), and ``start`` is never called.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(start())
+    raise InputError(refusal)
+
+
+#: The end of an OpenAI-style event stream.
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+def sse_frame(data: bytes, event: str | None = None) -> bytes:
+    """One server-sent event: ``event: ...`` (when named) and ``data: ...``.
+
+    >>> sse_frame(b'{"a":1}', "response.created")
+    b'event: response.created\\ndata: {"a":1}\\n\\n'
+    """
+    head = b"" if event is None else b"event: " + event.encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
