@@ -146,6 +146,7 @@ FAKES: dict[str, Callable[[pytest.MonkeyPatch, dict[str, Any]], str | None]] = {
     "from vllm import": _fake_vllm,
     "TransformersEngine.from_pretrained(": _tiny_model,
     "ExaBackend()": _api_keys,
+    "ExaBackend(converter=": _api_keys,
     'LocalCorpusBackend("notes/"': _notes_folder,
     "class Backend(Protocol)": _protocol_names,
     "import torch": _needs("torch", "transformers", "llguidance"),

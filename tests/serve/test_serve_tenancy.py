@@ -42,13 +42,23 @@ def redis_url() -> Iterator[str]:
     yield from redis_server()
 
 
-@pytest.fixture(params=STORES)
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def _store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
         return "memory"
     if request.param == "sqlite":
         return f"sqlite:{tmp_path / 'tenants.sqlite3'}"
     return str(request.getfixturevalue("redis_url"))
+
+
+@pytest.fixture(params=STORES)
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _store(request, tmp_path)
+
+
+# Replicas share a SQLite file or Redis; a memory store is one process's own.
+@pytest.fixture(params=[s for s in STORES if s != "memory"])
+def shared_store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _store(request, tmp_path)
 
 
 def unique(prefix: str) -> str:
@@ -220,9 +230,8 @@ def test_another_key_gets_the_404_of_a_missing_id(make_server, store_spec, caplo
         assert tenant_id(KEY_A).encode() in stored  # what the store keeps instead
 
 
-def test_one_tenant_cancels_on_another_replica_only_its_own(make_server, store_spec):
-    if store_spec == "memory":
-        pytest.skip("replicas share a SQLite file or Redis, not a memory store")
+def test_one_tenant_cancels_on_another_replica_only_its_own(make_server, shared_store_spec):
+    store_spec = shared_store_spec
     owner = make_server(store=store_spec, api_keys=(KEY_A, KEY_B))
     other = make_server(store=store_spec, api_keys=(KEY_A, KEY_B))
     owner.book.add("<|channel|>final<|message|>never finishes<|return|>", stall_after=2)
