@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from harmonia import EngineError, InputError
 
+from ._base import EngineRefusedError
+
 if TYPE_CHECKING:
     import httpx
 
@@ -128,7 +130,12 @@ class HttpClient:
                 if response.status_code == 404 and not_found is not None:
                     raise not_found(url)
                 if response.status_code >= 400:
-                    raise self.error(await self._status_message(response), url)
+                    raise EngineRefusedError(
+                        f"{self.engine} at {url}: {await self._status_message(response)}",
+                        status=response.status_code,
+                        engine=self.engine,
+                        url=url,
+                    )
                 async for event, data in _sse(response.aiter_lines()):
                     if data == "[DONE]":
                         return

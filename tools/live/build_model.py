@@ -1,0 +1,154 @@
+"""Build the tiny random-weight gpt-oss the live suite serves, into the live cache.
+
+A ``GptOssConfig`` with the real 201,088-id vocabulary and a few tiny layers, random weights
+(seeded), saved with transformers, and a ``tokenizer.json`` made offline from the o200k_base
+ranks (harmonia writes the ``.tiktoken`` file) plus the harmony special tokens at their fixed
+ids. With ``--gguf CONVERTER``, also the GGUF for llama.cpp, made by llama.cpp's own
+``convert_hf_to_gguf.py``. Everything is reused when present, so a second run is instant.
+
+    python tools/live/build_model.py [--cache DIR] [--gguf PATH/convert_hf_to_gguf.py]
+
+The cache defaults to ``$HARMONIA_LIVE_CACHE`` or ``~/.cache/harmonia-live``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: Bump when the recipe below changes: the cache folder is named after it.
+RECIPE = "tiny-gpt-oss-v1"
+VOCAB = 201_088
+FIRST_SPECIAL = 199_998
+
+
+def cache_dir(explicit: str | None) -> Path:
+    root = explicit or os.environ.get("HARMONIA_LIVE_CACHE") or "~/.cache/harmonia-live"
+    return Path(root).expanduser()
+
+
+def write_tiktoken(folder: Path) -> Path:
+    from harmonia._tokenizer import write_tiktoken_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "o200k_base.tiktoken"
+    if not path.exists():
+        tmp = folder / "tmp"
+        tmp.mkdir(exist_ok=True)
+        os.replace(write_tiktoken_file(tmp), path)
+        tmp.rmdir()
+    return path
+
+
+def special_names() -> list[str]:
+    from harmonia._tokenizer.special_tokens import SPECIAL_TOKEN_TEXT
+
+    return [SPECIAL_TOKEN_TEXT[i] for i in range(FIRST_SPECIAL, VOCAB)]
+
+
+def write_tokenizer(model_dir: Path, tiktoken_path: Path) -> None:
+    target = model_dir / "tokenizer.json"
+    if target.exists():
+        return
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    from harmonia._tokenizer.engines import O200K_PATTERN
+
+    started = time.monotonic()
+    names = special_names()
+    converter = TikTokenConverter(
+        vocab_file=str(tiktoken_path), pattern=O200K_PATTERN, extra_special_tokens=names
+    )
+    tokenizer = converter.converted()
+    for expected, name in enumerate(names, FIRST_SPECIAL):
+        got = tokenizer.token_to_id(name)
+        if got != expected:
+            raise SystemExit(f"special token {name} got id {got}, expected {expected}")
+    tmp = model_dir / "tokenizer.json.tmp"
+    tokenizer.save(str(tmp))
+    os.replace(tmp, target)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 4096,
+        "bos_token": "<|startoftext|>",
+        "eos_token": "<|return|>",
+        "pad_token": "<|endoftext|>",
+        "clean_up_tokenization_spaces": False,
+    }
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    print(f"tokenizer.json built in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def write_model(model_dir: Path) -> None:
+    if (model_dir / "config.json").exists() and (model_dir / "model.safetensors").exists():
+        return
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM, GenerationConfig
+
+    torch.manual_seed(0)
+    config = GptOssConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=64,
+        head_dim=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_hidden_layers=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=4096,
+        sliding_window=128,
+        bos_token_id=199_998,
+        eos_token_id=200_002,
+        pad_token_id=199_999,
+    )
+    model = GptOssForCausalLM(config).to(torch.float32)
+    model.save_pretrained(str(model_dir), safe_serialization=True)
+    GenerationConfig(
+        bos_token_id=199_998, eos_token_id=[200_002, 199_999, 200_012], pad_token_id=199_999
+    ).save_pretrained(str(model_dir))
+    print(f"model saved: {sum(p.numel() for p in model.parameters())} parameters", flush=True)
+
+
+def write_gguf(root: Path, model_dir: Path, converter: Path) -> Path:
+    target = root / "model-f32.gguf"
+    if target.exists():
+        return target
+    env = dict(os.environ)
+    gguf_py = converter.parent / "gguf-py"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(gguf_py), env.get("PYTHONPATH")]))
+    tmp = root / "model-f32.gguf.tmp"
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, str(converter), str(model_dir), "--outtype", "f32", "--outfile", str(tmp)],
+        check=True,
+        env=env,
+    )
+    os.replace(tmp, target)
+    print(f"GGUF converted in {time.monotonic() - started:.0f} s", flush=True)
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", help="cache folder (default $HARMONIA_LIVE_CACHE)")
+    parser.add_argument("--gguf", type=Path, help="llama.cpp's convert_hf_to_gguf.py")
+    args = parser.parse_args()
+    root = cache_dir(args.cache) / RECIPE
+    model_dir = root / "hf"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    tiktoken_path = write_tiktoken(root / "tiktoken")
+    write_tokenizer(model_dir, tiktoken_path)
+    write_model(model_dir)
+    if args.gguf is not None:
+        write_gguf(root, model_dir, args.gguf)
+    print(f"model ready: {root}")
+
+
+if __name__ == "__main__":
+    main()
