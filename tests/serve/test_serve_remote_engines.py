@@ -9,7 +9,7 @@ from serve_support import MODEL
 pytest.importorskip("httpx", reason="httpx (harmonia[engines-http]) is not installed")
 
 
-def test_llamacpp_refuses_json_schemas_with_a_400(make_server):
+def test_llamacpp_refuses_json_schemas_it_cannot_enforce_with_a_400(make_server):
     from harmonia.engines.llamacpp import LlamaCppEngine
 
     # Nothing listens there: the refusal must come before any request is sent.
@@ -18,16 +18,22 @@ def test_llamacpp_refuses_json_schemas_with_a_400(make_server):
         "type": "json_schema",
         "name": "n",
         "strict": True,
-        "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        "schema": {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "maximum": 9}},  # no GBNF for maximum
+            "required": ["n"],
+        },
     }
     with pytest.raises(openai.BadRequestError) as caught:
         server.client().responses.create(model=MODEL, input="2+2?", text={"format": fmt})
     assert caught.value.body["code"] == "unsupported_constraint"
     assert server.app.state.service.admission.running == 0
-    # Without strictness nothing needs enforcing: the request reaches the (absent) engine.
+    # A schema GBNF can hold is compiled: the request reaches the (absent) engine, a 502.
+    fmt["schema"]["properties"]["n"] = {"type": "integer", "minimum": 0}
     with pytest.raises(openai.InternalServerError) as failed:
-        server.client().responses.create(model=MODEL, input="2+2?")
+        server.client().responses.create(model=MODEL, input="2+2?", text={"format": fmt})
     assert failed.value.body["code"] == "engine_error"
+    assert failed.value.status_code == 502
 
 
 class _Refusing:
