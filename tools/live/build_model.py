@@ -1,7 +1,7 @@
 """Build the tiny random-weight gpt-oss the live suite serves, into the live cache.
 
 A ``GptOssConfig`` with the real 201,088-id vocabulary and a few tiny layers, random weights
-(seeded), saved with transformers, and a ``tokenizer.json`` made offline from the o200k_base
+(seeded) with one fixed preference added (below), saved with transformers, and a ``tokenizer.json`` made offline from the o200k_base
 ranks (harmonia writes the ``.tiktoken`` file) plus the harmony special tokens at their fixed
 ids. With ``--gguf CONVERTER``, also the GGUF for llama.cpp, made by llama.cpp's own
 ``convert_hf_to_gguf.py``. Everything is reused when present, so a second run is instant.
@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 #: Bump when the recipe below changes: the cache folder is named after it.
-RECIPE = "tiny-gpt-oss-v1"
+RECIPE = "tiny-gpt-oss-v2"
 VOCAB = 201_088
 FIRST_SPECIAL = 199_998
 
@@ -55,6 +56,11 @@ def write_tokenizer(model_dir: Path, tiktoken_path: Path) -> None:
     target = model_dir / "tokenizer.json"
     if target.exists():
         return
+    shared = tiktoken_path.parent.parent / "tokenizer"  # reused across model recipes
+    if (shared / "tokenizer.json").exists():
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(shared / name, model_dir / name)
+        return
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     from harmonia._tokenizer.engines import O200K_PATTERN
@@ -69,9 +75,10 @@ def write_tokenizer(model_dir: Path, tiktoken_path: Path) -> None:
         got = tokenizer.token_to_id(name)
         if got != expected:
             raise SystemExit(f"special token {name} got id {got}, expected {expected}")
-    tmp = model_dir / "tokenizer.json.tmp"
+    shared.mkdir(parents=True, exist_ok=True)
+    tmp = shared / "tokenizer.json.tmp"
     tokenizer.save(str(tmp))
-    os.replace(tmp, target)
+    os.replace(tmp, shared / "tokenizer.json")
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": 4096,
@@ -80,8 +87,34 @@ def write_tokenizer(model_dir: Path, tiktoken_path: Path) -> None:
         "pad_token": "<|endoftext|>",
         "clean_up_tokenization_spaces": False,
     }
-    (model_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    (shared / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(shared / name, model_dir / name)
     print(f"tokenizer.json built in {time.monotonic() - started:.0f} s", flush=True)
+
+
+#: Logit offsets of the ids that end a message or a turn (see _prefer_endings).
+PREFERRED = {200_007: 11.2, 200_002: 9.6, 200_012: 9.6}  # <|end|>, <|return|>, <|call|>
+
+
+def _prefer_endings(model: object, torch: object) -> None:
+    """Make the random model end messages now and then, as a trained one does.
+
+    Random weights spread the next id almost evenly over 201,088 ids, so a turn under a
+    grammar (which allows free text in analysis messages) would practically never end.
+    One hidden dimension of every token embedding is set to a constant that dominates
+    the residual stream, so after the final norm it is a constant input: the output head's
+    weights on it act as a bias. Only the ids in PREFERRED get one (``<|end|>``: about
+    a 15% chance per step in free text; ``<|return|>`` and ``<|call|>``: about 4% each).
+    """
+    with torch.no_grad():  # type: ignore[attr-defined]
+        embed = model.model.embed_tokens.weight  # type: ignore[attr-defined]
+        head = model.lm_head.weight  # type: ignore[attr-defined]
+        embed[:, 0] = 1.0
+        head[:, 0] = 0.0
+        scale = float(embed.shape[1]) ** 0.5  # the normalised constant: sqrt(hidden)
+        for token, offset in PREFERRED.items():
+            head[token, 0] = offset / scale
 
 
 def write_model(model_dir: Path) -> None:
@@ -108,6 +141,7 @@ def write_model(model_dir: Path) -> None:
         pad_token_id=199_999,
     )
     model = GptOssForCausalLM(config).to(torch.float32)
+    _prefer_endings(model, torch)
     model.save_pretrained(str(model_dir), safe_serialization=True)
     GenerationConfig(
         bos_token_id=199_998, eos_token_id=[200_002, 199_999, 200_012], pad_token_id=199_999
@@ -142,7 +176,7 @@ def main() -> None:
     root = cache_dir(args.cache) / RECIPE
     model_dir = root / "hf"
     model_dir.mkdir(parents=True, exist_ok=True)
-    tiktoken_path = write_tiktoken(root / "tiktoken")
+    tiktoken_path = write_tiktoken(cache_dir(args.cache) / "tiktoken")
     write_tokenizer(model_dir, tiktoken_path)
     write_model(model_dir)
     if args.gguf is not None:
