@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from constrained_cases import CASES, ENC, Case, render_turn
+from grammar_helpers import needs_llguidance_1_9
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as hs
 
@@ -255,6 +256,7 @@ def _no_drift(case: Case, messages: list[Message]) -> None:
         _accepts_all(case, spoken)
 
 
+@needs_llguidance_1_9
 @SETTINGS
 @given(hs.data())
 @pytest.mark.parametrize("name", ["functions", "builtins", "response_format"])
@@ -263,6 +265,7 @@ def test_rendered_turns_are_accepted(name: str, data: hs.DataObject) -> None:
     _no_drift(case, data.draw(valid_turn(case)))
 
 
+@needs_llguidance_1_9
 @SETTINGS
 @given(hs.data())
 def test_channel_placement_accepts_the_model_form_only(data: hs.DataObject) -> None:
