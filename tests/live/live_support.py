@@ -90,15 +90,16 @@ class LiveServer:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}"
-                )
+                message = f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}"
+                self.stop()
+                raise RuntimeError(message)
             with contextlib.suppress(OSError, ValueError, urllib.error.URLError):
                 get_json(self.url + path, timeout=2.0)
                 return
             time.sleep(1.0)
+        message = f"{self.name} was not healthy within {limit:.0f} s:\n{self.log_tail()}"
         self.stop()
-        raise RuntimeError(f"{self.name} was not healthy within {limit:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(message)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -146,7 +147,7 @@ def start_vllm() -> LiveServer:
         "serve",
         str(MODEL / "hf"),
         *("--host", "127.0.0.1", "--port", str(port), "--served-model-name", SERVED_NAME),
-        *("--max-model-len", "8192", "--max-num-seqs", "4", "--dtype", "float32"),
+        *("--max-model-len", "4096", "--max-num-seqs", "4", "--dtype", "float32"),
         *("--structured-outputs-config.backend", "guidance", "--enable-scale-out"),
     ]
     env = {

@@ -34,9 +34,11 @@ def _version(name: str) -> str:
 
 
 _md.version = _version
-from vllm.entrypoints.cli.main import main  # noqa: E402
 
-sys.exit(main())
+if __name__ == "__main__":  # vLLM's workers re-import this file (spawn)
+    from vllm.entrypoints.cli.main import main
+
+    sys.exit(main())
 LAUNCH
 chmod +x "$DEST/bin/harmonia-vllm"
 "$DEST/bin/harmonia-vllm" --version
