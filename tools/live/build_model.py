@@ -1,10 +1,11 @@
 """Build the tiny random-weight gpt-oss the live suite serves, into the live cache.
 
 A ``GptOssConfig`` with the real 201,088-id vocabulary and a few tiny layers, random weights
-(seeded) with one fixed preference added (below), saved with transformers, and a ``tokenizer.json`` made offline from the o200k_base
-ranks (harmonia writes the ``.tiktoken`` file) plus the harmony special tokens at their fixed
-ids. With ``--gguf CONVERTER``, also the GGUF for llama.cpp, made by llama.cpp's own
-``convert_hf_to_gguf.py``. Everything is reused when present, so a second run is instant.
+(seeded) with one fixed preference added (below), saved with transformers, and a
+``tokenizer.json`` made offline from the o200k_base ranks (harmonia writes the ``.tiktoken``
+file) plus the harmony special tokens at their fixed ids. With ``--gguf CONVERTER``, also
+the GGUF for llama.cpp, made by llama.cpp's own ``convert_hf_to_gguf.py``. Everything is
+reused when present, so a second run is instant.
 
     python tools/live/build_model.py [--cache DIR] [--gguf PATH/convert_hf_to_gguf.py]
 
@@ -121,7 +122,7 @@ def write_model(model_dir: Path) -> None:
     if (model_dir / "config.json").exists() and (model_dir / "model.safetensors").exists():
         return
     import torch
-    from transformers import GptOssConfig, GptOssForCausalLM, GenerationConfig
+    from transformers import GenerationConfig, GptOssConfig, GptOssForCausalLM
 
     torch.manual_seed(0)
     config = GptOssConfig(
