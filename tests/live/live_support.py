@@ -175,7 +175,7 @@ def harmonia_serve(engine: str, url: str, *extra: str) -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), *sys.path])}
     server = LiveServer("harmonia-serve", command, port, env)
     try:
-        server.wait_healthy("/v1/models", 120.0)
+        server.wait_healthy("/health", 300.0)  # 503 until its engine is warmed up
         yield server.url
     finally:
         server.stop()

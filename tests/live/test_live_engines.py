@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from live_support import SERVED_NAME, LiveServer, get_json, post_json
@@ -194,8 +194,6 @@ def test_constrained_turns_parse_strictly_and_end_with_the_right_id(
 
 
 def test_agent_loop_calls_the_function_tool_under_tool_choice_required(make_engine: Any) -> None:
-    from typing import Literal
-
     from harmonia.agent import Agent, AgentLimits, StopReason, new_conversation
     from harmonia.tools import FunctionTools, Toolbox, function_tool
 

@@ -87,8 +87,12 @@ def test_strict_json_schema_output(client: Any) -> None:
         choice = chat.choices[0]
         if choice.finish_reason == "length":
             continue
-        assert choice.finish_reason == "stop"
-        jsonschema.validate(json.loads(choice.message.content), ANSWER_SCHEMA)
+        assert choice.finish_reason == "stop", choice
+        try:
+            answer = json.loads(choice.message.content)
+        except ValueError:
+            pytest.fail(f"not JSON: {choice.message!r}")
+        jsonschema.validate(answer, ANSWER_SCHEMA)
         answered += 1
     assert answered >= 1, f"none of {len(SEEDS)} turns answered"
 
