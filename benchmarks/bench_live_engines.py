@@ -9,6 +9,7 @@ interleaved run by run so that the shared machine's load hits them alike:
   streamed, usage from the last chunk): rendering, parsing and SSE included.
 
     python benchmarks/bench_live_engines.py --engine llama.cpp --url http://127.0.0.1:8080
+    python benchmarks/bench_live_engines.py --engine vllm --start   # from the live cache
     python benchmarks/bench_live_engines.py --engine vllm --url http://127.0.0.1:8000 \\
         --model tiny-gpt-oss [--serve-url http://127.0.0.1:9000]
 
@@ -137,12 +138,42 @@ def through_serve(serve_url: str, model: str, n: int, seed: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", choices=("llama.cpp", "vllm"), required=True)
-    parser.add_argument("--url", required=True)
+    parser.add_argument("--url", help="the server (or --start one from the live cache)")
+    parser.add_argument(
+        "--start", action="store_true", help="start the server and harmonia serve (tests/live)"
+    )
     parser.add_argument("--model", help="vllm: the served model name")
     parser.add_argument("--serve-url", help="a harmonia serve in front of the same server")
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    if args.start:
+        import contextlib
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "live"))
+        import live_support
+
+        server = (
+            live_support.start_llama() if args.engine == "llama.cpp" else live_support.start_vllm()
+        )
+        extra = ("--engine-model", live_support.SERVED_NAME) if args.engine == "vllm" else ()
+        with contextlib.ExitStack() as stack:
+            stack.callback(server.stop)
+            serve = stack.enter_context(
+                live_support.harmonia_serve(args.engine, server.url, *extra)
+            )
+            args.url, args.serve_url = server.url, serve
+            args.model = live_support.SERVED_NAME
+            measure(args)
+        return
+    if not args.url:
+        parser.error("--url or --start is required")
+    measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     ids = prompt_ids()
     rates: dict[str, list[float]] = {"raw": [], "engine": [], "serve": []}
     for run in range(args.runs):
