@@ -333,3 +333,16 @@ def test_the_grammar_for_1_7_compiles_here() -> None:
         conversation(developer=DeveloperContent.new().with_function_tools([WEATHER]))
     )
     TurnMatcher(grammar_for_llguidance(grammar, "1.7"))
+
+
+def test_no_preamble_beside_a_structured_answer() -> None:
+    # With a response format and no tool, the answer is the JSON alone: Chat shows
+    # preambles in content, where they would break the strict output.
+    developer = DeveloperContent.new().with_response_format("a", {"type": "object"})
+    assert rules(build_turn_grammar(conversation(developer=developer)))["start"] == (
+        "(analysis next)* ending"
+    )
+    with_tool = developer.with_function_tools([WEATHER])
+    assert (
+        "(preamble next)*" in rules(build_turn_grammar(conversation(developer=with_tool)))["start"]
+    )

@@ -166,7 +166,8 @@ def valid_turn(draw: hs.DrawFn, case: Case) -> list[Message]:
     for text in draw(hs.lists(texts(8 if bound else 30), max_size=3)):
         assume(bound is None or len(ENC.encode_ordinary(text)) <= bound)
         messages.append(_message(text, "analysis"))
-    messages += [_message(t, "commentary") for t in draw(hs.lists(texts(), max_size=2))]
+    if case.tools or not case.response_formats:  # no preamble beside a structured answer
+        messages += [_message(t, "commentary") for t in draw(hs.lists(texts(), max_size=2))]
     endings = ["final", *case.tools]
     ending = draw(hs.sampled_from(endings))
     if ending == "final":

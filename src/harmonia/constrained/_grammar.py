@@ -522,7 +522,11 @@ def _write(spec: TurnSpec) -> _Writer:
     start = []
     if ANALYSIS in spec.channels:
         start.append("(analysis next)*")
-    if COMMENTARY in spec.channels:
+    # Preambles come before tool calls. With a response format and no tool to call the
+    # answer is the structured one alone: a preamble would be text beside it (Chat
+    # Completions shows both in ``content``).
+    preambles = COMMENTARY in spec.channels and (bool(spec.tools) or not spec.response_formats)
+    if preambles:
         start.append("(preamble next)*")
     start.append("ending")
     w.rule("start", [" ".join(start)])
@@ -532,7 +536,7 @@ def _write(spec: TurnSpec) -> _Writer:
         w.message_rule("analysis", ANALYSIS, "analysis_text" if bounded else "TEXT", st.END)
         if bounded:
             w.rule(f"analysis_text[max_tokens={spec.options.analysis_max_tokens}]", ["TEXT"])
-    if COMMENTARY in spec.channels:
+    if preambles:
         w.message_rule("preamble", COMMENTARY, "TEXT", st.END)
     endings = []
     if spec.allows_final:
