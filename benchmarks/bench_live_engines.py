@@ -55,6 +55,7 @@ async def raw(engine: str, url: str, model: str | None, ids: list[int], n: int, 
         path, body = (
             "/completion",
             {
+                "ignore_eos": True,
                 "prompt": ids,
                 "n_predict": n,
                 "seed": seed,
@@ -67,7 +68,7 @@ async def raw(engine: str, url: str, model: str | None, ids: list[int], n: int, 
             },
         )
     else:
-        sampling = {"max_tokens": n, "seed": seed, "stop_token_ids": []}
+        sampling = {"max_tokens": n, "seed": seed, "stop_token_ids": [], "ignore_eos": True}
         path, body = (
             "/inference/v1/generate",
             {
@@ -145,6 +146,11 @@ def main() -> None:
     parser.add_argument("--model", help="vllm: the served model name")
     parser.add_argument("--serve-url", help="a harmonia serve in front of the same server")
     parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument(
+        "--with-serve",
+        action="store_true",
+        help="also through harmonia serve (its turns end at the model's end ids: shorter runs)",
+    )
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     if args.start:
@@ -173,13 +179,34 @@ def main() -> None:
     measure(args)
 
 
+def _ignore_eos() -> None:
+    """Every run writes ``--tokens`` ids: the engines' requests also ask to ignore EOS.
+
+    The live tiny model likes its end ids (it ends turns within tens of tokens), which
+    would make every run a few ids long; the raw requests ask the same.
+    """
+    from harmonia.engines import llamacpp, vllm
+
+    completion_body, sampling_fields = llamacpp.completion_body, vllm.sampling_fields
+
+    def llama_body(*args: Any) -> dict[str, Any]:
+        return {**completion_body(*args), "ignore_eos": True}
+
+    def vllm_fields(*args: Any) -> dict[str, Any]:
+        return {**sampling_fields(*args), "ignore_eos": True}
+
+    llamacpp.completion_body = llama_body  # type: ignore[assignment]
+    vllm.sampling_fields = vllm_fields  # type: ignore[assignment]
+
+
 def measure(args: argparse.Namespace) -> None:
+    _ignore_eos()
     ids = prompt_ids()
     rates: dict[str, list[float]] = {"raw": [], "engine": [], "serve": []}
     for run in range(args.runs):
         seed = 1000 + run
         for name in ("raw", "engine", "serve"):
-            if name == "serve" and not args.serve_url:
+            if name == "serve" and not (args.serve_url and args.with_serve):
                 continue
             started = time.perf_counter()
             if name == "raw":
