@@ -205,7 +205,8 @@ def measure(args: argparse.Namespace) -> None:
     rates: dict[str, list[float]] = {"raw": [], "engine": [], "serve": []}
     for run in range(args.runs):
         seed = 1000 + run
-        for name in ("raw", "engine", "serve"):
+        order = ("raw", "engine", "serve") if run % 2 == 0 else ("engine", "raw", "serve")
+        for name in order:  # alternated: the first of a run also pays the prompt's prefill
             if name == "serve" and not (args.serve_url and args.with_serve):
                 continue
             started = time.perf_counter()
