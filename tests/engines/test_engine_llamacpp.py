@@ -347,7 +347,9 @@ def test_ids_the_stream_left_out_are_recovered(fake_server: Any) -> None:
     assert completion.usage.completion_tokens == len(script)
     assert engine.recovered_ids == 4
     (exchange,) = server.exchanges
-    assert len(exchange.sent) == len(script) - 4 + 1  # what the server really sent
+    # What the server really sent: one chunk per id it did not hold back (then maybe the
+    # last, id-less chunk, unless the engine had closed the stream at the stop id).
+    assert len(script) - 4 <= len(exchange.sent) <= len(script) - 4 + 1
 
 
 def test_a_character_cut_at_max_tokens_is_completed_then_cut(fake_server: Any) -> None:
