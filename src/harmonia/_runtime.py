@@ -38,6 +38,8 @@ class Timeouts:
     mcp_connect: float = 30.0
     #: One request to a web search API (Exa, You.com).
     web_request: float = 30.0
+    #: Converting one fetched page to text, in the browser's worker (an 8 MB page takes a few).
+    page_conversion: float = 20.0
     #: Opening a connection to an HTTP engine.
     engine_connect: float = 10.0
     #: Silence on an HTTP engine's stream before it counts as stalled.

@@ -23,7 +23,13 @@ from harmonia import (
     ToolDescription,
     ToolNamespaceConfig,
 )
-from harmonia.constrained import GrammarOptions, build_turn_grammar
+from harmonia.constrained import GrammarOptions, build_turn_grammar, grammar_for_llguidance
+from harmonia.constrained._grammar import installed_llguidance
+
+#: What the grammar adds for the llguidance installed here (1.9 needs it, 1.7 refuses it).
+UNICODE_ESCAPES = (
+    {"json_allow_general_unicode_escapes": True} if installed_llguidance() >= (1, 9) else {}
+)
 
 
 def rules(grammar: str) -> dict[str, str]:
@@ -68,7 +74,7 @@ def test_function_call_headers_are_the_renderers_and_the_models() -> None:
     schema = json.loads(r["args_1"].removeprefix("%json "))
     assert schema["properties"] == WEATHER.parameters["properties"]  # type: ignore[index]
     assert schema["x-guidance"] == {
-        "json_allow_general_unicode_escapes": True,
+        **UNICODE_ESCAPES,
         "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{0,32}",
     }
 
@@ -142,7 +148,7 @@ def test_options_are_written() -> None:
     assert r["analysis"] == '<[200005]> "analysis" <[200008]> analysis_text <[200007]>'
     assert r["analysis_text[max_tokens=50]"] == "TEXT"
     guidance = json.loads(r["args_1"].removeprefix("%json "))["x-guidance"]
-    assert guidance == {"json_allow_general_unicode_escapes": True, "lenient": True}
+    assert guidance == {**UNICODE_ESCAPES, "lenient": True}
 
 
 def test_schema_x_guidance_wins() -> None:
@@ -292,3 +298,52 @@ def test_exporting_needs_no_llguidance() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # The command that installs the extra from this checkout (harmonia is not on the index).
     assert "pip install -e " in out.stdout and "[constrained]'" in out.stdout
+
+
+def test_grammars_are_cut_to_the_settings_an_llguidance_knows() -> None:
+    grammar = build_turn_grammar(
+        conversation(developer=DeveloperContent.new().with_function_tools([WEATHER])),
+        GrammarOptions(lenient_schemas=True),
+    )
+    for_17 = grammar_for_llguidance(grammar, "1.7")
+    schema = json.loads(rules(for_17)["args_1"].removeprefix("%json "))
+    assert schema["x-guidance"] == {
+        "whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{0,32}",
+        "lenient": True,
+    }
+    assert schema["properties"] == WEATHER.parameters["properties"]  # type: ignore[index]
+    # Only the %json lines change; a version that knows every setting keeps the text.
+    assert [a for a in grammar.splitlines() if "%json" not in a] == [
+        b for b in for_17.splitlines() if "%json" not in b
+    ]
+    assert grammar_for_llguidance(for_17, "1.9.1") == for_17
+    assert grammar_for_llguidance(grammar, (1, 9)) == grammar
+
+
+@pytest.mark.parametrize("version", ["1", "one.seven", "1.6", (0, 9)])
+def test_llguidance_versions_are_checked(version: object) -> None:
+    with pytest.raises(InputError, match="llguidance"):
+        grammar_for_llguidance("start: a", version)  # type: ignore[arg-type]
+
+
+def test_the_grammar_for_1_7_compiles_here() -> None:
+    pytest.importorskip("llguidance", reason="llguidance is not installed (harmonia[constrained])")
+    from harmonia.constrained import TurnMatcher
+
+    grammar = build_turn_grammar(
+        conversation(developer=DeveloperContent.new().with_function_tools([WEATHER]))
+    )
+    TurnMatcher(grammar_for_llguidance(grammar, "1.7"))
+
+
+def test_no_preamble_beside_a_structured_answer() -> None:
+    # With a response format and no tool, the answer is the JSON alone: Chat shows
+    # preambles in content, where they would break the strict output.
+    developer = DeveloperContent.new().with_response_format("a", {"type": "object"})
+    assert rules(build_turn_grammar(conversation(developer=developer)))["start"] == (
+        "(analysis next)* ending"
+    )
+    with_tool = developer.with_function_tools([WEATHER])
+    assert (
+        "(preamble next)*" in rules(build_turn_grammar(conversation(developer=with_tool)))["start"]
+    )

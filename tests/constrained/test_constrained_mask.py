@@ -11,7 +11,7 @@ from harmonia._tokenizer import special_tokens as st
 
 pytest.importorskip("llguidance")
 
-from grammar_helpers import WEATHER, conversation
+from grammar_helpers import WEATHER, conversation, needs_llguidance_1_9
 
 from harmonia.constrained import (
     MASK_WORDS,
@@ -84,6 +84,7 @@ def test_final_answer_ends_with_return_only() -> None:
         '<|channel|>commentary <|constrain|>json<|message|>{\n  "city": "K\\u00f6ln"\n}<|call|>',
     ],
 )
+@needs_llguidance_1_9
 def test_tool_calls_are_accepted_in_both_header_forms(turn: str) -> None:
     m = matcher()
     m.consume_all(ids(turn))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from grammar_helpers import needs_llguidance_1_9
 
 import harmonia as h
 from harmonia import Conversation, DeveloperContent, Message, Role, SystemContent
@@ -189,6 +190,7 @@ def test_an_engine_failure_raises_for_its_turn_only() -> None:
     assert culprit.allowed_tokens().tolist() == [200_005]
 
 
+@needs_llguidance_1_9
 def test_a_failed_engine_never_hands_out_its_eos_mask() -> None:
     m = TurnMatcher(PANICKY)
     m.consume_all(ids(FINAL_HEAD))
@@ -244,6 +246,7 @@ def test_keys_that_parse_otherwise_are_refused(tool: str, args: str) -> None:
         m.consume_all(ids(args + "<|call|>"))
 
 
+@needs_llguidance_1_9
 @pytest.mark.parametrize(
     ("tool", "args"),
     [

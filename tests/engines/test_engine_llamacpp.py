@@ -21,6 +21,7 @@ from harmonia import (
     SystemContent,
     ToolDescription,
 )
+from harmonia._tokenizer import get_tokenizer
 from harmonia.constrained import GrammarOptions, build_turn_grammar
 from harmonia.engines import (
     Constraint,
@@ -36,13 +37,33 @@ pytest.importorskip("httpx", reason="httpx is not installed (harmonia[engines-ht
 PROMPT = [200006, 17360, 200008, 12, 200007, 200006, 173781]
 SCRIPT = [200005, 17196, 200008, 1008, 2201, 3, 200002]
 #: What the gpt-oss GGUF marks end-of-generation.
-EOG = {200002, 200012}
+EOG = {200002, 200012, 199999}
+
+
+def _incomplete(data: bytes) -> bool:
+    """True when ``data`` ends inside a UTF-8 character (what llama-server checks)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.end == len(data) and exc.reason == "unexpected end of data"
+    return False
 
 
 def llama_server(
-    script: Sequence[int] = SCRIPT, *, delay: float = 0.0, fault: str | None = None
+    script: Sequence[int] = SCRIPT,
+    *,
+    delay: float = 0.0,
+    fault: str | None = None,
+    send_eog: bool = True,
 ) -> Any:
-    """A fake llama-server /completion: replays ``script``, stops at EOG or n_predict."""
+    """A fake llama-server /completion that streams as the real one does.
+
+    It replays ``script`` and stops at an end-of-generation id or n_predict. Like
+    llama-server, it sends no chunk for an id that leaves an incomplete UTF-8
+    character (the next chunk's ``content`` holds its bytes, its ``tokens`` only its
+    own id), every chunk says ``tokens_predicted``, and the last chunk has no ids.
+    """
+    table = get_tokenizer().token_bytes_table
 
     def handle(ex: Any) -> None:
         if ex.path != "/completion":
@@ -63,6 +84,8 @@ def llama_server(
         ex.start_sse()
         n_predict = ex.body["n_predict"]
         stop_type = "limit"
+        text = b""
+        n = -1
         for n, token in enumerate(script):
             if fault == "error" and n == 2:
                 error = {"code": 500, "message": "failed to decode", "type": "server_error"}
@@ -74,10 +97,23 @@ def llama_server(
                 return
             if delay and not ex.sleep(delay):
                 return
-            chunk = {"index": 0, "content": "x", "tokens": [token], "stop": False, "id_slot": 0}
-            if not ex.event(chunk):
-                return
-            if token in EOG:
+            eog = token in EOG
+            text += table[token]
+            if not _incomplete(text) and (send_eog or not eog):
+                content = text.decode("utf-8", "replace")
+                text = b""
+                chunk = {
+                    "index": 0,
+                    "content": content,
+                    "tokens": [token],
+                    "stop": False,
+                    "id_slot": 0,
+                    "tokens_predicted": n + 1,
+                    "tokens_evaluated": len(ex.body["prompt"]),
+                }
+                if not ex.event(chunk):
+                    return
+            if eog:
                 stop_type = "eos"
                 break
             if n + 1 >= n_predict:
@@ -138,7 +174,7 @@ def test_request_is_exactly_the_documented_one(
     assert exchange.path == "/completion"
     assert exchange.body == {
         "prompt": PROMPT,
-        "n_predict": 32,
+        "n_predict": 32 + 3,  # a few more, to complete a character cut at the limit
         "temperature": 0.5,
         "top_p": 0.8,
         "top_k": 0,
@@ -231,24 +267,115 @@ def test_constraint_is_sent_as_gbnf(fake_server: Any) -> None:
     (body,) = server.bodies
     assert body["grammar"] == lark_to_gbnf(build_turn_grammar(conversation))
     assert body["grammar"].startswith("root ::= ")
-    assert "<[200002]>" in body["grammar"]
+    # llama-server masks its end-of-generation ids until the grammar is complete: a
+    # grammar that required one could never end.
+    assert "<[200002]>" not in body["grammar"] and "<[200012]>" not in body["grammar"]
 
 
-def test_json_schemas_are_refused_unless_relaxed_explicitly(fake_server: Any) -> None:
+def test_json_schemas_are_compiled_by_default_and_policies_apply(fake_server: Any) -> None:
     server = fake_server(llama_server())
     constraint = Constraint.from_conversation(_conversation(tools=True))
+    asyncio.run(complete(LlamaCppEngine(server.url), constraint=constraint))
+    (body,) = server.bodies
+    assert '"\\"city\\""' in body["grammar"]  # the schema's own property, as GBNF
 
     async def refused() -> None:
-        engine = LlamaCppEngine(server.url)
+        engine = LlamaCppEngine(server.url, json_args="refuse")
         with pytest.raises(UnsupportedConstraintError, match="JSON schema"):
             engine.generate(PROMPT, constraint=constraint)
         await engine.aclose()
 
     asyncio.run(refused())
-    assert server.exchanges == []
+    assert len(server.exchanges) == 1
     asyncio.run(complete(LlamaCppEngine(server.url, json_args="any"), constraint=constraint))
-    (body,) = server.bodies
-    assert "json-value ::=" in body["grammar"]
+    assert "args-1 ::= jsonx-value" in server.bodies[-1]["grammar"]
+
+
+_text = get_tokenizer().encode_ordinary
+#: <|channel|>final<|message|>Hi
+FINAL = [200005, *_text("final"), 200008, *_text("Hi")]
+#: <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{...}
+CALL = [
+    200005,
+    *_text("commentary to=functions.get_weather "),
+    200003,
+    *_text("json"),
+    200008,
+    *_text('{"city": "Oslo"}'),
+]
+
+
+@pytest.mark.parametrize(
+    ("turn", "server_end", "right_end"),
+    [
+        (FINAL, 200012, 200002),  # a final answer the server ended with <|call|>
+        (FINAL, 199999, 200002),  # ... or with <|endoftext|>
+        (CALL, 200002, 200012),  # a tool call ended with <|return|>
+        (CALL, 200012, 200012),  # right as it is
+    ],
+)
+def test_the_end_id_is_the_one_the_turn_needs(
+    fake_server: Any, enc: HarmonyEncoding, turn: list[int], server_end: int, right_end: int
+) -> None:
+    assert ("to=" in enc.decode(turn)) == (right_end == 200012)
+    server = fake_server(llama_server([*turn, server_end]))
+    engine = LlamaCppEngine(server.url)
+    constraint = Constraint.from_conversation(_conversation(tools=True))
+    completion = asyncio.run(complete(engine, constraint=constraint))
+    assert list(completion.tokens) == [*turn, right_end]
+    assert completion.finish.stop_token == right_end
+    assert engine.repaired_ends == (server_end != right_end)
+
+
+def test_an_end_id_the_server_never_streamed_is_the_one_the_turn_needs(fake_server: Any) -> None:
+    server = fake_server(llama_server([*CALL, 200002], send_eog=False))
+    constraint = Constraint.from_conversation(_conversation(tools=True))
+    completion = asyncio.run(complete(LlamaCppEngine(server.url), constraint=constraint))
+    assert list(completion.tokens) == [*CALL, 200012]
+
+
+#: '𝔘' is three ids; the first two leave an incomplete UTF-8 character.
+SPLIT_CHAR = [43120, 242, 246]
+
+
+def test_ids_the_stream_left_out_are_recovered(fake_server: Any) -> None:
+    script = [200005, 17196, 200008, *SPLIT_CHAR, 1008, *SPLIT_CHAR, 200002]
+    server = fake_server(llama_server(script))
+    engine = LlamaCppEngine(server.url)
+    completion = asyncio.run(complete(engine))
+    assert list(completion.tokens) == script
+    assert completion.usage.completion_tokens == len(script)
+    assert engine.recovered_ids == 4
+    (exchange,) = server.exchanges
+    # What the server really sent: one chunk per id it did not hold back (then maybe the
+    # last, id-less chunk, unless the engine had closed the stream at the stop id).
+    assert len(script) - 4 <= len(exchange.sent) <= len(script) - 4 + 1
+
+
+def test_a_character_cut_at_max_tokens_is_completed_then_cut(fake_server: Any) -> None:
+    script = [200005, 17196, 200008, *SPLIT_CHAR, 1008, *[13] * 20]
+    server = fake_server(llama_server(script))
+    params = SamplingParams(max_tokens=5)  # ends inside the character
+    completion = asyncio.run(complete(LlamaCppEngine(server.url), params))
+    assert list(completion.tokens) == script[:5]
+    assert completion.finish.reason is FinishReason.LENGTH
+
+
+def test_ids_that_cannot_be_recovered_fail_loudly(fake_server: Any) -> None:
+    # The stream ends inside a character: its ids were never sent, nothing tells them.
+    server = fake_server(llama_server([200005, 17196, 200008, 43120, 242]))
+    with pytest.raises(EngineError, match="never sent"):
+        asyncio.run(complete(LlamaCppEngine(server.url), SamplingParams(max_tokens=5)))
+
+
+def test_gaps_are_split_only_when_the_split_is_unique() -> None:
+    from harmonia.engines.llamacpp import decompose
+
+    by_bytes = {b"a": 1, b"b": 2, b"ab": 3, b"c": 4}
+    assert decompose(b"abc", 3, by_bytes) == [[1, 2, 4]]
+    assert decompose(b"abc", 2, by_bytes) == [[3, 4]]
+    assert len(decompose(b"abab", 3, by_bytes)) == 2  # a|b|ab and ab|a|b: ambiguous
+    assert decompose(b"abx", 2, by_bytes) == []
 
 
 def test_token_bounded_rules_are_refused() -> None:
@@ -266,10 +393,14 @@ def _gbnf_back_to_lark(gbnf: str) -> str:
     lark = gbnf_to_lark(re.sub(r"<\[(\d+)\]>", r"tokref\1", gbnf) + "\n" + placeholders)
     lark = re.sub(r"TOKREF(\d+)", r"<[\1]>", lark)
     lark = "\n".join(line for line in lark.splitlines() if not line.startswith("<["))
-    # Rules holding special tokens must be Lark rules (lowercase), not terminals.
-    for name in set(re.findall(r"^([A-Z][A-Z0-9_]*):.*<\[", lark, flags=re.M)):
-        lark = re.sub(rf"\b{name}\b", name.lower(), lark)
-    return lark
+    # Rules holding special tokens or other rules must be Lark rules (lowercase), not
+    # terminals: make them all rules (the language is the same).
+    for name in set(re.findall(r"^([A-Z][A-Z0-9_]*):", lark, flags=re.M)):
+        lark = re.sub(rf"\b{name}\b", name.lower() + "_r", lark)
+    # llama-server ends the turn itself, on an end-of-generation id, once the GBNF is
+    # complete: the matcher's turn is the GBNF then one of the two end ids.
+    lark = re.sub(r"^start:", "gbnf_root:", lark, flags=re.M)
+    return lark + "\nstart: gbnf_root (<[200002]> | <[200012]>)\n"
 
 
 def test_the_gbnf_accepts_what_the_lark_grammar_accepts(enc: HarmonyEncoding) -> None:
@@ -280,7 +411,7 @@ def test_the_gbnf_accepts_what_the_lark_grammar_accepts(enc: HarmonyEncoding) ->
     matcher = TurnMatcher(_gbnf_back_to_lark(gbnf))
     turn = [
         *enc.encode("<|channel|>analysis<|message|>", allowed_special="all"),
-        *enc.encode_ordinary('Writing <|end|> here is text; so is "quoted\\".'),
+        *enc.encode_ordinary('Writing < |end| > here is text; so is "quoted\\".'),
         *enc.encode(
             "<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather"
             ' <|constrain|>json<|message|>{"city": "Tokyo", "n": [1, -2.5e3, true, null]}<|call|>',
@@ -294,3 +425,111 @@ def test_the_gbnf_accepts_what_the_lark_grammar_accepts(enc: HarmonyEncoding) ->
     wrong = enc.encode("<|channel|>commentary to=functions.get_time", allowed_special="all")
     with pytest.raises(Exception, match="rejected"):
         stray.consume_all(wrong)
+
+
+def _gbnf_matcher(gbnf: str) -> Any:
+    pytest.importorskip("llguidance", reason="llguidance is not installed (harmonia[constrained])")
+    from harmonia.constrained import TurnMatcher
+
+    return TurnMatcher(_gbnf_back_to_lark(gbnf))
+
+
+def test_free_text_cannot_spell_a_special_token(enc: HarmonyEncoding) -> None:
+    # llama.cpp matches a special token's text against character rules: free text
+    # that could hold "<|" would let <|end|> or a reserved token into a message.
+    gbnf = lark_to_gbnf(build_turn_grammar(_conversation(tools=False)))
+    head = enc.encode("<|channel|>final<|message|>", allowed_special="all")
+    for text in ["a <|end|> b", "x<|reserved_200100|>", "<<|"]:
+        matcher = _gbnf_matcher(gbnf)
+        with pytest.raises(Exception, match="rejected"):
+            matcher.consume_all([*head, *enc.encode_ordinary(text)])
+    for text in ["a < b | c", "<<", "x<", "|<a"]:
+        matcher = _gbnf_matcher(gbnf)
+        matcher.consume_all([*head, *enc.encode_ordinary(text), 200002])
+        assert matcher.is_finished
+
+
+STRICT = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1},
+        "unit": {"enum": ["c", "f"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2},
+        "where": {"$ref": "#/$defs/place"},
+    },
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+    "$defs": {
+        "place": {
+            "type": "object",
+            "properties": {"lat": {"type": "number"}, "near": {"$ref": "#/$defs/place"}},
+            "additionalProperties": False,
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "valid"),
+    [
+        ('{"city": "Oslo", "unit": "c"}', True),
+        ('{"city":"Oslo","days":3,"unit":"f","tags":["a","bcd"]}', True),
+        ('{"city": "O", "unit": "c", "where": {"lat": -1.5e2, "near": {}}}', True),
+        ('{"unit": "c", "city": "Oslo"}', False),  # declared order
+        ('{"city": "Oslo"}', False),  # a required property missing
+        ('{"city": "Oslo", "unit": "k"}', False),  # not in the enum
+        ('{"city": "Oslo", "unit": "c", "days": 0}', False),  # order, and below minimum
+        ('{"city": "Oslo", "days": 0, "unit": "c"}', False),  # below the minimum
+        ('{"city": "Oslo", "unit": "c", "x": 1}', False),  # no additional properties
+        ('{"city": "Oslo", "unit": "c", "tags": ["abcd"]}', False),  # maxLength
+        ('{"city": "Oslo", "unit": "c", "tags": ["a", "b", "c"]}', False),  # maxItems
+        ('{"city": "a<|end|>", "unit": "c"}', False),  # a special token's spelling
+        ('{"city": "a<b|c", "unit": "c"}', True),
+    ],
+)
+def test_json_schemas_compile_to_gbnf_that_enforces_them(
+    enc: HarmonyEncoding, arguments: str, valid: bool
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
+    tool = ToolDescription.new("get_weather", "Gets the weather.", parameters=STRICT)
+    conversation = Conversation.from_messages(
+        [
+            Message.from_role_and_content(
+                Role.DEVELOPER, DeveloperContent.new().with_function_tools([tool])
+            ),
+            Message.from_role_and_content(Role.USER, "Weather?"),
+        ]
+    )
+    gbnf = lark_to_gbnf(build_turn_grammar(conversation, GrammarOptions(tool_choice="required")))
+    call = enc.encode(
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+        allowed_special="all",
+    )
+    matcher = _gbnf_matcher(gbnf)
+    if valid:
+        jsonschema.validate(json.loads(arguments), STRICT)
+        matcher.consume_all([*call, *enc.encode_ordinary(arguments), 200012])
+        assert matcher.is_finished
+    else:
+        with pytest.raises(Exception, match="rejected"):
+            matcher.consume_all([*call, *enc.encode_ordinary(arguments), 200012])
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"type": "string", "pattern": "^a+$"}, "pattern"),
+        ({"type": "integer", "maximum": 3}, "maximum"),
+        ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "oneOf"),
+        ({"$ref": "https://example.com/s.json"}, "only local references"),
+    ],
+)
+def test_schemas_gbnf_cannot_enforce_are_refused(schema: dict[str, Any], message: str) -> None:
+    lark = f"start: args\nargs: %json {json.dumps(schema)}\n"
+    with pytest.raises(UnsupportedConstraintError, match=message):
+        lark_to_gbnf(lark)
+    # Lenient schemas (GrammarOptions.lenient_schemas) drop what cannot be enforced.
+    lenient = {**schema, "x-guidance": {"lenient": True}}
+    if "$ref" not in schema:
+        assert "args ::=" in lark_to_gbnf(f"start: args\nargs: %json {json.dumps(lenient)}\n")

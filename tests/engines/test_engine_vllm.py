@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from harmonia import Conversation, EngineError, Message, Role
+from harmonia import (
+    Conversation,
+    DeveloperContent,
+    EngineError,
+    InputError,
+    Message,
+    Role,
+    ToolDescription,
+)
 from harmonia.constrained import build_turn_grammar
 from harmonia.engines import (
     Constraint,
+    EngineRefusedError,
     FinishReason,
     HttpOptions,
     SamplingParams,
@@ -41,6 +51,27 @@ SCRIPT = [
 ]
 
 
+#: The JSON settings llguidance 1.7 (vLLM 0.32 and 0.33) knows.
+LLGUIDANCE_1_7_SETTINGS = {
+    "item_separator",
+    "key_separator",
+    "whitespace_flexible",
+    "whitespace_pattern",
+    "coerce_one_of",
+    "lenient",
+    "json_allowed_escapes",
+}
+
+
+def _unknown_settings(grammar: str) -> list[str]:
+    unknown = []
+    for line in grammar.splitlines():
+        if ": %json " in line:
+            schema = json.loads(line.split(": %json ", 1)[1])
+            unknown += [k for k in schema.get("x-guidance", {}) if k not in LLGUIDANCE_1_7_SETTINGS]
+    return unknown
+
+
 def vllm(
     script: Sequence[int] = SCRIPT,
     *,
@@ -61,6 +92,21 @@ def vllm(
             params = ex.body
         else:
             ex.json(404, {"detail": "Not Found"})
+            return
+        grammar = (params.get("structured_outputs") or {}).get("grammar")
+        unknown = _unknown_settings(grammar) if grammar else []
+        if unknown:  # what vLLM 0.32 answers: its llguidance 1.7 refuses the grammar
+            ex.json(
+                400,
+                {
+                    "error": {
+                        "message": f"grammar is not valid: unknown field `{unknown[0]}`",
+                        "type": "BadRequestError",
+                        "param": None,
+                        "code": 400,
+                    }
+                },
+            )
             return
         if fault == "unauthorized":
             ex.json(401, {"error": "Unauthorized"})
@@ -318,3 +364,46 @@ def test_sync_engine_over_http(fake_server: Any) -> None:
     with SyncEngine(VLLMEngine(server.url)) as engine:
         completion = engine.generate(PROMPT, SamplingParams(max_tokens=20)).result()
     assert list(completion.tokens) == SCRIPT
+
+
+def _tool_conversation() -> Conversation:
+    weather = ToolDescription.new(
+        "get_weather",
+        "Gets the weather.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+    )
+    developer = DeveloperContent.new().with_function_tools([weather])
+    return Conversation.from_messages(
+        [
+            Message.from_role_and_content(Role.DEVELOPER, developer),
+            Message.from_role_and_content(Role.USER, "Weather in Tokyo?"),
+        ]
+    )
+
+
+def test_json_schema_grammars_compile_on_the_servers_llguidance(fake_server: Any) -> None:
+    # vLLM 0.32/0.33 run llguidance 1.7, which refuses a grammar naming a 1.9-only setting.
+    server = fake_server(vllm())
+    constraint = Constraint.from_conversation(_tool_conversation())
+    completion = run(complete(VLLMEngine(server.url, api="generate"), constraint=constraint))
+    assert completion.finish.reason is FinishReason.STOP
+    (body,) = server.bodies
+    sent = body["sampling_params"]["structured_outputs"]["grammar"]
+    assert "%json" in sent and "whitespace_pattern" in sent
+    assert "json_allow_general_unicode_escapes" not in sent
+
+
+def test_a_grammar_the_server_refuses_is_a_refusal_naming_vllm(fake_server: Any) -> None:
+    server = fake_server(vllm())
+    grammar = 'start: a\na: %json {"x-guidance": {"json_allow_general_unicode_escapes": true}}'
+    engine = VLLMEngine(server.url, api="generate", llguidance="1.9")  # the wrong version
+    with pytest.raises(EngineRefusedError, match="unknown field") as info:
+        run(complete(engine, constraint=Constraint(grammar=grammar)))
+    assert info.value.status == 400
+    assert info.value.engine == "vllm"
+    assert str(info.value).startswith("vllm at ")
+
+
+def test_the_llguidance_version_is_checked_up_front() -> None:
+    with pytest.raises(InputError, match="llguidance"):
+        VLLMEngine("http://127.0.0.1:9", llguidance="latest")

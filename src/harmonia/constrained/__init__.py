@@ -15,7 +15,7 @@ from ._adapters import (
     mask_logits,
     vllm_logits_processor_class,
 )
-from ._grammar import GrammarOptions, build_turn_grammar
+from ._grammar import GrammarOptions, build_turn_grammar, grammar_for_llguidance
 from ._mask import (
     HARMONY_SPECIAL_TOKENS,
     MASK_WORDS,
@@ -42,6 +42,7 @@ __all__ = [
     "TurnMatcher",
     "apply_mask",
     "build_turn_grammar",
+    "grammar_for_llguidance",
     "mask_logits",
     "mask_to_bool",
     "vllm_logits_processor_class",

@@ -39,6 +39,7 @@ model to the renderer's form, so a parsed turn re-renders to the same tokens).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -398,11 +399,112 @@ def _check_key_names(schema: object, label: str) -> None:
         _check_key_names(value, label)
 
 
+#: The JSON settings (``x-guidance``) each llguidance line knows; a setting a version
+#: does not know makes it refuse the whole grammar (``unknown field``).
+_JSON_SETTINGS_1_7: Final = frozenset(
+    {
+        "item_separator",
+        "key_separator",
+        "whitespace_flexible",
+        "whitespace_pattern",
+        "coerce_one_of",
+        "lenient",
+        "json_allowed_escapes",
+    }
+)
+_JSON_SETTINGS_1_9: Final = _JSON_SETTINGS_1_7 | {"json_allow_general_unicode_escapes"}
+#: The oldest llguidance harmonia writes grammars for (vLLM 0.32 and 0.33 pin 1.7.x).
+OLDEST_LLGUIDANCE: Final = (1, 7)
+_JSON_LINE: Final = re.compile(
+    r"^(?P<head>[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?: %json )(?P<json>.*)$"
+)
+
+
+def parse_llguidance_version(version: str | tuple[int, int]) -> tuple[int, int]:
+    """``"1.7"``, ``"1.7.6"`` or ``(1, 7)`` as ``(major, minor)``; InputError otherwise."""
+    if isinstance(version, tuple):
+        parts: list[str] = [str(v) for v in version]
+    elif isinstance(version, str):
+        parts = version.split("+")[0].split(".")
+    else:
+        parts = []
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        raise InputError(
+            f"an llguidance version is 'MAJOR.MINOR' (such as '1.7'), not {version!r}"
+        ) from None
+    if (major, minor) < OLDEST_LLGUIDANCE:
+        raise InputError(
+            f"llguidance {major}.{minor} is older than harmonia supports "
+            f"({OLDEST_LLGUIDANCE[0]}.{OLDEST_LLGUIDANCE[1]})"
+        )
+    return major, minor
+
+
+@functools.lru_cache(maxsize=1)
+def installed_llguidance() -> tuple[int, int]:
+    """The installed llguidance's ``(major, minor)``; the oldest supported if none is."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return parse_llguidance_version(version("llguidance"))
+    except (PackageNotFoundError, InputError):
+        return OLDEST_LLGUIDANCE
+
+
+def _known_settings(version: tuple[int, int]) -> frozenset[str]:
+    return _JSON_SETTINGS_1_9 if version >= (1, 9) else _JSON_SETTINGS_1_7
+
+
+def grammar_for_llguidance(lark: str, version: str | tuple[int, int]) -> str:
+    """``lark`` with each ``%json`` schema's settings cut to what ``version`` knows.
+
+    Turn grammars are written for the llguidance installed here; a server may run
+    another (vLLM 0.32 and 0.33 ship 1.7.x, which refuses a grammar naming a 1.9-only
+    setting). Dropping ``json_allow_general_unicode_escapes`` keeps the meaning: 1.7
+    allows every JSON escape by default. Lines other than ``rule: %json {...}`` are kept
+    as they are.
+
+    >>> settings = '{"json_allow_general_unicode_escapes": true, "lenient": true}'
+    >>> grammar_for_llguidance('a: %json {"x-guidance": ' + settings + '}', "1.7")
+    'a: %json {"x-guidance": {"lenient": true}}'
+    """
+    known = _known_settings(parse_llguidance_version(version))
+    lines = []
+    for line in lark.split("\n"):
+        match = _JSON_LINE.match(line)
+        if match is not None:
+            line = match["head"] + _json_for(match["json"], known)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _json_for(text: str, known: frozenset[str]) -> str:
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return text  # not one JSON value on the line: leave it to llguidance to report
+    if not isinstance(schema, dict) or not isinstance(schema.get("x-guidance"), dict):
+        return text
+    guidance = {k: v for k, v in schema["x-guidance"].items() if k in known}
+    if len(guidance) == len(schema["x-guidance"]):
+        return text
+    if guidance:
+        schema["x-guidance"] = guidance
+    else:
+        del schema["x-guidance"]
+    return json.dumps(schema, allow_nan=False)
+
+
 def _json_text(schema: dict[str, Any], label: str, options: GrammarOptions) -> str:
     """The schema as JSON, with llguidance's JSON options added (``x-guidance``)."""
-    # \uXXXX escapes are valid JSON and what json.dumps writes by default (llguidance
-    # accepts only control characters escaped unless told otherwise).
-    guidance: dict[str, Any] = {"json_allow_general_unicode_escapes": True}
+    guidance: dict[str, Any] = {}
+    if installed_llguidance() >= (1, 9):
+        # \uXXXX escapes are valid JSON and what json.dumps writes by default (llguidance
+        # 1.9 accepts only control characters escaped unless told otherwise; 1.7 accepts
+        # every escape and does not know the setting).
+        guidance["json_allow_general_unicode_escapes"] = True
     if options.json_max_whitespace is not None:
         bound = f"{_JSON_WHITESPACE}{{0,{options.json_max_whitespace}}}"
         guidance["whitespace_pattern"] = bound
@@ -420,7 +522,11 @@ def _write(spec: TurnSpec) -> _Writer:
     start = []
     if ANALYSIS in spec.channels:
         start.append("(analysis next)*")
-    if COMMENTARY in spec.channels:
+    # Preambles come before tool calls. With a response format and no tool to call the
+    # answer is the structured one alone: a preamble would be text beside it (Chat
+    # Completions shows both in ``content``).
+    preambles = COMMENTARY in spec.channels and (bool(spec.tools) or not spec.response_formats)
+    if preambles:
         start.append("(preamble next)*")
     start.append("ending")
     w.rule("start", [" ".join(start)])
@@ -430,7 +536,7 @@ def _write(spec: TurnSpec) -> _Writer:
         w.message_rule(ANALYSIS, ANALYSIS, "analysis_text" if bounded else "TEXT", st.END)
         if bounded:
             w.rule(f"analysis_text[max_tokens={spec.options.analysis_max_tokens}]", ["TEXT"])
-    if COMMENTARY in spec.channels:
+    if preambles:
         w.message_rule("preamble", COMMENTARY, "TEXT", st.END)
     endings = []
     if spec.allows_final:

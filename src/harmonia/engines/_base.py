@@ -37,6 +37,21 @@ class UnsupportedConstraintError(EngineError, InputError):
     """
 
 
+class EngineRefusedError(EngineError):
+    """The engine's server refused the request with an HTTP error status (``status``).
+
+    A 4xx usually means the request itself was wrong for that server (a grammar or
+    schema it cannot compile, a prompt over its context); ``harmonia serve`` answers
+    those with a 400 naming the engine and its reason, and anything else with a 502.
+    """
+
+    def __init__(
+        self, message: str, *, status: int, engine: str | None = None, url: str | None = None
+    ) -> None:
+        super().__init__(message, engine=engine, url=url)
+        self.status = status
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
     """How to sample; every engine reads the same fields, with these defaults.

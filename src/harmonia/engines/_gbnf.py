@@ -5,15 +5,23 @@ small part of Lark: rules of alternatives of sequences, groups with ``*``,
 ``?``, ``+``, string literals, special tokens by id (``<[200005]>``, which
 llama.cpp's GBNF reads the same way since its PR #17816), free text
 (``/(?s:.*)/``), and ``%json {schema}`` for tool arguments and response
-formats. Everything but ``%json`` and token-bounded rules
-(``[max_tokens=N]``) has an exact GBNF form.
+formats. Three things differ from a word-for-word translation, each because of
+how llama.cpp runs a grammar:
 
-``%json`` needs a JSON-schema compiler, which llama-server applies only to a
-whole output (its ``json_schema`` field), never to a rule inside a grammar.
-So by default a grammar with ``%json`` is refused with
-:class:`UnsupportedConstraintError`; with ``json_args="any"`` each schema is
-replaced by "any JSON value": the harmony structure, the tool names and
-JSON syntax are still enforced, the schemas are not.
+* **No stop ids.** llama-server treats ``<|return|>``, ``<|call|>`` and
+  ``<|endoftext|>`` as end-of-generation and masks them until the grammar is
+  complete, so a grammar that itself requires ``<[200002]>`` or ``<[200012]>``
+  can never be satisfied. The GBNF ends where the answer or the call ends; the
+  engine then checks (and repairs) which end id the server stopped on
+  (:func:`expected_end`).
+* **Free text cannot spell a special token.** llama.cpp matches a special
+  token's text (``<|end|>``, ``<|reserved_200100|>``) against character rules, so
+  ``[^\x00]*`` would let them into a message; free text is text without ``<|``.
+* **JSON schemas are compiled to GBNF** (:mod:`._json_gbnf`), since llama-server
+  applies a schema only to a whole output. ``json_args="any"`` enforces JSON syntax
+  only; ``json_args="refuse"`` refuses any constraint with a schema.
+
+Token-bounded rules (``[max_tokens=N]``) have no GBNF form and are refused.
 """
 
 from __future__ import annotations
@@ -22,32 +30,23 @@ import json
 import re
 from typing import Final, Literal
 
+from .._tokenizer import special_tokens as st
 from ._base import UnsupportedConstraintError
+from ._json_gbnf import JSON_BASE, SchemaCompiler, gbnf_literal, whitespace_rule
 
-JsonPolicy = Literal["refuse", "any"]
+JsonPolicy = Literal["schema", "any", "refuse"]
 
 _RULE: Final = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\s*:\s*(.*)$")
 _TOKEN: Final = re.compile(
     r'\s*(?:(?P<special><\[\d+\]>)|(?P<string>"(?:[^"\\]|\\.)*")|(?P<name>[A-Za-z_][A-Za-z0-9_]*)'
     r"|(?P<op>[()|*+?]))"
 )
-#: Free text: any characters. llama.cpp keeps special tokens out of text rules,
-#: as llguidance does, so only the listed token ids can produce them.
 _FREE_TEXT: Final = "/(?s:.*)/"
-_JSON_ANY: Final = "\n".join(
-    [
-        r"json-value ::= json-object | json-array | json-string | json-number"
-        r' | "true" | "false" | "null"',
-        r'json-member ::= json-string json-ws ":" json-ws json-value json-ws',
-        r'json-object ::= "{" json-ws ( json-member ( "," json-ws json-member )* )? "}"',
-        r"json-item ::= json-value json-ws",
-        r'json-array ::= "[" json-ws ( json-item ( "," json-ws json-item )* )? "]"',
-        r'json-char ::= [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
-        r'json-string ::= "\"" json-char* "\""',
-        r'json-number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?',
-        r"json-ws ::= [ \t\n\r]{0,32}",
-    ]
-)
+#: Free text without "<|": a run of '<' is followed by something else, or ends the text.
+_TEXT_BODY: Final = r'( [^<\x00] | "<"+ [^<|\x00] )* "<"*'
+#: The ids llama-server ends a generation on (end-of-generation in the gpt-oss GGUF).
+END_OF_GENERATION: Final = frozenset({st.RETURN, st.CALL, st.ENDOFTEXT})
+_STOP_REFERENCES: Final = re.compile(rf"\s*<\[(?:{st.RETURN}|{st.CALL})\]>")
 
 
 def _unsupported(what: str) -> UnsupportedConstraintError:
@@ -66,21 +65,7 @@ def _string(literal: str) -> str:
         text = json.loads(literal)
     except ValueError:
         raise _unsupported(f"string literal {literal} is not plain JSON-escaped text") from None
-    out = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char == "\t":
-            out.append("\\t")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
+    return gbnf_literal(text)
 
 
 def _expression(body: str, rule: str) -> str:
@@ -105,16 +90,15 @@ def _expression(body: str, rule: str) -> str:
     return re.sub(r"\( | (?=[)*+?])", lambda m: m.group(0).strip(), " ".join(out))
 
 
-def lark_to_gbnf(lark: str, *, json_args: JsonPolicy = "refuse") -> str:
+def lark_to_gbnf(lark: str, *, json_args: JsonPolicy = "schema") -> str:
     """GBNF for a turn grammar, or :class:`UnsupportedConstraintError` naming what cannot be.
 
     >>> print(lark_to_gbnf('start: <[200005]> "final" <[200008]> TEXT <[200002]>\\n'
     ...                    'TEXT: /(?s:.*)/'))
-    root ::= <[200005]> "final" <[200008]> TEXT <[200002]>
-    TEXT ::= [^\\x00]*
+    root ::= <[200005]> "final" <[200008]> TEXT
+    TEXT ::= ( [^<\\x00] | "<"+ [^<|\\x00] )* "<"*
     """
     rules: list[tuple[str, str]] = []
-    needs_json = False
     for raw in lark.splitlines():
         line = raw.rstrip()
         stripped = line.strip()
@@ -138,24 +122,64 @@ def lark_to_gbnf(lark: str, *, json_args: JsonPolicy = "refuse") -> str:
         rules.append((name, body))
 
     out: list[str] = []
+    schemas: list[SchemaCompiler] = []
+    whitespace: str | None = None
     for name, body in rules:
         if body.startswith("%json"):
+            schema = _schema(body[len("%json") :], name)
             if json_args == "refuse":
                 raise _unsupported(
-                    f"rule {name} is a JSON schema (tool arguments or a response format); "
-                    "llama-server cannot apply a schema inside a grammar. Pass "
-                    "json_args='any' to LlamaCppEngine to enforce JSON syntax without the schema"
+                    f"rule {name} is a JSON schema (tool arguments or a response format), "
+                    "and this LlamaCppEngine was made with json_args='refuse'"
                 )
-            needs_json = True
-            out.append(f"{_name(name)} ::= json-value")
+            whitespace = whitespace or whitespace_rule(schema)
+            if json_args == "any":
+                out.append(f"{_name(name)} ::= jsonx-value")
+                continue
+            compiler = SchemaCompiler(f"{_name(name)}-json", schema, f"rule {name}")
+            schemas.append(compiler)
+            out.append(f"{_name(name)} ::= {compiler.root_rule}")
         elif body.startswith("/"):
             if body != _FREE_TEXT:
                 raise _unsupported(f"rule {name}: the regular expression {body[:60]!r}")
-            out.append(f"{_name(name)} ::= [^\\x00]*")
+            out.append(f"{_name(name)} ::= {_TEXT_BODY}")
         else:
+            # The stop ids stay out: llama-server ends on them itself (see the module docs).
+            body = _STOP_REFERENCES.sub("", body)
             out.append(f"{_name(name)} ::= {_expression(body, name)}")
     if not any(name == "start" for name, _ in rules):
         raise _unsupported("the grammar has no start rule")
-    if needs_json:
-        out.append(_JSON_ANY)
+    out.extend(compiler.gbnf() for compiler in schemas)
+    if whitespace is not None:
+        out.append(JSON_BASE)
+        out.append(f"jsonx-ws ::= {whitespace}")
     return "\n".join(out)
+
+
+def _schema(text: str, rule: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise _unsupported(f"rule {rule}: the %json schema is not JSON") from None
+
+
+def expected_end(tokens: list[int] | tuple[int, ...], token_bytes: list[bytes]) -> int:
+    """The stop id the turn in ``tokens`` must end with, by the harmony format.
+
+    The last message's header says it: a message to a recipient (``to=`` in the
+    header) is a tool call and ends with ``<|call|>``; anything else that ends a turn
+    is the final answer and ends with ``<|return|>``. (The turn grammars allow no
+    other way to end.)
+    """
+    start = 0
+    for i in range(len(tokens) - 1, -1, -1):
+        if tokens[i] == st.START:
+            start = i + 1
+            break
+    header = bytearray()
+    for token in tokens[start:]:
+        if token == st.MESSAGE:
+            break
+        if not st.is_special_token(token):
+            header += token_bytes[token]
+    return st.CALL if b"to=" in header else st.RETURN

@@ -21,6 +21,8 @@ from harmonia import EngineError, InputError
 from harmonia._errors import install_hint
 from harmonia._runtime import TIMEOUTS, http_client
 
+from ._base import EngineRefusedError
+
 if TYPE_CHECKING:
     import httpx
 
@@ -118,7 +120,12 @@ class HttpClient:
                 if response.status_code == 404 and not_found is not None:
                     raise not_found(url)
                 if response.status_code >= 400:
-                    raise self.error(await self._status_message(response), url)
+                    raise EngineRefusedError(
+                        f"{self.engine} at {url}: {await self._status_message(response)}",
+                        status=response.status_code,
+                        engine=self.engine,
+                        url=url,
+                    )
                 async for event, data in _sse(response.aiter_lines()):
                     if data == "[DONE]":
                         return

@@ -15,22 +15,38 @@ temperature and top-p of :class:`SamplingParams` apply, as with the other
 engines.
 
 A :class:`~harmonia.engines.Constraint` is sent as GBNF (``grammar``) with
-special tokens by id (``<[200005]>``; llama.cpp PR #17816). Its free text,
-headers, tool names and stop tokens translate exactly; JSON schemas do not
-(see :func:`lark_to_gbnf`): by default such a constraint is refused, with
-``json_args="any"`` the arguments are held to JSON syntax only.
+special tokens by id (``<[200005]>``; llama.cpp PR #17816), written by
+:func:`lark_to_gbnf`: without the stop ids (llama-server masks its
+end-of-generation ids until the grammar is complete, so the grammar ends where
+the answer or the call ends and the server's own end id closes the turn), with
+free text that cannot spell a special token, and with every JSON schema compiled
+to GBNF (``json_args="schema"``, the default). The end id the server stopped on
+is checked against the turn: a final answer ends with ``<|return|>``, a tool
+call with ``<|call|>``; another end-of-generation id (``<|endoftext|>``, or the
+wrong one of the two) is replaced by the right one, which the format fixes, and
+:attr:`LlamaCppEngine.repaired_ends` counts it.
+
+llama-server sends no chunk for a token that leaves an incomplete UTF-8
+character, so ids can be missing from the stream. Every chunk says how many ids
+were sampled (``tokens_predicted``): a gap is filled from the chunk's text (the
+missing ids' bytes, which decompose into the vocabulary in exactly one way or the
+generation fails with an :class:`~harmonia.EngineError`). The request asks for a
+few tokens beyond ``max_tokens`` so that a character cut at the limit completes
+and its ids arrive; the engine itself stops at ``max_tokens``.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Final
 
-from harmonia import InputError
+from harmonia import EngineError, InputError
 
 from .._runtime import api_key as resolve_api_key
+from .._tokenizer import special_tokens as st
 from ._base import Constraint, Finish, FinishReason, SamplingParams, check_prompt
-from ._gbnf import JsonPolicy, lark_to_gbnf
+from ._gbnf import END_OF_GENERATION, JsonPolicy, expected_end, lark_to_gbnf
 from ._generation import Emit, Generation
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
 
@@ -38,6 +54,8 @@ __all__ = ["COMPLETION_PATH", "LlamaCppEngine", "completion_body", "lark_to_gbnf
 
 _NAME: Final = "llama.cpp"
 COMPLETION_PATH: Final = "/completion"
+#: Tokens asked for beyond max_tokens: enough to complete a UTF-8 character (4 bytes).
+_OVERSHOOT: Final = 3
 
 
 def completion_body(
@@ -46,7 +64,7 @@ def completion_body(
     """The ``/completion`` request for ``prompt`` (``grammar`` is GBNF)."""
     body: dict[str, Any] = {
         "prompt": list(prompt),
-        "n_predict": params.max_tokens,
+        "n_predict": params.max_tokens + _OVERSHOOT,
         "temperature": params.temperature,
         "top_p": params.top_p,
         # Neutralise llama.cpp's other default samplers: SamplingParams is the contract.
@@ -69,8 +87,9 @@ class LlamaCppEngine:
 
     ``api_key`` (or the ``LLAMA_API_KEY`` environment variable, ``api_key_env``)
     is sent as a bearer token; ``options`` sets timeouts; ``json_args`` says
-    what to do with JSON schemas in a constraint (``"refuse"``, the default,
-    or ``"any"``: enforce JSON syntax only).
+    what to do with JSON schemas in a constraint: ``"schema"`` (the default)
+    compiles them to GBNF, ``"any"`` enforces JSON syntax only, ``"refuse"``
+    refuses such constraints.
 
     .. code-block:: python
 
@@ -88,12 +107,16 @@ class LlamaCppEngine:
         api_key: str | None = None,
         api_key_env: str | None = "LLAMA_API_KEY",
         options: HttpOptions | None = None,
-        json_args: JsonPolicy = "refuse",
+        json_args: JsonPolicy = "schema",
     ) -> None:
-        if json_args not in ("refuse", "any"):
-            raise InputError(f"json_args must be 'refuse' or 'any', not {json_args!r}")
+        if json_args not in ("schema", "any", "refuse"):
+            raise InputError(f"json_args must be 'schema', 'any' or 'refuse', not {json_args!r}")
         self.base_url = normalise_base_url(base_url, _NAME)
         self.json_args: JsonPolicy = json_args
+        #: Turns whose end id the server got wrong and this engine replaced.
+        self.repaired_ends = 0
+        #: Ids the stream left out and this engine recovered from the chunks' text.
+        self.recovered_ids = 0
         self._http = HttpClient(
             engine=_NAME,
             base_url=self.base_url,
@@ -123,7 +146,7 @@ class LlamaCppEngine:
         body = completion_body(ids, params, grammar)
 
         async def produce(emit: Emit) -> Finish:
-            return await self._stream(body, emit)
+            return await _Stream(self, emit, constrained=grammar is not None).run(body)
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
@@ -131,22 +154,121 @@ class LlamaCppEngine:
         """Close the connection pool."""
         await self._http.aclose()
 
-    async def _stream(self, body: dict[str, Any], emit: Emit) -> Finish:
-        url = self.base_url + COMPLETION_PATH
-        last: int | None = None
-        async for payload in self._http.stream_events(COMPLETION_PATH, body):
-            ids = int_list(payload.get("tokens"), "tokens", self._http, url)
+
+@functools.cache
+def _vocabulary() -> tuple[list[bytes], dict[bytes, int]]:
+    """Every id's bytes, and the ordinary ids by their bytes (built once)."""
+    from .._tokenizer import get_tokenizer
+
+    table = get_tokenizer().token_bytes_table
+    return table, {table[i]: i for i in range(st.FIRST_SPECIAL)}
+
+
+def decompose(data: bytes, count: int, by_bytes: dict[bytes, int]) -> list[list[int]]:
+    """Every way (at most two are looked for) to write ``data`` as ``count`` ordinary ids."""
+    found: list[list[int]] = []
+
+    def walk(position: int, left: int, ids: list[int]) -> None:
+        if len(found) > 1:
+            return
+        if left == 0:
+            if position == len(data):
+                found.append(list(ids))
+            return
+        # Each remaining id takes at least one byte.
+        for end in range(position + 1, len(data) - left + 2):
+            token = by_bytes.get(data[position:end])
+            if token is not None:
+                ids.append(token)
+                walk(end, left - 1, ids)
+                ids.pop()
+
+    walk(0, count, [])
+    return found
+
+
+class _Stream:
+    """One streamed completion: ids checked against ``tokens_predicted``, the end checked."""
+
+    def __init__(self, engine: LlamaCppEngine, emit: Emit, *, constrained: bool) -> None:
+        self.engine = engine
+        self.http = engine._http
+        self.url = engine.base_url + COMPLETION_PATH
+        self.emit = emit
+        self.constrained = constrained
+        self.tokens: list[int] = []
+
+    def error(self, message: str) -> EngineError:
+        return self.http.error(message, self.url)
+
+    async def run(self, body: dict[str, Any]) -> Finish:
+        async for payload in self.http.stream_events(COMPLETION_PATH, body):
+            ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
+            predicted = payload.get("tokens_predicted")
+            if isinstance(predicted, int) and not isinstance(predicted, bool):
+                ids = self.fill_gap(ids, predicted, payload)
             if ids:
-                last = ids[-1]
-                emit(ids)
+                self.send(ids)
             if payload.get("stop") is True:
-                stop_type = payload.get("stop_type")
-                if stop_type == "limit":
-                    return Finish(FinishReason.LENGTH)
-                if stop_type == "eos":
-                    # An end-of-generation id of the model that is not one of ours.
-                    return Finish(FinishReason.STOP, stop_token=last)
-                if stop_type == "word":  # never asked for, but a server may be set up so
-                    return Finish(FinishReason.STOP, message="a stop word")
-                raise self._http.error(f"the completion ended with stop_type {stop_type!r}", url)
-        raise self._http.error("the stream ended before a chunk with stop: true", url)
+                return self.finish(payload.get("stop_type"))
+        raise self.error("the stream ended before a chunk with stop: true")
+
+    def fill_gap(self, ids: list[int], predicted: int, payload: dict[str, Any]) -> list[int]:
+        """``ids`` with the ids the server sampled but did not send put back in front."""
+        missing = predicted - len(self.tokens) - len(ids)
+        if missing <= 0:
+            return ids
+        if payload.get("stop") is True and not ids:
+            if missing == 1 and self.constrained and payload.get("stop_type") == "eos":
+                return []  # the end id itself: finish() puts the right one
+            raise self.error(
+                f"the server sampled {predicted} ids but sent {len(self.tokens)}: the last "
+                f"{missing} were never sent (an incomplete UTF-8 character at the end)"
+            )
+        table, by_bytes = _vocabulary()
+        content = payload.get("content")
+        data = content.encode("utf-8") if isinstance(content, str) else b""
+        for token in ids:  # the sent ids' own text is at the end
+            piece = table[token] if token < len(table) else b""
+            if data.endswith(piece):
+                data = data[: len(data) - len(piece)]
+            elif not st.is_special_token(token):
+                data = b""
+                break
+        ways = decompose(data, missing, by_bytes)
+        if len(ways) != 1:
+            how = "no way" if not ways else "more than one way"
+            raise self.error(
+                f"the stream left out {missing} sampled ids (no chunk for an incomplete "
+                f"UTF-8 character), and its text {data!r} gives {how} to recover them"
+            )
+        self.engine.recovered_ids += missing
+        return ways[0] + ids
+
+    def send(self, ids: list[int]) -> None:
+        if self.constrained and ids[-1] in END_OF_GENERATION:
+            # Under a grammar the server ends on an end-of-generation id once the turn
+            # is complete; the format says which one it must be.
+            *head, end = ids
+            table, _ = _vocabulary()
+            right = expected_end([*self.tokens, *head], table)
+            if end != right:
+                self.engine.repaired_ends += 1
+            ids = [*head, right]
+        self.tokens.extend(ids)
+        self.emit(ids)
+
+    def finish(self, stop_type: Any) -> Finish:
+        last = self.tokens[-1] if self.tokens else None
+        if stop_type == "limit":
+            return Finish(FinishReason.LENGTH)
+        if stop_type == "eos":
+            if self.constrained and last not in (st.RETURN, st.CALL):
+                # The end id was not streamed: send() puts the one the format says.
+                self.send([st.ENDOFTEXT])
+                last = self.tokens[-1]
+            # An end-of-generation id of the model (under a grammar, the right one).
+            return Finish(FinishReason.STOP, stop_token=last)
+        if stop_type == "word":  # never asked for, but a server may be set up so
+            return Finish(FinishReason.STOP, message="a stop word")
+        raise self.error(f"the completion ended with stop_type {stop_type!r}")

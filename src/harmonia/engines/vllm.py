@@ -15,11 +15,19 @@ good when the server answers 404. Both requests stop on ``stop_token_ids``
 turns into an abort of the request. A :class:`~harmonia.engines.Constraint`
 is sent as ``structured_outputs: {"grammar": <Lark text>}``, which vLLM
 enforces when it runs the llguidance backend
-(``--structured-outputs-config.backend guidance``).
+(``--structured-outputs-config.backend guidance``). The grammar is cut to the
+settings of the llguidance the server ships (``llguidance="1.7"`` by default:
+vLLM 0.32 and 0.33 pin ``llguidance>=1.7,<1.8``), since llguidance refuses a
+whole grammar that names a setting it does not know.
+
+The tokens-in/tokens-out endpoint exists only when the server was started with
+``vllm serve --enable-scale-out`` (or ``--tokens-only``); without it the server
+answers 404 and ``api="auto"`` falls back to ``/v1/completions``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
@@ -91,7 +99,9 @@ class VLLMEngine:
     """A vLLM server reached over HTTP (``base_url`` such as ``http://127.0.0.1:8000``).
 
     ``model`` names the served model (``None``: the server's only one);
-    ``api`` picks the endpoint (see the module docs); ``api_key`` (or the
+    ``api`` picks the endpoint (see the module docs); ``llguidance`` is the
+    version of llguidance the server runs (``"1.7"`` for vLLM 0.32/0.33), which
+    grammars are written for; ``api_key`` (or the
     ``VLLM_API_KEY`` environment variable, ``api_key_env``) is sent as a
     bearer token; ``options`` sets timeouts (:class:`HttpOptions`).
 
@@ -110,6 +120,7 @@ class VLLMEngine:
         *,
         model: str | None = None,
         api: Api = "auto",
+        llguidance: str = "1.7",
         api_key: str | None = None,
         api_key_env: str | None = "VLLM_API_KEY",
         options: HttpOptions | None = None,
@@ -119,6 +130,9 @@ class VLLMEngine:
         self.base_url = normalise_base_url(base_url, _NAME)
         self.model = model
         self.api: Api = api
+        if not isinstance(llguidance, str) or not re.fullmatch(r"\d+\.\d+(\.\d+)?", llguidance):
+            raise InputError(f"llguidance must be a version such as '1.7', not {llguidance!r}")
+        self.llguidance = llguidance
         self._http = HttpClient(
             engine=_NAME,
             base_url=self.base_url,
@@ -139,9 +153,12 @@ class VLLMEngine:
         """Start a streamed generation on the server."""
         ids = check_prompt(prompt, self.name)
         params = params or SamplingParams()
-        grammar = (
-            constraint.require_grammar(self.name, self.base_url) if constraint is not None else None
-        )
+        grammar = None
+        if constraint is not None:
+            from harmonia.constrained import grammar_for_llguidance
+
+            lark = constraint.require_grammar(self.name, self.base_url)
+            grammar = grammar_for_llguidance(lark, self.llguidance)
 
         async def produce(emit: Emit) -> Finish:
             if self.api in ("auto", "generate"):

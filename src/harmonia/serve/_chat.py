@@ -14,7 +14,7 @@ from harmonia import EngineError
 from .._runtime import SSE_DONE, sse_frame
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
-from ._errors import APIError
+from ._errors import engine_error
 from ._request import ChatBody, check_logprobs, read_json, validate
 from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
 
@@ -87,7 +87,7 @@ async def _complete(job: Job, stream: ChatCompletionStream, request_id: str) -> 
             pass
     except EngineError as exc:
         log.error("[%s] engine failed: %s", request_id, exc)
-        raise APIError(500, f"the engine failed: {exc}", code="engine_error") from None
+        raise engine_error(exc) from None
     log_diagnostics(stream, request_id)
     return stream.completion
 
@@ -99,7 +99,7 @@ async def _frames(job: Job, stream: ChatCompletionStream, request_id: str) -> As
     except EngineError as exc:
         # After the headers an error can only travel in the stream; the SDK raises APIError.
         log.error("[%s] engine failed mid-stream: %s", request_id, exc)
-        error = APIError(500, f"the engine failed: {exc}", code="engine_error")
+        error = engine_error(exc)
         yield sse_frame(error.json_bytes())
         return
     log_diagnostics(stream, request_id)

@@ -86,10 +86,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--dtype", default=None, help="transformers: float32, bfloat16, ...")
     engine.add_argument("--engine-model", help="vllm: the model name its server expects")
     engine.add_argument(
+        "--llguidance",
+        default="1.7",
+        help="vllm: the llguidance version its server runs (vLLM 0.32/0.33: 1.7)",
+    )
+    engine.add_argument(
         "--json-args",
-        choices=("refuse", "any"),
-        default="refuse",
-        help="llama.cpp: refuse JSON schemas it cannot enforce, or enforce any JSON",
+        choices=("schema", "any", "refuse"),
+        default="schema",
+        help="llama.cpp: compile JSON schemas to GBNF (refusing what it cannot hold), "
+        "enforce JSON syntax only, or refuse every schema",
     )
     engine.add_argument(
         "--script", help="scripted: a JSON list of harmony completions (text) to replay in turn"
@@ -253,7 +259,7 @@ def build_engine(args: argparse.Namespace) -> Engine:
     if args.engine == "vllm":
         from ..engines.vllm import VLLMEngine
 
-        return VLLMEngine(args.url, model=args.engine_model)
+        return VLLMEngine(args.url, model=args.engine_model, llguidance=args.llguidance)
     from ..engines.llamacpp import LlamaCppEngine
 
     return LlamaCppEngine(args.url, json_args=args.json_args)

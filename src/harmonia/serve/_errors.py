@@ -7,7 +7,7 @@ from typing import Any
 
 from harmonia import EngineError, HarmonyError, InputError
 
-from ..engines import UnsupportedConstraintError
+from ..engines import EngineRefusedError, UnsupportedConstraintError
 from ..openai_compat import RequestError
 
 _TYPES = {
@@ -19,6 +19,7 @@ _TYPES = {
     413: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
+    502: "server_error",
     503: "server_error",
 }
 
@@ -77,5 +78,21 @@ def from_exception(exc: BaseException) -> APIError:
     if isinstance(exc, InputError):
         return APIError(400, str(exc), code="invalid_value")
     if isinstance(exc, EngineError):
-        return APIError(500, f"the engine failed: {exc}", code="engine_error")
+        return engine_error(exc)
     return APIError(500, "internal server error; the server log has the details", code="internal")
+
+
+#: Statuses of an engine's answer that say the request was wrong for it (passed on as 400).
+_REFUSALS = frozenset({400, 413, 422})
+
+
+def engine_error(exc: EngineError) -> APIError:
+    """The answer for an engine failure: never a 500, the engine is named in ``exc``.
+
+    A request the engine's server refused as invalid (HTTP 400, 413, 422: a grammar
+    or schema it cannot compile, a prompt too long) is the client's 400; every other
+    failure (unreachable, broken stream, a 5xx, a refused key) is a 502 Bad Gateway.
+    """
+    if isinstance(exc, EngineRefusedError) and exc.status in _REFUSALS:
+        return APIError(400, f"the engine refused the request: {exc}", code="engine_refused")
+    return APIError(502, f"the engine failed: {exc}", code="engine_error")

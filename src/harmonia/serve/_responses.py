@@ -22,7 +22,7 @@ from harmonia import EngineError
 from ..openai_compat import ResponseStream
 from ._asgi import Disconnect, SSEResponse, json_response
 from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
-from ._errors import APIError
+from ._errors import APIError, engine_error
 from ._request import ResponsesBody, check_logprobs, read_json, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
 from ._service import Job, Service, log, log_diagnostics
@@ -194,7 +194,7 @@ class Responses:
             await disconnect.race(drain())
         except EngineError as exc:
             log.error("[%s] engine failed: %s", request_id, exc)
-            raise APIError(500, f"the engine failed: {exc}", code="engine_error") from None
+            raise engine_error(exc) from None
         finally:
             disconnect.close()
             await job.close()

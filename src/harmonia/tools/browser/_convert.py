@@ -20,13 +20,14 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from harmonia import InputError, ToolError
+from harmonia._runtime import TIMEOUTS
 
 from ._page import Page
 
 DEFAULT_MAX_CHARS = 8_000_000
 """Characters of HTML a page may have (the largest ordinary pages have a few million)."""
-DEFAULT_TIMEOUT = 20.0
-"""Seconds a conversion may take (an 8 MB page takes a few)."""
+DEFAULT_TIMEOUT = TIMEOUTS.page_conversion
+"""Seconds a conversion may take (harmonia._runtime.TIMEOUTS holds every default)."""
 DEFAULT_WORKERS = 2
 DEFAULT_MEMORY_LIMIT = 4 << 30
 """Bytes of address space a worker process may use (Linux; an 8 MB page needs well under 1 GiB)."""
