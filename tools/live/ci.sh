@@ -15,5 +15,5 @@ bash tools/live/build_vllm.sh
 echo "live: vLLM ready after $(( $(date +%s) - started )) s"
 "$PY" tools/live/build_model.py --gguf "$CACHE/llamacpp-11434.0.0/src/convert_hf_to_gguf.py"
 echo "live: model ready after $(( $(date +%s) - started )) s"
-HARMONIA_LIVE=require "$PY" -m pytest tests/live -q -rs -p no:cacheprovider
+HARMONIA_LIVE=require "$PY" -m pytest tests/live -rs -p no:cacheprovider
 echo "live: done after $(( $(date +%s) - started )) s"
