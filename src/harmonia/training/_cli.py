@@ -231,6 +231,11 @@ def _reject_rate(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="exit 1 when more than this fraction of rows is rejected (default 0)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any row is rejected, whatever --max-reject-rate allows",
+    )
 
 
 def _policy_of(args: argparse.Namespace) -> TrainPolicy:
@@ -263,10 +268,11 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
 # -- commands ---------------------------------------------------------------------
 
 
-def _chunks(path: Path) -> Iterator[tuple[list[int], list[str]]]:
+def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
+    """Lines as bytes, as ``build`` reads them (a line that is not UTF-8 is an E104)."""
     numbers: list[int] = []
-    rows: list[str] = []
-    with io.TextIOWrapper(open_input(path), encoding="utf-8", errors="replace") as handle:
+    rows: list[bytes] = []
+    with open_input(path) as handle:
         for n, line in enumerate(handle, 1):
             if line.strip():
                 numbers.append(n)
@@ -298,7 +304,7 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
                     )
                 if rejects is not None:
                     for problem, raw in batch.rejected:
-                        record = {**problem.to_dict(), "row": raw.rstrip("\n")}
+                        record = {**problem.to_dict(), "row": raw.rstrip("\r\n")}
                         rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
     finally:
         if rejects is not None:
@@ -306,7 +312,16 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     return stats
 
 
-def _too_many_rejects(stats: dict[str, Any], limit: float, out: TextIO) -> int:
+def _too_many_rejects(
+    stats: dict[str, Any], limit: float, out: TextIO, strict: bool = False
+) -> int:
+    if not stats["rows_ok"]:
+        rejected, rows = stats["rows_rejected"], stats["rows"]
+        out.write(f"no row is left to train: {rejected} rejected of {rows}\n")
+        return 1
+    if strict and stats["rows_rejected"]:
+        out.write(f"rejected {stats['rows_rejected']} row(s), and --strict allows none\n")
+        return 1
     rate = stats["rows_rejected"] / stats["rows"] if stats["rows"] else 0.0
     if rate > limit:
         out.write(f"rejected {rate:.2%} of rows, more than --max-reject-rate {limit:.2%}\n")
@@ -320,6 +335,8 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
     out.write(f"{'trained':>15}: {stats['trained_fraction']:.2%}\n")
     for code, count in stats["problems"].items():
         out.write(f"{code:>15}: {count}\n")
+    for path, count in stats.get("refused_fields", {}).items():
+        out.write(f"{'refused ' + path:>15}: {count}\n")
     for channel, count in stats.get("trained_by_channel", {}).items():
         out.write(f"{'trained ' + channel:>15}: {count}\n")
     if stats.get("lengths"):
@@ -335,7 +352,7 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
     _print_stats(stats, out)
     if args.report:
         Path(args.report).write_text(json.dumps(stats, indent=1) + "\n", encoding="utf-8")
-    return _too_many_rejects(stats, args.max_reject_rate, out)
+    return _too_many_rejects(stats, args.max_reject_rate, out, args.strict)
 
 
 def _build(args: argparse.Namespace, out: TextIO) -> int:
@@ -358,7 +375,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"wrote {len(manifest['shards'])} shard(s), {MANIFEST} and rejects.jsonl to {args.output}\n"
     )
-    return _too_many_rejects(manifest["stats"], args.max_reject_rate, out)
+    return _too_many_rejects(manifest["stats"], args.max_reject_rate, out, args.strict)
 
 
 def _stats(args: argparse.Namespace, out: TextIO) -> int:

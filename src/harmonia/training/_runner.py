@@ -219,13 +219,15 @@ class _Hashing:
         return data
 
 
-def _lines(task: _Task) -> Iterator[tuple[int, str]]:
+def _lines(task: _Task) -> Iterator[tuple[int, bytes]]:
+    """The range's non-blank lines, as bytes: ``render_batch`` decodes each one and
+    rejects a line that is not UTF-8 (E104)."""
     with open_input(task.path) as handle:
         handle.seek(task.start)  # gzip: decompresses up to the range (see the module doc)
         data = handle.read(task.end - task.start)
     for k, raw in enumerate(data.split(b"\n")):
         if raw.strip():
-            yield task.first_line + k, raw.decode("utf-8", errors="replace")
+            yield task.first_line + k, raw
 
 
 def _run_task(
