@@ -143,3 +143,51 @@ def test_unreadable_header_fields_are_named_per_row_and_counted(tmp_path: Path) 
     main(["stats", str(path)], stdout=out)
     assert "refused channel: 1" in out.getvalue() and "E151: 1" in out.getvalue()
     assert "E151" in DOCS.read_text(encoding="utf-8")
+
+
+def test_work_is_split_into_chunks_the_input_alone_decides(tmp_path: Path) -> None:
+    from harmonia.training import _runner
+
+    sizes = {}
+    for lines in (40, 100, 5_000, 70_000):
+        path = tmp_path / f"in-{lines}.jsonl"
+        path.write_bytes(b"{}\n" * lines)
+        [task] = _runner._plan([path], 100_000)[0]
+        sizes[lines] = [c.first_line for c in task.chunks]
+        covered = b"".join(path.read_bytes()[c.start : c.end] for c in task.chunks)
+        assert covered == path.read_bytes()
+        assert all(c.start < c.end for c in task.chunks)
+    assert sizes[40] == [1, 17, 33]  # small inputs: 16-line chunks, so every worker has work
+    assert sizes[100][:3] == [1, 17, 33] and len(sizes[100]) == 7
+    assert sizes[5_000][:2] == [1, 81] and len(sizes[5_000]) == 63  # about 64 a file
+    assert sizes[70_000][:2] == [1, 513]  # at most 512 lines at once: memory stays flat
+    # Chunks never cross a shard boundary, and a last line without "\n" is one.
+    path = tmp_path / "tail.jsonl"
+    path.write_bytes(b"{}\n" * 40 + b"{}")
+    tasks = _runner._plan([path], 20)[0]
+    assert [[c.first_line for c in t.chunks] for t in tasks] == [[1, 17], [21, 37], [41]]
+
+
+def test_two_workers_on_a_small_input_write_what_one_writes(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyarrow", reason="the parquet extra (pyarrow) is not installed")
+    from harmonia.training import BuildOptions, _runner, build
+
+    seen: list[int] = []
+    real = _runner.render_batch
+
+    def counting(rows: list[bytes], **kwargs: Any) -> Any:
+        seen.append(len(rows))
+        return real(rows, **kwargs)
+
+    monkeypatch.setattr(_runner, "render_batch", counting)
+    one, two = tmp_path / "one", tmp_path / "two"
+    build([corpus], one, options=BuildOptions(workers=1, progress="none"))
+    assert len(seen) > 2 and max(seen) <= 16  # a small file: many small chunks, one shard
+    build([corpus], two, options=BuildOptions(workers=2, progress="none"))
+    names = sorted(p.name for p in one.iterdir())
+    assert names == sorted(p.name for p in two.iterdir())
+    assert not any(name.startswith(".chunk") for name in names)
+    for name in names:
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name

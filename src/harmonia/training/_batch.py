@@ -16,7 +16,14 @@ from typing import Any, Final
 from harmonia import HarmonyEncoding, HarmonyError, RenderError, load_harmony_encoding
 
 from ._hf_template import render_hf_for_training
-from ._inputs import InputOptions, check_contents, convert_row, row_date, tools_from_json
+from ._inputs import (
+    InputOptions,
+    check_contents,
+    convert_row,
+    is_mapping,
+    row_date,
+    tools_from_json,
+)
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import Problem, RowError
 from ._sample import TRAINED, UNFAITHFUL, TrainSample, render_for_training
@@ -229,9 +236,8 @@ def _hf_row(
     messages = row.get("messages")
     if isinstance(messages, list):
         for i, m in enumerate(messages):
-            role = m.get("role") if isinstance(m, Mapping) else None
-            if isinstance(m, Mapping) and role not in _HF_ROLES:
-                raise RowError("E110", f"unknown role {role!r} at messages[{i}].role")
+            if is_mapping(m) and m.get("role") not in _HF_ROLES:
+                raise RowError("E110", f"unknown role {m.get('role')!r} at messages[{i}].role")
         check_contents(messages)
     date = row_date(row, options)
     if date is None:

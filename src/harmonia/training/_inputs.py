@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypeGuard, get_args
 
 from harmonia import Conversation, InputError, Role
 from harmonia.openai_compat import (
@@ -194,6 +194,11 @@ def tools_from_json(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**row, "tools": parsed}
 
 
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, quickly for the dicts JSON rows are made of."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 _CONTEXT_ROLES: Final = frozenset(("system", "developer", "user", "tool"))
 _REASONING_KEYS: Final = ("thinking", "reasoning", "reasoning_content")
 
@@ -204,7 +209,7 @@ def check_contents(messages: Sequence[Any]) -> None:
     content, refusal, reasoning or tool calls. (An assistant message with only
     tool calls is fine, as the OpenAI format allows.)"""
     for i, m in enumerate(messages):
-        if not isinstance(m, Mapping):
+        if not is_mapping(m):
             continue  # the conversion says what is wrong with it
         role = m.get("role")
         if role in _CONTEXT_ROLES:
@@ -232,12 +237,12 @@ def pair_calls_by_order(messages: list[Any]) -> list[Any]:
     out: list[Any] = []
     made = 0
     for i, m in enumerate(messages):
-        if isinstance(m, Mapping) and m.get("role") == "assistant":
+        if is_mapping(m) and m.get("role") == "assistant":
             calls = m.get("tool_calls")
             if isinstance(calls, list):
                 filled = []
                 for call in calls:
-                    if isinstance(call, Mapping):
+                    if is_mapping(call):
                         if "function" not in call and "name" in call:
                             function = {"name": call["name"], "arguments": call.get("arguments")}
                             call = {"type": "function", "function": function}
@@ -248,7 +253,7 @@ def pair_calls_by_order(messages: list[Any]) -> list[Any]:
                             pending.append(call["id"])
                     filled.append(call)
                 m = {**m, "tool_calls": filled}
-        elif isinstance(m, Mapping) and m.get("role") == "tool":
+        elif is_mapping(m) and m.get("role") == "tool":
             call_id = m.get("tool_call_id")
             if not call_id:
                 if not pending:
@@ -263,13 +268,13 @@ def pair_calls_by_order(messages: list[Any]) -> list[Any]:
 
 
 def _needs_pairing(m: object) -> bool:
-    if not isinstance(m, Mapping):
+    if not is_mapping(m):
         return False
     if m.get("role") == "tool":
         return not m.get("tool_call_id")
     calls = m.get("tool_calls") if m.get("role") == "assistant" else None
     return isinstance(calls, list) and any(
-        isinstance(c, Mapping) and (not c.get("id") or "function" not in c) for c in calls
+        is_mapping(c) and (not c.get("id") or "function" not in c) for c in calls
     )
 
 
