@@ -20,7 +20,6 @@ Needs the ``parquet`` extra, ``transformers``, ``tokenizers``, ``datasets`` and
 from __future__ import annotations
 
 import argparse
-import base64
 import importlib.util
 import json
 import random
@@ -88,7 +87,6 @@ def hf_tokenizer() -> Any:
     specials = [st.SPECIAL_TOKEN_TEXT[t] for t in range(st.FIRST_SPECIAL, st.N_VOCAB)]
     tokenizer.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
     assert tokenizer.token_to_id("<|start|>") == st.START  # ids as the format fixes them
-    _ = base64  # (the converter's file format is never written: ranks are given)
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer)
 
 
@@ -165,10 +163,8 @@ def main() -> None:
                 batch, seconds = harmonia_batch(lines, date)
                 ours_times.append(seconds)
     assert batch.stats.rows_ok == len(rows), batch.problems[:3]
-    same = sum(
-        ids == list(ours) and list(mask) == list(ours_mask)
-        for (ids, mask), ours, ours_mask in zip(theirs, batch.input_ids, batch.loss_mask, strict=True)
-    )
+    pairs = zip(theirs, batch.input_ids, batch.loss_mask, strict=True)
+    same = sum(ids == list(o) and list(mask) == list(m) for (ids, mask), o, m in pairs)
     tokens = batch.stats.tokens
     t_trl, t_ours = statistics.median(trl_times), statistics.median(ours_times)
     print(f"{len(rows)} rows, {tokens} tokens ({tokens / len(rows):.0f} a row), one process each")
