@@ -265,8 +265,10 @@ def _count_channels(
     """Trained tokens by the channel of their message (read from the tokens after
     ``<|channel|>``, so both dialects are counted alike)."""
     mask, ids = sample.loss_mask, sample.input_ids
-    for span in sample.spans:
-        trained = mask.count(1, span.start, span.stop)
+    # The renderer's records: (message, start, (recipient, channel, content type,
+    # message) offsets from start, stop); no MessageSpan objects are built.
+    for _, start, offsets, stop in sample.spans.records:
+        trained = mask.count(1, start, stop)
         if trained:
-            name = tuple(ids[span.channel + 1 : span.content_type])
+            name = tuple(ids[start + offsets[1] + 1 : start + offsets[2]])
             into[names.get(name, "other") if name else "none"] += trained
