@@ -336,12 +336,12 @@ def _seal(shard: int, n_chunks: int, compression: str, out_dir: str) -> dict[str
     pa = require_pyarrow()
     out = Path(out_dir)
     bases = [out / _chunk_name(shard, j) for j in range(n_chunks)]
+    # Memory-mapped, so the shard's rows are never all in memory; the chunks are
+    # sized by the input alone, so the Parquet bytes do not depend on the workers.
     tables = [pa.ipc.open_file(pa.memory_map(str(b) + ".arrow")).read_all() for b in bases]
-    # One contiguous table: the Parquet bytes do not depend on how rows were chunked.
-    table = pa.concat_tables(tables).combine_chunks()
     path = out / f"part-{shard:05d}.parquet"
-    write_parquet(table, path, compression)
-    del table, tables
+    write_parquet(pa.concat_tables(tables), path, compression)
+    del tables
     with (out / f".rejects-{shard:05d}.jsonl").open("w", encoding="utf-8") as merged:
         for base in bases:
             merged.write(Path(str(base) + ".rejects").read_text(encoding="utf-8"))
