@@ -201,3 +201,11 @@ def test_nothing_left_is_an_error_whatever_the_reject_rate(tmp_path: Path) -> No
     assert status == 1 and "no row" in text
     status, text = run("validate", str(path), "--max-reject-rate", "1")
     assert status == 1 and "no row" in text
+
+
+def test_inspect_reads_a_row_beside_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(json.dumps(openai_row()).encode() + b"\n" + broken("invalid_utf8", openai_row))
+    status, text = run("inspect", str(path), "--row", "1", "--color", "never")
+    assert status == 0 and "Hello." in text
+    assert run("inspect", str(path), "--row", "2")[0] == 1  # E104, said on stderr

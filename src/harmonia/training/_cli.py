@@ -438,8 +438,13 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _line(path: Path, number: int) -> str:
-    with io.TextIOWrapper(open_input(path), encoding="utf-8") as handle:
+    with open_input(path) as handle:  # bytes: another line that is not UTF-8 is no matter
         for n, line in enumerate(handle, 1):
             if n == number:
-                return line
+                try:
+                    return line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(
+                        f"{path}:{number}: E104 not UTF-8 at byte {exc.start}"
+                    ) from None
     raise InputError(f"{path} has no line {number}")
