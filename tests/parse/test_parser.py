@@ -797,8 +797,10 @@ def test_role_glued_to_a_channel_is_recovered(
 ) -> None:
     """``<|start|>assistantanalysis<|message|>`` (the <|channel|> lost): the role and
     the channel, and the word as written kept in the diagnostic's text."""
-    if role is None and not prefix:
-        return  # text where <|start|> belongs: junk between messages (dropped, with its text)
+    if role is None and not prefix:  # text where <|start|> belongs: dropped, with its text
+        msgs, diags = lenient(enc, "assistantanalysis<|message|>Hi<|end|>", role)
+        assert msgs == [] and "assistantanalysis" in (diags[0].dropped or "")
+        return
     msgs, diags = lenient(enc, prefix + "assistantanalysis<|message|>Hi<|end|>", role)
     assert msgs == [{"role": "assistant", "channel": "analysis", "text": "Hi"}]
     assert kinds(diags)[-1] == "header-repaired"
