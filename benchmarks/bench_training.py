@@ -280,13 +280,12 @@ def _worker_memory(chat: list[str], shard_rows: int) -> None:
     each build in a fresh process.
 
     The workers are the build's children: ``RUSAGE_CHILDREN`` gives the peak of the
-    largest of them once they are joined. A build of a single shard runs in the
-    parent without workers (it would read 0 there), so the shard size is cut until
-    the quarter has at least two shards.
+    largest of them once they are joined (workers render chunks of at most 512
+    lines, so even a single shard runs in them).
     """
     import subprocess
 
-    shard = min(shard_rows, max(1, len(chat) // 8))
+    shard = shard_rows
     script = (
         "import resource,sys,tempfile\n"
         "from harmonia.training import BuildOptions, build\n"
@@ -319,7 +318,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=1000, help="for the render bench")
     parser.add_argument("--build-rows", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--shard-rows", type=int, default=1000)
+    parser.add_argument("--shard-rows", type=int, default=10_000, help="the build's default")
     args = parser.parse_args()
     specs = corpus(args.conversations)
     print(f"python {sys.version.split()[0]}, corpus seed {SEED}")

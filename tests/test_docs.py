@@ -142,10 +142,23 @@ def _http_engine(monkeypatch: pytest.MonkeyPatch, namespace: dict[str, Any]) -> 
 
 
 #: What each ``py`` block needs, found by a piece of its text, and its fake.
+#: What a fake returns for a block a test of its own runs end to end against a
+#: live server: here it is only compiled.
+ELSEWHERE = "run by tests/serve/test_serve_third_party.py"
+
+
+def _third_party_client(monkeypatch: pytest.MonkeyPatch, namespace: dict[str, Any]) -> str:
+    """A client's configuration pointed at `harmonia serve`: the third-party suite runs it."""
+    return ELSEWHERE
+
+
 FAKES: dict[str, Callable[[pytest.MonkeyPatch, dict[str, Any]], str | None]] = {
     "from vllm import": _fake_vllm,
     "TransformersEngine.from_pretrained(": _tiny_model,
     "ExaBackend()": _api_keys,
+    "from agents import Agent": _third_party_client,
+    "from langchain_openai import ChatOpenAI": _third_party_client,
+    "import litellm": _third_party_client,
     "ExaBackend(converter=": _api_keys,
     'LocalCorpusBackend("notes/"': _notes_folder,
     "class Backend(Protocol)": _protocol_names,
@@ -171,6 +184,9 @@ def test_documented_examples_run(
             fakes = [fake for key, fake in FAKES.items() if key in code]
             assert fakes, f"{where}: a py block says what it needs (add it to FAKES)"
             reasons = [r for fake in fakes if (r := fake(monkeypatch, namespace)) is not None]
+            if ELSEWHERE in reasons:  # run end to end by its own test: compiled here
+                compile(code, where, "exec")
+                continue
             if reasons:
                 skipped.append(f"{where} {'; '.join(reasons)}")
                 continue

@@ -788,3 +788,28 @@ def test_strict_mode_refuses_a_truncated_completion_when_asked(enc: h.HarmonyEnc
     done = parse_completion(enc, CUT_CALL + "<|call|>", Role.ASSISTANT, complete=True)
     assert len(done.messages) == 1
     assert parse_completion(enc, CUT_CALL, Role.ASSISTANT, strict=False, complete=True)[0]
+
+
+@pytest.mark.parametrize("role", [None, Role.ASSISTANT])
+@pytest.mark.parametrize("prefix", ["<|start|>", ""])
+def test_role_glued_to_a_channel_is_recovered(
+    enc: h.HarmonyEncoding, role: Role | None, prefix: str
+) -> None:
+    """``<|start|>assistantanalysis<|message|>`` (the <|channel|> lost): the role and
+    the channel, and the word as written kept in the diagnostic's text."""
+    if role is None and not prefix:  # text where <|start|> belongs: dropped, with its text
+        msgs, diags = lenient(enc, "assistantanalysis<|message|>Hi<|end|>", role)
+        assert msgs == [] and "assistantanalysis" in (diags[0].dropped or "")
+        return
+    msgs, diags = lenient(enc, prefix + "assistantanalysis<|message|>Hi<|end|>", role)
+    assert msgs == [{"role": "assistant", "channel": "analysis", "text": "Hi"}]
+    assert kinds(diags)[-1] == "header-repaired"
+    assert "'assistantanalysis'" in (diags[-1].kept or "")
+    call = prefix + "assistantcommentary to=functions.f<|message|>{}<|call|>"
+    msgs, _ = lenient(enc, call, role)
+    assert msgs == [
+        {"role": "assistant", "channel": "commentary", "recipient": "functions.f", "text": "{}"}
+    ]
+    # Another word stays where it was read, as strict mode reads it.
+    msgs, diags = lenient(enc, prefix + "assistantweird<|message|>x<|end|>", role)
+    assert "assistantweird" in str(msgs) + " ".join(str(d) for d in diags)

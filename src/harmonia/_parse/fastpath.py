@@ -35,7 +35,7 @@ from typing import Final
 
 from .._enums import Role
 from .._tokenizer import special_tokens as st
-from .header import HeaderError, MessageHeader, read_header_tokens
+from .header import HeaderError, MessageHeader, glued_role_channel, read_header_tokens
 
 _STOPS: Final = frozenset({st.RETURN, st.END, st.CALL})
 #: The ids the transition tables give cells of their own (besides <|channel|>,
@@ -135,6 +135,8 @@ def read_clean(
             header = read_header_tokens(table, tokens[start:end], role)
         except HeaderError:
             return None
+        if not strict and glued_role_channel(header, role):
+            return None  # lenient mode reads it as role and channel, with a diagnostic
         role = None
         # CONTENT: up to the next stop token (<|start|>, <|message|> are text here).
         first = end + 1

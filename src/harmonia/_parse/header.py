@@ -439,6 +439,8 @@ class Recovery:
 
     dropped: tuple[str, ...]
     notes: tuple[str, ...]
+    #: the header word read as a role and a channel run together (``assistantanalysis``)
+    glued: str | None = None
 
 
 def recover_header(
@@ -463,14 +465,42 @@ def recover_header(
     text = _space_constrain(_rust_trim(text))
     spans = [m.span() for m in _WORD.finditer(text)]
     name: str | None = None
+    first = text[spans[0][0] : spans[0][1]] if spans else ""
+    glued: str | None = None
     if role is None:
         role, name, channel = _recover_role(text, spans, default_role, channel, dropped, notes)
+        if notes and notes[-1].startswith(_GLUED_NOTE):
+            glued = first
+    elif channel is None and first.startswith(role.value) and first[len(role.value) :] in CHANNELS:
+        # The role given, then ``assistantanalysis``: the prompt's role repeated
+        # with the channel run into it (``<|channel|>`` lost), never a recipient.
+        channel, glued = first[len(role.value) :], first
+        notes.append(f"{_GLUED_NOTE} {first!r}")
+        del spans[0]
     if spans and text[spans[0][0] : spans[0][1]] == role.value:
         del spans[0]
     words = _merge_constrain(text, spans)
     recipient, content_type = _recover_fields(words, dropped, notes)
     return MessageHeader(role, name, channel, recipient, content_type), Recovery(
-        tuple(dropped), tuple(notes)
+        tuple(dropped), tuple(notes), glued
+    )
+
+
+_GLUED_NOTE: Final = "role and channel run together in"
+
+
+def glued_role_channel(header: MessageHeader, role: Role | None) -> bool:
+    """A header read with ``role`` given whose lone recipient is that role and a
+    channel run together (``assistantanalysis``): strict mode's reading, which
+    lenient mode replaces with the role and channel."""
+    word = header.recipient
+    return (
+        role is not None
+        and word is not None
+        and header.channel is None
+        and header.content_type is None
+        and word.startswith(role.value)
+        and word[len(role.value) :] in CHANNELS
     )
 
 
@@ -560,7 +590,7 @@ def _recover_role(
             # is left when the special tokens between them are lost).
             rest = first[len(glued.value) :]
             if rest in CHANNELS and not channel:
-                notes.append(f"role and channel run together in {first!r}")
+                notes.append(f"{_GLUED_NOTE} {first!r}")
                 return glued, None, rest
             notes.append(f"unknown author {first!r}; read as {glued.value!r}")
             dropped.append(first)

@@ -38,7 +38,9 @@ truncated                the stream ended inside a header (read as missing-messa
 header-repaired          a header the strict reader refuses: extra words,
                          duplicated ``to=``, an unknown role or an author that is
                          no tool name (``assistantfinal`` is read as role and
-                         channel run together; other junk gets the default role),
+                         channel run together, also after a given role, where
+                         strict mode reads a recipient; the diagnostic keeps the
+                         word as written; other junk gets the default role),
                          stray special tokens, an empty channel, gpt-oss-20b's
                          stray ``<|channel|>commentary`` before
                          ``<|channel|>analysis`` (the last channel wins). The
@@ -70,6 +72,7 @@ from .events import Diagnostic
 from .header import (
     HeaderError,
     MessageHeader,
+    glued_role_channel,
     header_as_text,
     is_nonsense,
     parse_header,
@@ -161,7 +164,7 @@ class LenientRecovery:
         try:
             # Whatever strict mode reads sensibly, lenient mode reads the same way.
             header = read_header_tokens(self._table, tokens, role)
-            if not is_nonsense(header):
+            if not is_nonsense(header) and not glued_role_channel(header, role):
                 return out, header
         except HeaderError:
             pass
@@ -176,6 +179,8 @@ class LenientRecovery:
             header = read_header_tokens(self._table, tokens, role)
             if is_nonsense(header):
                 raise HeaderError("special-token text in a header field")
+            if glued_role_channel(header, role):
+                raise HeaderError(f"recipient {header.recipient!r} is a role and a channel")
         except HeaderError as exc:
             header = self._repair_header(out, tokens, first, role, exc.reason)
         return out, header
@@ -186,18 +191,21 @@ class LenientRecovery:
         text = self._header_text(out, tokens, first)
         try:
             header = parse_header(text, role)
-            if not is_nonsense(header):
+            if not is_nonsense(header) and not glued_role_channel(header, role):
                 return header  # only the bytes were bad
         except HeaderError:
             pass
         header, recovery = recover_header(text, role, self._default_role)
+        kept = _describe(header)
+        if recovery.glued is not None:
+            kept += f" (from {recovery.glued!r})"  # the words as written, kept as text
         out.append(
             Diagnostic(
                 DiagnosticKind.HEADER_REPAIRED,
                 first,
                 f"header {text!r} refused in strict mode ({reason}); "
                 + ("; ".join(recovery.notes) or "read leniently"),
-                kept=_describe(header),
+                kept=kept,
                 dropped=" ".join(recovery.dropped) or None,
                 tokens=tuple(tokens),
             )

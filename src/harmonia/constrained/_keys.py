@@ -118,6 +118,10 @@ def tables(token_bytes: Sequence[bytes], words: int, first_special: int) -> _Tab
         return _tables
 
 
+def _bit(words: NDArray[np.int32], token: int) -> bool:
+    return bool((int(words[token >> 5]) >> (token & 31)) & 1)
+
+
 def _clear(out: NDArray[np.int32], ids: NDArray[np.int64]) -> None:
     if ids.size:
         np.bitwise_and.at(out, ids >> 5, ~(np.int32(1) << (ids & 31).astype(np.int32)))
@@ -296,6 +300,30 @@ class KeyGuard:
                 ids = t.by_inner.get(key)
                 if ids is not None:
                     _clear(out, ids)
+
+    def restricts(self, token: int) -> bool:
+        """Whether :meth:`restrict` clears ``token``'s bit (the same rule, one token):
+        what ``TurnMatcher.allows`` answers agrees with the mask on every token."""
+        if token >= self.specials.first or self._mode != _CONTENT or not self.in_json:
+            return False
+        data = self.token_bytes[token]
+        if b'"' not in data and b"\\" not in data:
+            return False  # every table below holds only tokens with one of them
+        t = self.tables
+        if self._in_key:
+            if not _bit(t.keep_no_backslash, token):
+                return True
+            typed = bytes(self._key)
+            return any(
+                data.startswith(key[len(typed) :] + b'"')
+                for key in self._stack[-1] or ()
+                if key.startswith(typed)
+            )
+        keep = t.keep_no_quote_backslash if self._in_string else t.keep_no_backslash
+        if not _bit(keep, token):
+            return True
+        inner = data.split(b'"')[1:-1]  # the spellings by_inner files this token under
+        return any(key in inner for used in self._stack for key in used or ())
 
     def _clear_prefixed(self, out: NDArray[np.int32], prefix: bytes) -> None:
         """Clear every token whose bytes start with ``prefix`` (which holds a quote)."""

@@ -298,12 +298,18 @@ class TurnMatcher:
         return not self.is_finished and any(self.allows(t) for t in TURN_STOP_TOKENS)
 
     def allows(self, token: int) -> bool:
-        """Whether ``token`` may come next."""
+        """Whether ``token`` may come next: exactly the bit :meth:`fill_mask` sets for it.
+
+        (:meth:`consume` applies the key rule exactly, so it also takes the few
+        harmless tokens the mask clears to stay cheap, such as ``' \\""'`` closing a
+        string value; a sampler that follows the mask never meets them.)"""
         token = int(token)  # numpy and torch integers too
         self._check_usable()
         if self.is_finished or not _may_appear(token):
             return False
-        if self._keys is not None and not self._keys.permits(token):
+        if self._keys is not None and (
+            not self._keys.permits(token) or self._keys.restricts(token)
+        ):
             return False
         allowed = self._matcher.validate_tokens([token]) == 1
         if self._matcher.is_error():

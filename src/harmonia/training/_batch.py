@@ -11,16 +11,25 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
-from harmonia import HarmonyEncoding, HarmonyError, load_harmony_encoding
+from harmonia import HarmonyEncoding, HarmonyError, RenderError, load_harmony_encoding
 from harmonia.vocabulary import CHANNELS
 
 from ._hf_template import render_hf_for_training
-from ._inputs import InputOptions, convert_row, row_date
+from ._inputs import (
+    InputOptions,
+    check_contents,
+    convert_row,
+    is_mapping,
+    row_date,
+    tools_from_json,
+)
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import Problem, RowError
 from ._sample import TRAINED, UNFAITHFUL, TrainSample, render_for_training
+
+_HF_ROLES: Final = frozenset(("system", "developer", "user", "assistant", "tool"))
 
 
 @lru_cache(maxsize=1)
@@ -48,6 +57,8 @@ class Stats:
     trained_by_channel: Counter[str] = field(default_factory=Counter)
     #: samples by length, in powers of two: "512" counts lengths 257..512
     lengths: Counter[str] = field(default_factory=Counter)
+    #: rows refused (E151) by the header field that cannot be read back
+    refused_fields: Counter[str] = field(default_factory=Counter)
 
     def merge(self, other: Stats) -> None:
         self.rows += other.rows
@@ -59,6 +70,7 @@ class Stats:
         self.formats.update(other.formats)
         self.trained_by_channel.update(other.trained_by_channel)
         self.lengths.update(other.lengths)
+        self.refused_fields.update(other.refused_fields)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +85,7 @@ class Stats:
             "formats": dict(sorted(self.formats.items())),
             "trained_by_channel": dict(sorted(self.trained_by_channel.items())),
             "lengths": {k: self.lengths[k] for k in sorted(self.lengths, key=int)},
+            "refused_fields": dict(sorted(self.refused_fields.items())),
         }
 
     @classmethod
@@ -87,6 +100,7 @@ class Stats:
             Counter(data["formats"]),
             Counter(data.get("trained_by_channel", {})),
             Counter(data.get("lengths", {})),
+            Counter(data.get("refused_fields", {})),
         )
 
 
@@ -104,7 +118,7 @@ class Batch:
 
 
 def render_batch(
-    rows: Iterable[str | Mapping[str, Any]],
+    rows: Iterable[str | bytes | Mapping[str, Any]],
     *,
     policy: TrainPolicy | str | None = None,
     options: InputOptions | None = None,
@@ -127,14 +141,16 @@ def render_batch(
         line = first_line + k if line_numbers is None else line_numbers[k]
         stats.rows += 1
         try:
-            row = raw
-            if isinstance(raw, str):
+            row: object = raw
+            if isinstance(row, (bytes, bytearray)):
+                row = _utf8(row)
+            if isinstance(row, str):
                 try:
-                    row = json.loads(raw)
+                    row = json.loads(row)
                 except ValueError as exc:
                     raise RowError("E101", f"not JSON: {exc}") from None
             if options.dialect == "hf":
-                samples, warnings = _hf_row(row, enc, policy, options)
+                samples, warnings = _hf_row(row, enc, policy, options, stats)
                 stats.formats["hf"] += 1
             else:
                 converted = convert_row(row, options)
@@ -148,8 +164,7 @@ def render_batch(
             except RowError:
                 raise
             except HarmonyError as exc:
-                code = "E140" if "max_length" in str(exc) else "E150"
-                raise RowError(code, str(exc)) from None
+                raise _render_refusal(exc, stats) from None
             if not samples:
                 raise RowError("E140", f"longer than max_length={policy.max_length}")
             if not any(1 in s.loss_mask for s in samples):
@@ -158,7 +173,12 @@ def render_batch(
             problem = Problem(exc.code, exc.reason, line, source)
             stats.problems[exc.code] += 1
             out.problems.append(problem)
-            text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+            if isinstance(raw, (bytes, bytearray)):
+                text = raw.decode("utf-8", errors="backslashreplace")
+            elif isinstance(raw, str):
+                text = raw
+            else:
+                text = json.dumps(raw, ensure_ascii=False)
             out.rejected.append((problem, text))
             continue
         stats.rows_ok += 1
@@ -184,12 +204,42 @@ def render_batch(
     return out
 
 
+def _utf8(raw: bytes | bytearray) -> str:
+    """A line's text; a line that is not UTF-8 is rejected (E104), never decoded
+    with replacement characters the model would then be trained on."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.end].hex(" ")
+        raise RowError("E104", f"not UTF-8 at byte {exc.start} ({bad}): {exc.reason}") from None
+
+
+#: The header fields a render refuses when they cannot be read back (E151).
+HEADER_FIELDS: Final = ("author.name", "recipient", "channel", "content_type")
+
+
+def _render_refusal(exc: HarmonyError, stats: Stats) -> RowError:
+    """The reject for a conversation the renderer refuses: E151 names the header
+    field that cannot be read back (and counts it in ``stats.refused_fields``)."""
+    if isinstance(exc, RenderError) and exc.path in HEADER_FIELDS:
+        stats.refused_fields[exc.path] += 1
+        return RowError("E151", f"message {exc.message_index} field {exc.path}: {exc.reason}")
+    return RowError("E140" if "max_length" in str(exc) else "E150", str(exc))
+
+
 def _hf_row(
-    row: object, enc: HarmonyEncoding, policy: TrainPolicy, options: InputOptions
+    row: object, enc: HarmonyEncoding, policy: TrainPolicy, options: InputOptions, stats: Stats
 ) -> tuple[list[TrainSample], tuple[tuple[str, str], ...]]:
     """A row rendered in the Hugging Face template's dialect."""
     if not isinstance(row, Mapping):
         raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
+    row = tools_from_json(row)
+    messages = row.get("messages")
+    if isinstance(messages, list):
+        for i, m in enumerate(messages):
+            if is_mapping(m) and m.get("role") not in _HF_ROLES:
+                raise RowError("E110", f"unknown role {m.get('role')!r} at messages[{i}].role")
+        check_contents(messages)
     date = row_date(row, options)
     if date is None:
         raise RowError("E150", "the row has no 'date' (YYYY-MM-DD) and the hf dialect needs one")
@@ -200,7 +250,7 @@ def _hf_row(
     except RowError:
         raise
     except HarmonyError as exc:
-        raise RowError("E150", str(exc)) from None
+        raise _render_refusal(exc, stats) from None
     return samples, ()
 
 
@@ -216,8 +266,10 @@ def _count_channels(
     """Trained tokens by the channel of their message (read from the tokens after
     ``<|channel|>``, so both dialects are counted alike)."""
     mask, ids = sample.loss_mask, sample.input_ids
-    for span in sample.spans:
-        trained = mask.count(1, span.start, span.stop)
+    # The renderer's records: (message, start, (recipient, channel, content type,
+    # message) offsets from start, stop); no MessageSpan objects are built.
+    for _, start, offsets, stop in sample.spans.records:
+        trained = mask.count(1, start, stop)
         if trained:
-            name = tuple(ids[span.channel + 1 : span.content_type])
+            name = tuple(ids[start + offsets[1] + 1 : start + offsets[2]])
             into[names.get(name, "other") if name else "none"] += trained

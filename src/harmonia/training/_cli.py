@@ -259,6 +259,11 @@ def _reject_rate(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="exit 1 when more than this fraction of rows is rejected (default 0)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any row is rejected, whatever --max-reject-rate allows",
+    )
 
 
 #: ``--cot-policy`` words (render's and serve's) as TrainPolicy's ``cot`` rules.
@@ -297,10 +302,11 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
 # -- commands ---------------------------------------------------------------------
 
 
-def _chunks(path: Path) -> Iterator[tuple[list[int], list[str]]]:
+def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
+    """Lines as bytes, as ``build`` reads them (a line that is not UTF-8 is an E104)."""
     numbers: list[int] = []
-    rows: list[str] = []
-    with io.TextIOWrapper(open_input(path), encoding="utf-8", errors="replace") as handle:
+    rows: list[bytes] = []
+    with open_input(path) as handle:
         for n, line in enumerate(handle, 1):
             if line.strip():
                 numbers.append(n)
@@ -369,11 +375,20 @@ def _scan_files(
                 )
             if rejects is not None:
                 for problem, raw in batch.rejected:
-                    record = {**problem.to_dict(), "row": raw.rstrip("\n")}
+                    record = {**problem.to_dict(), "row": raw.rstrip("\r\n")}
                     rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def _too_many_rejects(stats: dict[str, Any], limit: float, out: TextIO) -> int:
+def _too_many_rejects(
+    stats: dict[str, Any], limit: float, out: TextIO, strict: bool = False
+) -> int:
+    if not stats["rows_ok"]:
+        rejected, rows = stats["rows_rejected"], stats["rows"]
+        out.write(f"no row is left to train: {rejected} rejected of {rows}\n")
+        return 1
+    if strict and stats["rows_rejected"]:
+        out.write(f"rejected {stats['rows_rejected']} row(s), and --strict allows none\n")
+        return 1
     rate = stats["rows_rejected"] / stats["rows"] if stats["rows"] else 0.0
     if rate > limit:
         out.write(f"rejected {rate:.2%} of rows, more than --max-reject-rate {limit:.2%}\n")
@@ -387,6 +402,8 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
     out.write(f"{'trained':>15}: {stats['trained_fraction']:.2%}\n")
     for code, count in stats["problems"].items():
         out.write(f"{code:>15}: {count}\n")
+    for path, count in stats.get("refused_fields", {}).items():
+        out.write(f"{'refused ' + path:>15}: {count}\n")
     for channel, count in stats.get("trained_by_channel", {}).items():
         out.write(f"{'trained ' + channel:>15}: {count}\n")
     if stats.get("lengths"):
@@ -410,7 +427,7 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
     _print_stats(stats, out)
     if args.report:
         write_text(args.report, json.dumps(stats, indent=1) + "\n")
-    return _too_many_rejects(stats, args.max_reject_rate, out)
+    return _too_many_rejects(stats, args.max_reject_rate, out, args.strict)
 
 
 #: Files only harmonia's own outputs hold: a folder with one of them (or an empty
@@ -466,7 +483,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         f"wrote {len(manifest['shards'])} shard(s), {MANIFEST} and rejects.jsonl to {args.output}\n"
     )
-    return _too_many_rejects(manifest["stats"], args.max_reject_rate, out)
+    return _too_many_rejects(manifest["stats"], args.max_reject_rate, out, args.strict)
 
 
 def _stats(args: argparse.Namespace, out: TextIO) -> int:
@@ -543,8 +560,14 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _line(path: Path, number: int, name: str) -> str:
-    with io.TextIOWrapper(open_input(path), encoding="utf-8") as handle:
+    shown = "standard input" if name == STDIN else name
+    with open_input(path) as handle:  # bytes: another line that is not UTF-8 is no matter
         for n, line in enumerate(handle, 1):
             if n == number:
-                return line
-    raise InputError(f"{'standard input' if name == STDIN else name} has no line {number}")
+                try:
+                    return line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(
+                        f"{shown}:{number}: E104 not UTF-8 at byte {exc.start}"
+                    ) from None
+    raise InputError(f"{shown} has no line {number}")

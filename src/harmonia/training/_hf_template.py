@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from harmonia import (
     Author,
@@ -36,6 +36,7 @@ from harmonia import (
 )
 from harmonia.vocabulary import ANALYSIS, COMMENTARY, FINAL
 
+from ._inputs import tools_from_json
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
 from ._rules import turn_ids
@@ -46,6 +47,10 @@ _CHANNEL: Final = "<|channel|>"
 _MESSAGE: Final = "<|message|>"
 _INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
 _DEFAULT_INDENT: Final = " " * 20
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    return type(value) is dict or isinstance(value, Mapping)  # JSON rows: dicts, quickly
 
 
 def _tojson(value: object) -> str:
@@ -117,6 +122,21 @@ def typescript_type(spec: Mapping[str, Any], required: Sequence[str]) -> str:
     return "any"
 
 
+def _namespace(tools: Sequence[Any]) -> str:
+    """:func:`_tool_namespace`, kept by the tools' JSON text (rows share tool sets)."""
+    try:
+        key = json.dumps(tools, sort_keys=False)
+    except (TypeError, ValueError):
+        return _tool_namespace(tools)
+    text = _NAMESPACES.get(key)
+    if text is None:
+        text = _tool_namespace(tools)
+        if len(_NAMESPACES) >= _CACHE_LIMIT:
+            _NAMESPACES.clear()
+        _NAMESPACES[key] = text
+    return text
+
+
 def _tool_namespace(tools: Sequence[Any]) -> str:
     out = "## functions\n\nnamespace functions {\n\n"
     for entry in tools:
@@ -146,41 +166,83 @@ def _tool_namespace(tools: Sequence[Any]) -> str:
     return out + "} // namespace functions"
 
 
+_CACHE_LIMIT: Final = 4096
+# id(encoding) -> (the encoding, special ids, header runs, repeated bodies)
+_WRITER_CACHE: dict[
+    int,
+    tuple[
+        HarmonyEncoding,
+        dict[str, int],
+        dict[tuple[str, str], tuple[list[int], list[int]]],
+        dict[str, list[int]],
+    ],
+] = {}
+# (id(encoding), date, effort, identity, browser, python, has tools) -> system text
+_SYSTEM_TEXT: dict[tuple[Any, ...], tuple[HarmonyEncoding, str]] = {}
+# the tools' JSON text -> the template's namespace text
+_NAMESPACES: dict[str, str] = {}
+
+
 class _Writer:
     """Appends messages part by part; text between two special tokens is encoded
     as one string (as a tokenizer does with the template's text)."""
 
     def __init__(self, encoding: HarmonyEncoding) -> None:
         self.encoding = encoding
-        self.special = {
-            text: encoding.encode(text, allowed_special="all")[0]
-            for text in (
-                "<|start|>",
-                "<|channel|>",
-                "<|message|>",
-                "<|end|>",
-                "<|call|>",
-                "<|return|>",
-            )
-        }
+        known = _WRITER_CACHE.get(id(encoding))
+        if known is None or known[0] is not encoding:
+            special = {
+                text: encoding.encode(text, allowed_special="all")[0]
+                for text in (
+                    "<|start|>",
+                    "<|channel|>",
+                    "<|message|>",
+                    "<|end|>",
+                    "<|call|>",
+                    "<|return|>",
+                )
+            }
+            known = _WRITER_CACHE[id(encoding)] = (encoding, special, {}, {})
+        _, self.special, self._runs, self._texts = known
         self.ids: list[int] = []
         self.spans: list[SpanRecord] = []
 
-    def _run(self, pieces: Sequence[str]) -> list[int]:
-        """Encode a run of texts as one string; the offset where each piece starts."""
-        whole = self.encoding.encode_ordinary("".join(pieces))
-        starts = []
-        done = 0
-        prefix = ""
-        for piece in pieces:
-            # A piece boundary is a token boundary when encoding the prefix alone
-            # gives a prefix of the whole; otherwise the piece joins the previous one.
-            ids = self.encoding.encode_ordinary(prefix) if prefix else []
-            done = len(ids) if whole[: len(ids)] == ids else done
-            starts.append(len(self.ids) + done)
-            prefix += piece
+    def _run(self, pieces: tuple[str, str]) -> list[int]:
+        """Encode a run of texts as one string; the offset where each piece starts.
+
+        Header runs repeat from row to row (``assistant``, `` to=functions.f``), so
+        their ids and offsets are kept."""
+        hit = self._runs.get(pieces)
+        if hit is None:
+            whole = self.encoding.encode_ordinary("".join(pieces))
+            relative = []
+            done = 0
+            prefix = ""
+            for piece in pieces:
+                # A piece boundary is a token boundary when encoding the prefix alone
+                # gives a prefix of the whole; otherwise the piece joins the previous one.
+                ids = self.encoding.encode_ordinary(prefix) if prefix else []
+                done = len(ids) if whole[: len(ids)] == ids else done
+                relative.append(done)
+                prefix += piece
+            if len(self._runs) >= _CACHE_LIMIT:
+                self._runs.clear()
+            hit = self._runs[pieces] = (whole, relative)
+        whole, relative = hit
+        base = len(self.ids)
         self.ids += whole
-        return starts
+        return [base + r for r in relative]
+
+    def body(self, text: str, keep: bool) -> list[int]:
+        """A message body's ids; ``keep`` for texts that repeat (system, developer)."""
+        if not keep:
+            return self.encoding.encode_ordinary(text)
+        ids = self._texts.get(text)
+        if ids is None:
+            if len(self._texts) >= _CACHE_LIMIT:
+                self._texts.clear()
+            ids = self._texts[text] = self.encoding.encode_ordinary(text)
+        return ids
 
     def message(
         self,
@@ -194,15 +256,15 @@ class _Writer:
     ) -> None:
         start = len(self.ids)
         self.ids.append(self.special[_START])
-        _, at_recipient = self._run([role, recipient])
+        _, at_recipient = self._run((role, recipient))
         at_channel = len(self.ids)
         at_type = at_channel
         if channel is not None:
             self.ids.append(self.special[_CHANNEL])
-            _, at_type = self._run([channel, content_type])
+            _, at_type = self._run((channel, content_type))
         at_message = len(self.ids)
         self.ids.append(self.special[_MESSAGE])
-        self.ids += self.encoding.encode_ordinary(body)
+        self.ids += self.body(body, role in ("system", "developer"))
         end = len(self.ids)
         self.ids.append(self.special[terminator])
         offsets = (at_recipient - start, at_channel - start, at_type - start, at_message - start)
@@ -226,7 +288,7 @@ def render_hf(
     rows = row.get("messages")
     if not isinstance(rows, list) or not rows:
         raise RowError("E102", "'messages' is missing or empty")
-    tools = row.get("tools") or []
+    tools = tools_from_json(row).get("tools") or []  # JSON text too (TRL's datasets)
     given = row.get("chat_template_kwargs")
     kwargs: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     effort = str(kwargs.get("reasoning_effort") or reasoning_effort or "medium")
@@ -255,10 +317,26 @@ def render_hf(
     if "python" in builtins:
         system = system.with_python_tool()
     system_message = Message.from_role_and_content(Role.SYSTEM, system)
-    options = RenderOptions(conversation_has_function_tools=bool(tools))
-    system_text = encoding.decode(encoding.render(system_message, options))[
-        len("<|start|>system<|message|>") : -len("<|end|>")
-    ]
+    key = (
+        id(encoding),
+        date,
+        effort,
+        identity,
+        "browser" in builtins,
+        "python" in builtins,
+        bool(tools),
+    )
+    known = _SYSTEM_TEXT.get(key)
+    if known is None or known[0] is not encoding:
+        options = RenderOptions(conversation_has_function_tools=bool(tools))
+        text = encoding.decode(encoding.render(system_message, options))
+        if len(_SYSTEM_TEXT) >= _CACHE_LIMIT:
+            _SYSTEM_TEXT.clear()
+        known = _SYSTEM_TEXT[key] = (
+            encoding,
+            text[len("<|start|>system<|message|>") : -len("<|end|>")],
+        )
+    system_text = known[1]
     writer.message(add(system_message, -1), "system", "", None, "", system_text, "<|end|>")
 
     first = rows[0] if isinstance(rows[0], Mapping) else {}
@@ -269,20 +347,32 @@ def render_hf(
         loop = rows[1:]
     if instructions or tools:
         text = "# Instructions\n\n" + instructions + "\n\n" if instructions else ""
-        text += ("# Tools\n\n" + _tool_namespace(tools)) if tools else ""
+        text += ("# Tools\n\n" + _namespace(tools)) if tools else ""
         developer = Message.from_role_and_content(Role.DEVELOPER, text)
         writer.message(add(developer, 0), "developer", "", None, "", text, "<|end|>")
 
     offset = len(rows) - len(loop)
     last_call: str | None = None
+    last_final: int | None = None
     for k, message in enumerate(loop):
         source = k + offset
-        if not isinstance(message, Mapping):
+        if not _is_mapping(message):
             raise RowError("E150", f"messages[{source}] is not an object")
         role = message.get("role")
         if role == "assistant":
+            if last_final is None:
+                # The last assistant message without tool calls (a final answer):
+                # a call's reasoning is shown only when no final comes after it.
+                last_final = max(
+                    (
+                        j
+                        for j, m in enumerate(loop)
+                        if _is_mapping(m) and m.get("role") == "assistant" and "tool_calls" not in m
+                    ),
+                    default=-1,
+                )
             last_call = _assistant(
-                writer, message, loop, k, source, add, dropped, add_generation_prompt
+                writer, message, loop, k, source, add, dropped, add_generation_prompt, last_final
             )
         elif role == "tool":
             if last_call is None:
@@ -321,6 +411,7 @@ def _assistant(
     add: Callable[[Message, int], int],
     dropped: set[int],
     add_generation_prompt: bool,
+    last_final: int,
 ) -> str | None:
     """Write one assistant message as the template does; the call's name, if any."""
     content = message.get("content")
@@ -340,10 +431,7 @@ def _assistant(
             dropped.add(index)
 
     if "tool_calls" in message:
-        later_final = any(
-            isinstance(m, Mapping) and m.get("role") == "assistant" and "tool_calls" not in m
-            for m in loop[k + 1 :]
-        )
+        later_final = last_final > k
         calls = message.get("tool_calls") or []
         if not calls:
             raise RowError("E150", f"messages[{source}].tool_calls is empty")

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, TypeGuard, get_args
 
 from harmonia import Conversation, InputError, Role
 from harmonia.openai_compat import (
@@ -139,12 +139,8 @@ def convert_row(row: object, options: InputOptions) -> Row:
     if not isinstance(row, Mapping):
         raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
     fmt = detect_format(row) if options.format == "auto" else options.format
-    if isinstance(row.get("tools"), str) and fmt != "sharegpt":
-        # Arrow-backed datasets keep tool schemas intact only as JSON text.
-        try:
-            row = {**row, "tools": json.loads(row["tools"])}
-        except ValueError:
-            raise RowError("E150", "'tools' is a string but not JSON") from None
+    if fmt != "sharegpt":
+        row = tools_from_json(row)
     try:
         if fmt == "harmony":
             conversation = Conversation.from_json(json.dumps({"messages": row.get("messages")}))
@@ -165,6 +161,10 @@ def convert_row(row: object, options: InputOptions) -> Row:
             messages = chat.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise RowError("E102", "'messages' is missing or empty")
+            check_contents(messages)
+            if fmt == "openai":
+                messages = pair_calls_by_order(messages)
+                chat = {**chat, "messages": messages}
             conversation = chat_request_to_conversation(
                 _with_effort(chat, options), _prompt_options(row, options)
             )
@@ -184,6 +184,105 @@ def convert_row(row: object, options: InputOptions) -> Row:
     if not conversation.messages:
         raise RowError("E102", "the conversation has no messages")
     return Row(conversation, weights, _warnings(conversation), fmt)
+
+
+def tools_from_json(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The row with a ``tools`` given as JSON text (the form TRL's and other
+    Arrow-backed datasets use, as they keep tool schemas intact only as text) parsed."""
+    tools = row.get("tools")
+    if not isinstance(tools, str):
+        return row
+    try:
+        parsed = json.loads(tools) if tools.strip() else []
+    except ValueError:
+        raise RowError("E150", "'tools' is a string but not JSON") from None
+    if parsed is not None and not isinstance(parsed, list):
+        raise RowError("E150", f"'tools' as JSON text must be a list, got {type(parsed).__name__}")
+    return {**row, "tools": parsed}
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, quickly for the dicts JSON rows are made of."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+_CONTEXT_ROLES: Final = frozenset(("system", "developer", "user", "tool"))
+_REASONING_KEYS: Final = ("thinking", "reasoning", "reasoning_content")
+
+
+def check_contents(messages: Sequence[Any]) -> None:
+    """Reject a chat message that says nothing: a system, developer, user or tool
+    message without ``content`` (absent or null), or an assistant message with no
+    content, refusal, reasoning or tool calls. (An assistant message with only
+    tool calls is fine, as the OpenAI format allows.)"""
+    for i, m in enumerate(messages):
+        if not is_mapping(m):
+            continue  # the conversion says what is wrong with it
+        role = m.get("role")
+        if role in _CONTEXT_ROLES:
+            if m.get("content") is None:
+                raise RowError("E105", f"messages[{i}] ({role}) has no content")
+        elif role == "assistant" and not (
+            m.get("content") is not None
+            or m.get("refusal")
+            or m.get("tool_calls")
+            or m.get("function_call")
+            or any(m.get(k) for k in _REASONING_KEYS)
+        ):
+            raise RowError("E105", f"messages[{i}] (assistant) has no content, reasoning or calls")
+
+
+def pair_calls_by_order(messages: list[Any]) -> list[Any]:
+    """Calls and results without ids paired by order, as the gpt-oss chat template
+    pairs them (its rows carry no ids): a call without an ``id`` gets one, and a tool
+    message without a ``tool_call_id`` answers the earliest call still unanswered.
+    A call given as ``{"name", "arguments"}`` (without ``function``) is read as one.
+    Rows whose calls and results all carry ids are returned unchanged."""
+    if not any(_needs_pairing(m) for m in messages):
+        return messages
+    pending: list[str] = []
+    out: list[Any] = []
+    made = 0
+    for i, m in enumerate(messages):
+        if is_mapping(m) and m.get("role") == "assistant":
+            calls = m.get("tool_calls")
+            if isinstance(calls, list):
+                filled = []
+                for call in calls:
+                    if is_mapping(call):
+                        if "function" not in call and "name" in call:
+                            function = {"name": call["name"], "arguments": call.get("arguments")}
+                            call = {"type": "function", "function": function}
+                        if not call.get("id"):
+                            made += 1
+                            call = {**call, "id": f"harmonia_call_{made}"}
+                        if isinstance(call.get("id"), str):
+                            pending.append(call["id"])
+                    filled.append(call)
+                m = {**m, "tool_calls": filled}
+        elif is_mapping(m) and m.get("role") == "tool":
+            call_id = m.get("tool_call_id")
+            if not call_id:
+                if not pending:
+                    raise RowError(
+                        "E130", f"messages[{i}] is a tool result with no unanswered call before it"
+                    )
+                m = {**m, "tool_call_id": pending.pop(0)}
+            elif call_id in pending:
+                pending.remove(call_id)
+        out.append(m)
+    return out
+
+
+def _needs_pairing(m: object) -> bool:
+    if not is_mapping(m):
+        return False
+    if m.get("role") == "tool":
+        return not m.get("tool_call_id")
+    calls = m.get("tool_calls") if m.get("role") == "assistant" else None
+    return isinstance(calls, list) and any(
+        is_mapping(c) and (not c.get("id") or "function" not in c) for c in calls
+    )
 
 
 def row_date(row: Mapping[str, Any], options: InputOptions) -> str | None:
@@ -275,6 +374,8 @@ def _sharegpt_to_chat(row: Mapping[str, Any]) -> dict[str, Any]:
         if role is None:
             raise RowError("E110", f"unknown ShareGPT role {who!r} at conversations[{j}].from")
         value = turn.get("value")
+        if value is None:
+            raise RowError("E105", f"conversations[{j}] ({who}) has no value")
         text = value if isinstance(value, str) else json.dumps(value)
         if who == "function_call":
             try:

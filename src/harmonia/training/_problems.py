@@ -18,6 +18,8 @@ CODES: Final[dict[str, tuple[str, Severity, str]]] = {
     "E101": ("bad_json", "error", "the line is not valid JSON"),
     "E102": ("no_messages", "error", "the row holds no conversation"),
     "E103": ("unknown_format", "error", "the row matches no input format"),
+    "E104": ("invalid_utf8", "error", "the line is not valid UTF-8 (the message says where)"),
+    "E105": ("missing_content", "error", "a message has no content (assistant: nor calls)"),
     "E110": ("unknown_role", "error", "a role that harmony does not have"),
     "E120": ("no_trainable_tokens", "error", "nothing is left to train after the policy"),
     "E130": ("tool_result_mismatch", "error", "a tool result cannot be paired with its call"),
@@ -25,6 +27,12 @@ CODES: Final[dict[str, tuple[str, Severity, str]]] = {
     "E140": ("over_length", "error", "longer than max_length with overflow=drop"),
     "E141": ("trim_failed", "error", "overflow=trim-history cannot make the sample fit"),
     "E150": ("invalid_row", "error", "the row cannot be converted (the message says where)"),
+    "E151": (
+        "unreadable_header",
+        "error",
+        "a header field (channel, recipient, author name, content type) that cannot be "
+        "read back: whitespace, '<' or empty",
+    ),
     "W202": ("special_token_text", "warning", "special-token spelling inside a text"),
     "W203": ("cot_excluded", "warning", "assistant messages left untrained for faithfulness"),
     "W206": ("truncated", "warning", "overflow=truncate or trim-history cut the sample"),

@@ -1,12 +1,16 @@
 """``build``: JSONL files to Parquet shards, in worker processes, resumable.
 
 The parent only plans and bookkeeps. It splits each input at every
-``shard_rows``-th line (one streaming pass that also hashes the file); each task
-is one byte range, rendered by a worker that writes its own shard and rejects and
-returns counts only (sending tokens back to a parent costs more than rendering
-them). Shards are numbered by input range, never by worker, and the manifest
-holds nothing that depends on the worker count or the clock, so ``workers=1``
-and ``workers=2`` write the same bytes. After each finished shard the parent
+``shard_rows``-th line (one streaming pass that also hashes the file), and each
+shard into chunks of at most 512 lines, fewer in small inputs (about 64 chunks a
+file, in multiples of 16 lines), so that every worker has work on any input and
+a worker holds one chunk's rows at a time. A worker renders a chunk into an Arrow
+file and its rejects and returns counts only (sending tokens back to a parent
+costs more than rendering them); once a shard's chunks are done, a worker joins
+them into the shard's Parquet file. Shards and chunks are numbered by input range,
+never by worker, chunk sizes depend on the input alone, and the manifest holds
+nothing that depends on the worker count or the clock, so ``workers=1`` and
+``workers=2`` write the same bytes. After each finished shard the parent
 records it (with its sha256) in ``.progress.json``; ``resume=True`` skips the
 recorded shards whose files still match.
 
@@ -59,6 +63,18 @@ class BuildOptions:
             raise InputError("workers and shard_rows must be at least 1")
 
 
+_GRAIN: Final = 16  # chunks are multiples of this many lines
+_MAX_CHUNK: Final = 512  # lines a worker renders at once, at most
+_CHUNKS_PER_FILE: Final = 64  # what a small input is split into, about
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    start: int
+    end: int
+    first_line: int
+
+
 @dataclass(frozen=True)
 class _Task:
     shard: int
@@ -67,6 +83,7 @@ class _Task:
     start: int
     end: int
     first_line: int
+    chunks: tuple[_Chunk, ...] = ()
 
 
 def build(
@@ -112,12 +129,14 @@ def build(
         _write_json(out / PROGRESS_FILE, done)
         report.update(result)
 
-    args = (policy, input_options, options.profile, options.compression, str(out))
-    if options.workers == 1 or len(todo) <= 1:
+    args = (policy, input_options, options.profile, str(out))
+    if options.workers == 1 or sum(len(t.chunks) for t in todo) <= 1:
         for task in todo:
-            record(task.shard, _run_task(task, *args))
+            results = [_run_chunk(task, j, *args) for j in range(len(task.chunks))]
+            sealed = _seal(task.shard, len(task.chunks), options.compression, str(out))
+            record(task.shard, _shard_result(sealed, results))
     else:
-        _run_pool(todo, args, options.workers, record)
+        _run_pool(todo, args, options.compression, options.workers, record)
     report.finish()
     return _finish(out, tasks, done, config)
 
@@ -125,9 +144,11 @@ def build(
 def _run_pool(
     todo: Sequence[_Task],
     args: tuple[Any, ...],
+    compression: str,
     workers: int,
     record: Callable[[int, dict[str, Any]], None],
 ) -> None:
+    """Chunks in input order, each shard joined as soon as its chunks are done."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
@@ -136,18 +157,35 @@ def _run_pool(
     # first array (which imports pandas when it is installed, about a second).
     default_encoding()
     require_pyarrow().array([0])
+    by_shard = {task.shard: task for task in todo}
+    chunks: dict[int, list[dict[str, Any] | None]] = {
+        task.shard: [None] * len(task.chunks) for task in todo
+    }
     context = multiprocessing.get_context(method)
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
     try:
-        pending: dict[Future[dict[str, Any]], int] = {}
-        queue = list(todo)
-        while queue or pending:
-            while queue and len(pending) < workers * 2:
-                task = queue.pop(0)
-                pending[pool.submit(_run_task, task, *args)] = task.shard
+        pending: dict[Future[dict[str, Any]], tuple[int, int]] = {}  # -> (shard, chunk or -1)
+        queue = [(task.shard, j) for task in todo for j in range(len(task.chunks))]
+        seals: list[int] = []
+        while queue or seals or pending:
+            while (seals or queue) and len(pending) < workers * 2:
+                if seals:  # a finished shard first: its chunk files go
+                    shard = seals.pop(0)
+                    n = len(by_shard[shard].chunks)
+                    pending[pool.submit(_seal, shard, n, compression, args[-1])] = (shard, -1)
+                    continue
+                shard, j = queue.pop(0)
+                pending[pool.submit(_run_chunk, by_shard[shard], j, *args)] = (shard, j)
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                record(pending.pop(future), future.result())
+                shard, j = pending.pop(future)
+                if j < 0:
+                    parts = [r for r in chunks.pop(shard) if r is not None]
+                    record(shard, _shard_result(future.result(), parts))
+                    continue
+                chunks[shard][j] = future.result()
+                if all(r is not None for r in chunks[shard]):
+                    seals.append(shard)
     except BaseException:
         # Ctrl-C or a failed shard: stop the workers now rather than let them finish
         # their shards (the finished ones are recorded; --resume redoes the rest).
@@ -175,7 +213,10 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
     for index, path in enumerate(files):
         digest = hashlib.sha256()
         starts = [0]
-        lines = 0
+        # Offsets after every _GRAIN-th line of a shard; grain_base[k]: shard k's first.
+        grains = array("q")
+        grain_base = [0]
+        lines = line_end = 0
         position = 0
         with path.open("rb") as raw:
             # The hash is of the bytes on disk; lines are counted in the text.
@@ -189,21 +230,44 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
                 at = chunk.find(b"\n")
                 while at >= 0:
                     lines += 1
-                    if lines % shard_rows == 0:
+                    in_shard = lines % shard_rows
+                    if in_shard == 0:
                         starts.append(position + at + 1)
+                        grain_base.append(len(grains))
+                    elif in_shard % _GRAIN == 0:
+                        grains.append(position + at + 1)
+                    line_end = position + at + 1
                     at = chunk.find(b"\n", at + 1)
                 position += len(chunk)
             while hashed.read(_READ_CHUNK):
                 pass  # whatever gzip left unread still belongs to the file's hash
         if starts[-1] >= position and len(starts) > 1:
             starts.pop()
+            grain_base.pop()
         bounds = [*starts, position]
+        step = _chunk_rows(lines + (position > line_end)) // _GRAIN  # a last line without \n
+        grain_base.append(len(grains))
         for k in range(len(starts)):
+            first_line = k * shard_rows + 1
+            own = grains[grain_base[k] : grain_base[k + 1]]
+            cuts = [bounds[k], *own[step - 1 :: step], bounds[k + 1]]
+            pieces = tuple(
+                _Chunk(cuts[j], cuts[j + 1], first_line + j * step * _GRAIN)
+                for j in range(len(cuts) - 1)
+                if cuts[j] < cuts[j + 1] or j == 0
+            )
             tasks.append(
-                _Task(len(tasks), index, str(path), bounds[k], bounds[k + 1], k * shard_rows + 1)
+                _Task(len(tasks), index, str(path), bounds[k], bounds[k + 1], first_line, pieces)
             )
         described.append({"path": str(path), "bytes": position, "sha256": digest.hexdigest()})
     return tasks, described
+
+
+def _chunk_rows(lines: int) -> int:
+    """Lines per chunk for a file of ``lines`` lines: about _CHUNKS_PER_FILE chunks,
+    in multiples of _GRAIN lines, at most _MAX_CHUNK (the input alone decides)."""
+    per_chunk = -(-lines // _CHUNKS_PER_FILE)
+    return min(_MAX_CHUNK, max(_GRAIN, -(-per_chunk // _GRAIN) * _GRAIN))
 
 
 def is_gzip(path: Path | str) -> bool:
@@ -239,26 +303,32 @@ class _Hashing:
         return data
 
 
-def _lines(task: _Task) -> Iterator[tuple[int, str]]:
-    with open_input(task.path) as handle:
-        handle.seek(task.start)  # gzip: decompresses up to the range (see the module doc)
-        data = handle.read(task.end - task.start)
+def _lines(path: str, chunk: _Chunk) -> Iterator[tuple[int, bytes]]:
+    """The range's non-blank lines, as bytes: ``render_batch`` decodes each one and
+    rejects a line that is not UTF-8 (E104)."""
+    with open_input(path) as handle:
+        handle.seek(chunk.start)  # gzip: decompresses up to the range (see the module doc)
+        data = handle.read(chunk.end - chunk.start)
     for k, raw in enumerate(data.split(b"\n")):
         if raw.strip():
-            yield task.first_line + k, raw.decode("utf-8", errors="replace")
+            yield chunk.first_line + k, raw
 
 
-def _run_task(
+def _chunk_name(shard: int, j: int) -> str:
+    return f".chunk-{shard:05d}-{j:05d}"
+
+
+def _run_chunk(
     task: _Task,
+    j: int,
     policy: TrainPolicy,
     input_options: InputOptions,
     profile: Profile,
-    compression: str,
     out_dir: str,
 ) -> dict[str, Any]:
-    """Render one range and write its shard and rejects; return only counts."""
+    """Render chunk ``j`` of a shard into an Arrow file and its rejects; return counts."""
     started = time.perf_counter()
-    numbered = list(_lines(task))
+    numbered = list(_lines(task.path, task.chunks[j]))
     batch = render_batch(
         [raw for _, raw in numbered],
         policy=policy,
@@ -266,18 +336,51 @@ def _run_task(
         line_numbers=[n for n, _ in numbered],
         source=task.path,
     )
-    shard = Path(out_dir) / f"part-{task.shard:05d}.parquet"
-    write_parquet(batch_table(batch, profile, task.file_index), shard, compression)
-    rejects = Path(out_dir) / f".rejects-{task.shard:05d}.jsonl"
-    with rejects.open("w", encoding="utf-8") as handle:
+    base = Path(out_dir) / _chunk_name(task.shard, j)
+    table = batch_table(batch, profile, task.file_index)
+    pa = require_pyarrow()
+    with pa.OSFile(str(base) + ".arrow", "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    with open(str(base) + ".rejects", "w", encoding="utf-8") as handle:
         for problem, raw in batch.rejected:
             handle.write(json.dumps({**problem.to_dict(), "row": raw}, ensure_ascii=False) + "\n")
     return {
-        "file": shard.name,
-        "sha256": _sha256(shard),
         "stats": batch.stats.to_dict(),
         "seconds": time.perf_counter() - started,
         "max_rss_kib": _max_rss_kib(),
+    }
+
+
+def _seal(shard: int, n_chunks: int, compression: str, out_dir: str) -> dict[str, Any]:
+    """Join a shard's chunks into its Parquet file and rejects; remove the chunks."""
+    pa = require_pyarrow()
+    out = Path(out_dir)
+    bases = [out / _chunk_name(shard, j) for j in range(n_chunks)]
+    # Memory-mapped, so the shard's rows are never all in memory; the chunks are
+    # sized by the input alone, so the Parquet bytes do not depend on the workers.
+    tables = [pa.ipc.open_file(pa.memory_map(str(b) + ".arrow")).read_all() for b in bases]
+    path = out / f"part-{shard:05d}.parquet"
+    write_parquet(pa.concat_tables(tables), path, compression)
+    del tables
+    with (out / f".rejects-{shard:05d}.jsonl").open("w", encoding="utf-8") as merged:
+        for base in bases:
+            merged.write(Path(str(base) + ".rejects").read_text(encoding="utf-8"))
+    for base in bases:
+        Path(str(base) + ".arrow").unlink()
+        Path(str(base) + ".rejects").unlink()
+    return {"file": path.name, "sha256": _sha256(path), "max_rss_kib": _max_rss_kib()}
+
+
+def _shard_result(sealed: dict[str, Any], chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    stats = Stats()
+    for chunk in chunks:
+        stats.merge(Stats.from_dict(chunk["stats"]))
+    return {
+        "file": sealed["file"],
+        "sha256": sealed["sha256"],
+        "stats": stats.to_dict(),
+        "seconds": sum(c["seconds"] for c in chunks),
+        "max_rss_kib": max([sealed["max_rss_kib"], *(c["max_rss_kib"] for c in chunks)]),
     }
 
 
@@ -325,6 +428,8 @@ def _finish(
     _write_json(out / MANIFEST, manifest)
     for task in tasks:
         (out / f".rejects-{task.shard:05d}.jsonl").unlink(missing_ok=True)
+    for leftover in out.glob(".chunk-*"):  # of shards an interrupted build left unsealed
+        leftover.unlink()
     (out / PROGRESS_FILE).unlink(missing_ok=True)
     return manifest
 

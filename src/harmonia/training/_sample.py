@@ -47,6 +47,7 @@ NO_STOP: Final = "context: no final answer or tool call follows it"
 EXPANDED: Final = "context here: trained in its own sample (turns='expand')"
 OTHER_TURN: Final = "context: this sample trains another turn"
 FULL: Final = "trained: full-sequence loss"
+TRAILING: Final = "left out: after the last final answer, nothing trained follows it"
 TRIMMED: Final = "left out to fit max_length (overflow='trim-history')"
 _KEPT_ROLES: Final = frozenset({Role.SYSTEM, Role.DEVELOPER})
 _IN_TURN: Final = frozenset({Role.ASSISTANT, Role.TOOL})
@@ -115,9 +116,36 @@ def render_for_training(
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
         )
+    tail = _trailing_context(messages, policy)
+    if tail:
+        conversation = Conversation(messages[:-tail])
+        weights = None if weights is None else weights[:-tail]
     if policy.overflow == "trim-history" and policy.max_length is not None:
-        return _trim_history(conversation, encoding, policy, weights)
-    return _samples(conversation, encoding, policy, weights)
+        samples = _trim_history(conversation, encoding, policy, weights)
+    else:
+        samples = _samples(conversation, encoding, policy, weights)
+    if tail:
+        samples = [s._replace(reasons=s.reasons + (TRAILING,) * tail) for s in samples]
+    return samples
+
+
+def _trailing_context(messages: Sequence[Message], policy: TrainPolicy) -> int:
+    """How many messages after the conversation's last assistant message, a final
+    answer, the samples leave out: nothing the model wrote follows them, and
+    rendered they would close that final with the history's ``<|end|>`` (which the
+    model never writes) instead of its ``<|return|>``, leaving it without a
+    trained stop. Kept
+    with full-sequence loss (every token is trained there) and with the reference
+    rule (which reproduces openai-harmony's render)."""
+    if policy.full_sequence or policy.cot == "reference":
+        return 0
+    n = len(messages)
+    for k in range(n - 1, -1, -1):
+        m = messages[k]
+        if m.author.role is Role.ASSISTANT:
+            final = m.channel == FINAL and m.recipient in (None, "all")
+            return n - 1 - k if final else 0
+    return 0
 
 
 def _samples(
