@@ -115,7 +115,7 @@ def blocked(task, *args):
     open(os.path.join(sys.argv[1], f"worker-{os.getpid()}"), "w").close()
     time.sleep(3600)
 
-_runner._run_task = blocked
+_runner._run_chunk = blocked
 sys.exit(main(sys.argv[2:]))
 """
 
