@@ -55,10 +55,12 @@ def test_serve_builds_the_random_engine() -> None:
     pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
     pytest.importorskip("transformers", reason="transformers is not installed")
     from harmonia.engines.transformers import TransformersEngine
-    from harmonia.serve._cli import add_arguments, build_engine
+    from harmonia._options import from_args
+    from harmonia.engines import EngineSpec
+    from harmonia.serve._cli import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    engine = build_engine(parser.parse_args(["--engine", "random"]))
+    engine = from_args(EngineSpec, parser.parse_args(["--engine", "random"])).build()
     assert isinstance(engine, TransformersEngine)
     assert engine.model.config.vocab_size == 201_088
