@@ -54,9 +54,9 @@ def test_without_torch_the_random_engine_says_how_to_install_it() -> None:
 def test_serve_builds_the_random_engine() -> None:
     pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
     pytest.importorskip("transformers", reason="transformers is not installed")
-    from harmonia.engines.transformers import TransformersEngine
     from harmonia._options import from_args
     from harmonia.engines import EngineSpec
+    from harmonia.engines.transformers import TransformersEngine
     from harmonia.serve._cli import add_arguments
 
     parser = argparse.ArgumentParser()
