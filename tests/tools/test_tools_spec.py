@@ -27,8 +27,10 @@ def add(a: int, b: int) -> int:
 """
 
 
-def test_no_browser_is_no_backend() -> None:
-    assert ToolsSpec().backend() is None and ToolsSpec().build().namespaces == []
+def test_no_browser_is_no_tool() -> None:
+    assert ToolsSpec().build().namespaces == []
+    with pytest.raises(InputError, match="needs --browser DIR|exa|you"):
+        ToolsSpec().backend()
 
 
 def test_the_browser_word_names_a_web_search(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -196,7 +196,7 @@ def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Bac
         return None, None
     from ._agent_tool_loop import AgentToolLoop
 
-    backend = spec.backend(index=True)
+    backend = None if spec.browser is None else spec.backend(index=True)
     loop = AgentToolLoop(browser=backend, python=spec.python)
     if spec.python:
         why = loop.python_unavailable()

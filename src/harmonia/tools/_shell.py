@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import InputError
 from .._options import add_options, from_args
 from ._base import Tool, ToolCall, ToolOutput
 from ._spec import BROWSER_SCOPE, PYTHON_SCOPE, ToolsSpec
@@ -79,10 +78,7 @@ def _run_browser(args: argparse.Namespace, out: TextIO) -> int:
     from .browser import BrowserTool
 
     spec = from_args(ToolsSpec, args)
-    backend = spec.backend()
-    if backend is None:
-        raise InputError("the browser needs --browser DIR|exa|you: a folder or web search")
-    tool = BrowserTool(backend)
+    tool = BrowserTool(spec.backend())
     folder = spec.browser if spec.browser not in ("exa", "you") else None
     if getattr(args, "url", None) and "://" not in args.url and folder:
         # A corpus file by its path (relative to the corpus, or to here): its file URL.

@@ -80,15 +80,15 @@ class ToolsSpec:
         scope=("python",),
     )
 
-    def backend(self, *, index: bool = False) -> Backend | None:
-        """The browser backend ``--browser`` names (``None`` without one).
+    def backend(self, *, index: bool = False) -> Backend:
+        """The browser backend ``--browser`` names (refused without one).
 
         ``index``: index a folder now, so a bad file is reported at start-up.
         """
         from .browser import ExaBackend, LocalCorpusBackend, YouComBackend
 
         if self.browser is None:
-            return None
+            raise InputError("the browser needs --browser DIR|exa|you: a folder or web search")
         if self.browser in _WEB:
             return ExaBackend() if self.browser == "exa" else YouComBackend()
         if not Path(self.browser).is_dir():
@@ -114,11 +114,10 @@ class ToolsSpec:
     def build(self) -> Toolbox:
         """The toolbox the settings ask for (``box.tool("browser")`` is the browser)."""
         box = Toolbox()
-        backend = self.backend()
-        if backend is not None:
+        if self.browser is not None:
             from .browser import BrowserTool
 
-            box.add(BrowserTool(backend))
+            box.add(BrowserTool(self.backend()))
         if self.python:
             from .python import PythonTool, sandbox_status
 

@@ -112,12 +112,9 @@ def _browser_factory(spec: ToolsSpec) -> tuple[Any, ToolNamespaceConfig]:
     # start and to read the declaration, in memory (the index file is the sessions');
     # sessions build their own in the serving thread, since an SQLite connection
     # belongs to the thread that opened it.
-    first = replace(spec, browser_index=":memory:").backend()
-    if first is None:
-        raise InputError("serve-mcp browser needs --browser DIR|exa|you: a folder or web search")
-    declaration = BrowserTool(first).namespace_config()
+    declaration = BrowserTool(replace(spec, browser_index=":memory:").backend()).namespace_config()
 
     def browser() -> Tool:
-        return BrowserTool(spec.backend())  # type: ignore[arg-type]  # --browser is given
+        return BrowserTool(spec.backend())
 
     return browser, declaration
