@@ -189,10 +189,8 @@ def add_options(
                 kwargs["type"] = kind
         if item.default is MISSING:
             kwargs["required"] = True
-        else:
+        else:  # the harmonia command's help formatter shows it
             kwargs["default"] = item.default
-            if item.default not in (None, False) and "default" not in spec.help:
-                kwargs["help"] = f"{spec.help} (default: {item.default})"
         target.add_argument(flag, **kwargs)
         for old, value in spec.old:
             written = flag if value is None else f"{flag} {value}"

@@ -60,6 +60,7 @@ class EngineSpec:
         help="transformers: a model folder or hub id (required); vllm: the model name its "
         "server serves (default: the one it lists)",
         old=(("--model-path", None),),
+        metavar="NAME|DIR",
     )
     engine_api_key_env: str | None = option(
         None,
@@ -70,7 +71,9 @@ class EngineSpec:
     device: str = option("cpu", help="transformers: cpu, cuda, ...")
     dtype: str = option("float32", help="transformers: float32, bfloat16, ...")
     llguidance: str = option(
-        "1.7", help="vllm: the llguidance version its server runs (vLLM 0.32/0.33: 1.7)"
+        "1.7",
+        help="vllm: the llguidance version its server runs (vLLM 0.32/0.33: 1.7)",
+        metavar="VERSION",
     )
     json_args: Literal["schema", "any", "refuse"] = option(
         "schema",
@@ -84,7 +87,9 @@ class EngineSpec:
         metavar="FILE",
     )
     script_delay: float = option(
-        0.0, help="scripted: seconds per token of a completion that names no delay"
+        0.0,
+        help="scripted: seconds per token of a completion that names no delay (default: 0)",
+        metavar="SECONDS",
     )
 
     def build(self, encoding: HarmonyEncoding | None = None) -> Engine:

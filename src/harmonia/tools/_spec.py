@@ -53,7 +53,8 @@ class ToolsSpec:
     )
     browser_index: str = option(
         ":memory:",
-        help="--browser DIR: an SQLite file that keeps the folder's index between runs",
+        help="--browser DIR: an SQLite file that keeps the folder's index between runs "
+        "(:memory: indexes the folder again each run)",
         metavar="FILE",
         old=(("--database", None),),
         scope=("browser",),
@@ -72,6 +73,7 @@ class ToolsSpec:
     timeout: float | None = option(
         None,
         help="seconds per python call (default: the tool's, 120)",
+        metavar="SECONDS",
         scope=("python",),
     )
     dangerously_allow_unsandboxed: bool = option(
