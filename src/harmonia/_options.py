@@ -153,11 +153,9 @@ def option(
 
 def flag_of(cls: type, name: str) -> str:
     """The option string of field ``name`` of an options dataclass."""
-    for item in fields(cls):
-        if item.name == name:
-            spec: Option = item.metadata["option"]
-            return spec.flag or "--" + name.replace("_", "-")
-    raise KeyError(name)
+    (item,) = [f for f in fields(cls) if f.name == name]
+    spec: Option = item.metadata["option"]
+    return spec.flag or "--" + name.replace("_", "-")
 
 
 def add_options(
