@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import Any, Final, Literal
+from collections.abc import Collection, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Final, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 ProgressMode = Literal["auto", "lines", "none"]
 PROGRESS_MODES: Final[tuple[ProgressMode, ...]] = ("auto", "lines", "none")
 
 #: The standard-input argument of every command that reads a file.
 STDIN: Final = "-"
+
+T = TypeVar("T")
 
 
 class DeprecatedAlias(argparse.Action):
@@ -106,3 +109,113 @@ def progress_on_terminal(mode: str, stream: Any) -> bool | None:
     except (AttributeError, ValueError):
         tty = False
     return True if mode == "auto" and tty else None
+
+
+# -- options generated from a dataclass's fields -----------------------------------------
+#
+# An app's settings (``harmonia.engines.EngineSpec``, ``harmonia.tools.ToolsSpec``) are
+# dataclasses whose fields carry their flag, help and old spellings: every command that
+# builds an engine or tools adds the options from the fields, so a new setting is one new
+# field and appears, spelled and defaulted alike, in each command.
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one dataclass field appears on the command line (see :func:`option`)."""
+
+    help: str
+    flag: str | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    #: Former spellings: ``(old flag, value)``; ``value`` ``None`` takes the old flag's
+    #: argument, a value stands for it (``--no-progress`` is ``--progress none``).
+    old: tuple[tuple[str, str | None], ...] = ()
+    #: The kinds of command that take the option (empty: every command given the class).
+    scope: tuple[str, ...] = ()
+
+
+def option(
+    default: Any = MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    choices: Sequence[str] | None = None,
+    metavar: str | None = None,
+    old: Sequence[tuple[str, str | None]] = (),
+    scope: Sequence[str] = (),
+) -> Any:
+    """A dataclass field that is also a command-line option (no default: a required one)."""
+    spec = Option(
+        help, flag, None if choices is None else tuple(choices), metavar, tuple(old), tuple(scope)
+    )
+    return field(default=default, metadata={"option": spec})
+
+
+def flag_of(cls: type, name: str) -> str:
+    """The option string of field ``name`` of an options dataclass."""
+    (item,) = [f for f in fields(cls) if f.name == name]
+    spec: Option = item.metadata["option"]
+    return spec.flag or "--" + name.replace("_", "-")
+
+
+def add_options(
+    parser: argparse.ArgumentParser | Any,
+    cls: type,
+    *,
+    scope: Collection[str] = (),
+    title: str | None = None,
+) -> None:
+    """Add an option per field of ``cls`` whose scope meets ``scope`` (every unscoped one).
+
+    The ``dest`` of each option is its field's name, so :func:`from_args` reads them back.
+    """
+    target = parser.add_argument_group(title) if title is not None else parser
+    hints = get_type_hints(cls)
+    for item in fields(cls):
+        spec = item.metadata.get("option")
+        if not isinstance(spec, Option) or (spec.scope and not set(spec.scope) & set(scope)):
+            continue
+        flag = spec.flag or "--" + item.name.replace("_", "-")
+        kind = _value_type(hints[item.name])
+        kwargs: dict[str, Any] = {"dest": item.name, "help": spec.help}
+        if kind is bool:
+            kwargs["action"] = "store_true"
+        else:
+            words = get_args(hints[item.name]) if get_origin(hints[item.name]) is Literal else None
+            kwargs.update(choices=spec.choices or words, metavar=spec.metavar)
+            if kind in (int, float):
+                kwargs["type"] = kind
+        if item.default is MISSING:
+            kwargs["required"] = True
+        else:  # the harmonia command's help formatter shows it
+            kwargs["default"] = item.default
+        target.add_argument(flag, **kwargs)
+        for old, value in spec.old:
+            written = flag if value is None else f"{flag} {value}"
+            extra: dict[str, Any] = {} if value is not None or kind is str else {"type": kind}
+            target.add_argument(
+                old,
+                dest=item.name,
+                action=DeprecatedAlias,
+                new=flag,
+                value=value,
+                metavar=spec.metavar,
+                help=f"deprecated: {written}",
+                **extra,
+            )
+
+
+def from_args(cls: type[T], args: argparse.Namespace) -> T:
+    """An options dataclass from parsed arguments (fields a command lacks keep their default)."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    return cls(**{name: getattr(args, name) for name in names if hasattr(args, name)})
+
+
+def _value_type(hint: Any) -> type:
+    """``float`` for ``float | None``; ``str`` for a ``Literal`` of words."""
+    args = [a for a in get_args(hint) if a is not type(None)]
+    if get_origin(hint) is Literal:
+        return str
+    if args and hint is not bool and get_origin(hint) is not None:
+        return _value_type(args[0])
+    return hint if isinstance(hint, type) else str

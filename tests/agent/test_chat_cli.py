@@ -86,13 +86,13 @@ def test_errors_are_plain_words(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(argv, stdout=out) == 1
     text = out.getvalue()
     assert "http://127.0.0.1:9" in text and "check that the server is running" in text
-    assert main(["--engine", "scripted", "--prompt", "hi"], stdout=io.StringIO()) == 1
-    assert "--engine scripted needs --script FILE" in capsys.readouterr().err
+    assert main(["--engine", "vllm", "--prompt", "hi"], stdout=io.StringIO()) == 1
+    assert "--engine vllm needs --url" in capsys.readouterr().err
     assert main(["--engine", "scripted", "--json"], stdout=io.StringIO()) == 2
     assert "--json needs --prompt" in capsys.readouterr().err
     missing = ["--engine", "scripted", "--script", "x", "--browser", str(tmp_path / "nope")]
     assert main([*missing, "--prompt", "hi"], stdout=io.StringIO()) == 1
-    assert "no such folder" in capsys.readouterr().err
+    assert "not a folder" in capsys.readouterr().err
 
 
 def test_add_subcommand_registers_chat_on_a_parent_command() -> None:

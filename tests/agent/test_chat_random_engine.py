@@ -54,11 +54,13 @@ def test_without_torch_the_random_engine_says_how_to_install_it() -> None:
 def test_serve_builds_the_random_engine() -> None:
     pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
     pytest.importorskip("transformers", reason="transformers is not installed")
+    from harmonia._options import from_args
+    from harmonia.engines import EngineSpec
     from harmonia.engines.transformers import TransformersEngine
-    from harmonia.serve._cli import add_arguments, build_engine
+    from harmonia.serve._cli import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    engine = build_engine(parser.parse_args(["--engine", "random"]))
+    engine = from_args(EngineSpec, parser.parse_args(["--engine", "random"])).build()
     assert isinstance(engine, TransformersEngine)
     assert engine.model.config.vocab_size == 201_088

@@ -104,7 +104,7 @@ def _run_without(module: str, *argv: str) -> subprocess.CompletedProcess[str]:
 def test_serve_mcp_without_its_extra_says_how_to_install_it() -> None:
     from harmonia._errors import _install_hint as install_hint  # uncached: this cwd
 
-    result = _run_without("mcp", "tools", "serve-mcp", "browser", "--corpus", ".")
+    result = _run_without("mcp", "tools", "serve-mcp", "browser", "--browser", ".")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == (
         "harmonia tools serve-mcp: harmonia tools serve-mcp needs the mcp extra "

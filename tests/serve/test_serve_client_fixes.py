@@ -24,8 +24,7 @@ import openai
 import pytest
 from serve_support import ENC, MODEL, free_port, post
 
-from harmonia.engines import Script, ScriptedEngine
-from harmonia.serve._cli import _scripted
+from harmonia.engines import EngineSpec, Script, ScriptedEngine
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
@@ -53,7 +52,7 @@ def _scripted_from(tmp_path: Path, replies: list[str]) -> Any:
     """``harmonia serve --engine scripted --script FILE``'s engine."""
     path = tmp_path / "replies.json"
     path.write_text(json.dumps(replies))
-    return _scripted(str(path), 0.0)
+    return EngineSpec("scripted", script=str(path)).build(ENC)
 
 
 # -- item 2: max_tokens up to the context --------------------------------------------------
@@ -118,7 +117,7 @@ def test_logprobs_the_engine_cannot_give_are_a_400_naming_it(make_server):
 
 
 def test_demo_engine_refuses_what_its_reply_cannot_meet_with_a_400(make_server, tmp_path):
-    server = make_server(lambda book: _scripted(None, 0.0))  # harmonia serve --engine scripted
+    server = make_server(lambda book: EngineSpec("scripted").build(ENC))  # serve --engine scripted
     client = server.client()
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**CHAT, tools=[TIME_TOOL], tool_choice="required")

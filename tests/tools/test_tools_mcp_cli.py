@@ -29,7 +29,7 @@ def test_serve_mcp_browser_over_stdio_searches_the_corpus(tmp_path: Path) -> Non
     src = str(Path(harmonia.__file__).parent.parent)
     env = {"PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     command = [sys.executable, "-m", "harmonia", "tools", "serve-mcp", "browser"]
-    command += ["--corpus", str(corpus), "--stdio"]
+    command += ["--browser", str(corpus), "--stdio"]
 
     async def run() -> tuple[str, Message | None]:
         toolset = McpToolset.stdio(command, env=env, connect_timeout=30)
@@ -48,9 +48,9 @@ def test_serve_mcp_browser_over_stdio_searches_the_corpus(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["browser"], "exactly one of --corpus DIR or --web exa|you"),
-        (["browser", "--corpus", "/nonexistent-harmonia-dir"], "is not a directory"),
-        (["python", "--corpus", "x"], "--corpus and --web are browser options"),
+        (["browser"], "needs --browser DIR|exa|you"),
+        (["browser", "--browser", "/nonexistent-harmonia-dir"], "not a folder"),
+        (["python", "--browser", "x"], "--browser is a browser option"),
     ],
 )
 def test_serve_mcp_refuses_bad_options_in_one_line(
@@ -65,5 +65,5 @@ def test_serve_mcp_refuses_web_search_without_its_key(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.delenv("EXA_API_KEY", raising=False)
-    status = main(["tools", "serve-mcp", "browser", "--web", "exa"], stdout=io.StringIO())
+    status = main(["tools", "serve-mcp", "browser", "--browser", "exa"], stdout=io.StringIO())
     assert status == 1 and "EXA_API_KEY" in capsys.readouterr().err

@@ -35,23 +35,23 @@ def corpus(tmp_path: Path) -> Path:
 
 
 def test_browser_search_open_and_find(corpus: Path) -> None:
-    found = harmonia("browser", "search", "lunar day", "--corpus", str(corpus))
+    found = harmonia("browser", "search", "lunar day", "--browser", str(corpus))
     assert found.returncode == 0, found.stderr
     assert "【0†Tides】" in found.stdout and "# Search Results" in found.stdout
-    opened = harmonia("browser", "open", "tides.md", "--corpus", str(corpus))
+    opened = harmonia("browser", "open", "tides.md", "--browser", str(corpus))
     assert opened.returncode == 0, opened.stderr
     assert "L2: A lunar day lasts 24 hours and 50 minutes." in opened.stdout
-    hits = harmonia("browser", "find", "moon", "--url", "tides.md", "--corpus", str(corpus))
+    hits = harmonia("browser", "find", "moon", "--url", "tides.md", "--browser", str(corpus))
     assert hits.returncode == 0 and "The moon pulls the sea." in hits.stdout
 
 
 def test_browser_failures_are_one_line_and_exit_1(corpus: Path) -> None:
-    missing = harmonia("browser", "open", "nope.md", "--corpus", str(corpus))
+    missing = harmonia("browser", "open", "nope.md", "--browser", str(corpus))
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr.startswith("harmonia tools browser open: Error fetching URL")
     neither = harmonia("browser", "search", "x")
     assert neither.returncode == 1
-    assert "exactly one of --corpus DIR or --web exa|you" in neither.stderr
+    assert "needs --browser DIR|exa|you" in neither.stderr
 
 
 def test_python_runs_code_in_the_sandbox() -> None:

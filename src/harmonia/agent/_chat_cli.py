@@ -27,11 +27,12 @@ from harmonia import (
     load_harmony_encoding,
 )
 from harmonia._files import refuse_existing, write_text
-from harmonia._options import add_force
-from harmonia.engines import SamplingParams
+from harmonia._options import DeprecatedAlias, add_force, add_options, flag_of, from_args
+from harmonia.engines import EngineSpec, SamplingParams
+from harmonia.tools import ToolsSpec
+from harmonia.tools._spec import CHAT_SCOPE
 
 from ._agent import Agent
-from ._chat_setup import DEFAULT_URLS, ENGINES, RANDOM_MAX_TOKENS, build_engine, build_toolbox
 from ._chat_ui import TerminalView, use_color
 from ._conversation import new_conversation
 from ._events import AgentResult, StopReason
@@ -39,11 +40,15 @@ from ._limits import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, AgentLimits
 
 _EXIT_WORDS = ("/exit", "/quit")
 
+#: Sampled tokens per answer of ``--engine random`` unless ``--max-tokens`` says more:
+#: its words mean nothing, and a CPU samples a few dozen a second.
+RANDOM_MAX_TOKENS = 200
+
 
 _EXAMPLES = """examples:
   harmonia chat --engine vllm --url http://127.0.0.1:8000 --browser docs/ --python
   harmonia chat --engine llama.cpp --url http://127.0.0.1:8080 --prompt "Hi" --json
-  harmonia chat --engine transformers --model ./gpt-oss-20b --device cuda
+  harmonia chat --engine transformers --engine-model ./gpt-oss-20b --device cuda
   harmonia chat --engine random --prompt "Hi"   no model: random weights, real format
 
 exit status: 0 success; 1 an input or the engine failed (one line says what to check);
@@ -68,35 +73,18 @@ def add_subcommand(
 
 def _arguments(p: argparse.ArgumentParser) -> None:
     engine = p.add_argument_group("engine")
-    engine.add_argument("--engine", choices=ENGINES, required=True, help="what samples tokens")
-    engine.add_argument(
-        "--url",
-        help=(
-            f"server address (vllm: {DEFAULT_URLS['vllm']}, llama.cpp: {DEFAULT_URLS['llama.cpp']})"
-        ),
-    )
-    engine.add_argument(
+    add_options(engine, EngineSpec)
+    engine.add_argument(  # chat's own former spelling; serve's --model is the served name
         "--model",
-        "--engine-model",
-        "--model-path",
-        dest="model",
-        help="vllm: the served model's name; transformers: its folder or hub id "
-        "(--engine-model and --model-path are serve's words for the same)",
+        dest="engine_model",
+        action=DeprecatedAlias,
+        new=flag_of(EngineSpec, "engine_model"),
+        help="deprecated: --engine-model",
     )
-    engine.add_argument("--device", default="cpu", help="transformers: cpu, cuda, ...")
-    engine.add_argument("--dtype", help="transformers: float32, bfloat16, ... (default: float32)")
-    engine.add_argument("--script", help="scripted: a JSON list of completions to replay")
     engine.add_argument(
         "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
     )
-    tools = p.add_argument_group("tools")
-    tools.add_argument(
-        "--browser",
-        metavar="DIR|exa|you",
-        help="a local corpus folder, or web search: exa (EXA_API_KEY) or you (YDC_API_KEY)",
-    )
-    tools.add_argument("--python", action="store_true", help="the sandboxed python tool")
-    tools.add_argument("--functions", metavar="MODULE", help="@function_tool functions to offer")
+    add_options(p, ToolsSpec, scope=CHAT_SCOPE, title="tools")
     talk = p.add_argument_group("conversation")
     talk.add_argument("--prompt", help="one message, one answer, then exit")
     talk.add_argument("--json", action="store_true", help="with --prompt: print the run as JSON")
@@ -168,8 +156,9 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
 
 async def _session(args: argparse.Namespace, out: TextIO) -> int:
     enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-    box, browser = build_toolbox(args)
-    engine, banner = build_engine(args, enc)
+    box = from_args(ToolsSpec, args).build()
+    spec = from_args(EngineSpec, args)
+    engine, banner = spec.build(enc), spec.describe()
     max_tokens = args.max_tokens
     if args.engine == "random" and max_tokens == DEFAULT_MAX_TOKENS:
         max_tokens = RANDOM_MAX_TOKENS
@@ -192,7 +181,7 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
         out,
         color=use_color(out, args.color),
         show_reasoning=args.reasoning == "show",
-        citations=browser,
+        citations=box.tool("browser"),  # type: ignore[arg-type]  # a BrowserTool
     )
     try:
         if args.prompt is not None:

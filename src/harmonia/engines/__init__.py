@@ -24,6 +24,7 @@ from ._base import (
 )
 from ._generation import Emit, Generation, Producer
 from ._http import HttpOptions
+from ._spec import EngineSpec
 from ._sync import SyncEngine, SyncGeneration
 from .scripted import Script, ScriptedEngine
 
@@ -34,6 +35,7 @@ __all__ = [
     "Emit",
     "Engine",
     "EngineRefusedError",
+    "EngineSpec",
     "Finish",
     "FinishReason",
     "Generation",

@@ -9,7 +9,6 @@ shutdown, 1 when harmonia refuses the configuration, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -20,32 +19,23 @@ from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
 
 from .._names import COT_POLICY_NAMES
-from ..engines import (
-    Constraint,
-    Engine,
-    Generation,
-    Script,
-    ScriptedEngine,
-    UnsupportedConstraintError,
-)
+from .._options import add_options, from_args
+from ..engines import EngineSpec
+from ..tools import ToolsSpec
+from ..tools._spec import SERVE_SCOPE
 from ._config import ServerConfig, api_keys_from_env
 
 if TYPE_CHECKING:
     from ..tools.browser import Backend
     from ._agent_tool_loop import AgentToolLoop
 
-_DEMO_REPLY = (
-    "<|channel|>analysis<|message|>A scripted engine: there is no model behind it.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Hello from harmonia's scripted engine."
-    "<|return|>"
-)
 _DEFAULTS = ServerConfig()
 
 
 _EXAMPLES = """examples:
   harmonia serve --engine vllm --url http://127.0.0.1:8001 --port 8000
   harmonia serve --engine llama.cpp --url http://127.0.0.1:8080
-  harmonia serve --engine transformers --model-path ./gpt-oss-20b --device cuda
+  harmonia serve --engine transformers --engine-model ./gpt-oss-20b --device cuda
   harmonia serve --engine scripted          # a demo model that replays a reply
   harmonia serve --engine random            # random weights, the real format (torch)
   harmonia serve --engine vllm --url http://127.0.0.1:8001 --browser ./notes --python
@@ -73,34 +63,7 @@ def add_subcommand(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    engine = parser.add_argument_group("engine")
-    engine.add_argument(
-        "--engine",
-        required=True,
-        choices=("scripted", "random", "transformers", "vllm", "llama.cpp"),
-        help="what samples the tokens",
-    )
-    engine.add_argument("--url", help="vllm / llama.cpp: the engine server's base URL")
-    engine.add_argument("--model-path", help="transformers: a model directory or hub id")
-    engine.add_argument("--device", default=None, help="transformers: cpu, cuda, ...")
-    engine.add_argument("--dtype", default=None, help="transformers: float32, bfloat16, ...")
-    engine.add_argument("--engine-model", help="vllm: the model name its server expects")
-    engine.add_argument(
-        "--llguidance",
-        default="1.7",
-        help="vllm: the llguidance version its server runs (vLLM 0.32/0.33: 1.7)",
-    )
-    engine.add_argument(
-        "--json-args",
-        choices=("schema", "any", "refuse"),
-        default="schema",
-        help="llama.cpp: compile JSON schemas to GBNF (refusing what it cannot hold), "
-        "enforce JSON syntax only, or refuse every schema",
-    )
-    engine.add_argument(
-        "--script", help="scripted: a JSON list of harmony completions (text) to replay in turn"
-    )
-    engine.add_argument("--script-delay", type=float, default=0.0, help="scripted: s per token")
+    add_options(parser, EngineSpec, title="engine")
 
     server = parser.add_argument_group("server")
     server.add_argument("--host", default=_DEFAULTS.host, help="address to listen on")
@@ -197,20 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-warmup", action="store_true", help="report healthy without a warm-up generation"
     )
     server.add_argument("--log-level", default="info", help="debug, info, warning or error")
-    tools = parser.add_argument_group("built-in tools (Responses API)")
-    tools.add_argument(
-        "--browser",
-        metavar="DIR|exa|you",
-        default=None,
-        help="run web_search on the server over a folder of documents, Exa (EXA_API_KEY) "
-        "or You.com (YDC_API_KEY) (default: none; the tool is left out of requests)",
-    )
-    tools.add_argument(
-        "--python",
-        action="store_true",
-        help="run code_interpreter on the server in the bubblewrap python sandbox "
-        "(default: off; the tool is left out of requests)",
-    )
+    add_options(parser, ToolsSpec, scope=SERVE_SCOPE, title="built-in tools (Responses API)")
 
 
 def build_config(args: argparse.Namespace) -> ServerConfig:
@@ -239,96 +189,20 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-def build_engine(args: argparse.Namespace) -> Engine:
-    """The engine the arguments name (its optional dependencies imported only now)."""
-    if args.engine == "scripted":
-        return _scripted(args.script, args.script_delay)
-    if args.engine == "random":  # the tests' tiny random-weight gpt-oss: no model needed
-        from ..agent._chat_setup import random_engine
-
-        return random_engine()
-    if args.engine == "transformers":
-        if not args.model_path:
-            raise InputError("--engine transformers needs --model-path (a directory or hub id)")
-        from ..engines.transformers import TransformersEngine
-
-        kwargs = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v}
-        return TransformersEngine.from_pretrained(args.model_path, **kwargs)
-    if not args.url:
-        raise InputError(f"--engine {args.engine} needs --url (the engine server's base URL)")
-    if args.engine == "vllm":
-        from ..engines.vllm import VLLMEngine
-
-        return VLLMEngine(args.url, model=args.engine_model, llguidance=args.llguidance)
-    from ..engines.llamacpp import LlamaCppEngine
-
-    return LlamaCppEngine(args.url, json_args=args.json_args)
-
-
 def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Backend | None]:
     """The built-in tools loop ``--browser`` / ``--python`` ask for (and the backend to close)."""
-    if args.browser is None and not args.python:
+    spec = from_args(ToolsSpec, args)
+    if spec.browser is None and not spec.python:
         return None, None
-    from ._agent_tool_loop import AgentToolLoop, open_backend
+    from ._agent_tool_loop import AgentToolLoop
 
-    backend = None if args.browser is None else open_backend(args.browser)
-    loop = AgentToolLoop(browser=backend, python=args.python)
-    if args.python:
+    backend = None if spec.browser is None else spec.backend(index=True)
+    loop = AgentToolLoop(browser=backend, python=spec.python)
+    if spec.python:
         why = loop.python_unavailable()
         if why is not None:  # said at start-up rather than at each request
             logging.getLogger("harmonia.serve").warning("%s", why)
     return loop, backend
-
-
-def _scripted(path: str | None, delay: float) -> ScriptedEngine:
-    from harmonia import HarmonyEncodingName, load_harmony_encoding
-
-    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-    texts = [_DEMO_REPLY]
-    if path is not None:
-        with open(path, encoding="utf-8") as file:
-            texts = json.load(file)
-        if not (isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)):
-            raise InputError(f"{path}: expected a JSON list of harmony completion strings")
-    scripts = [Script(tuple(enc.encode(t, allowed_special="all")), delay=delay) for t in texts]
-    return _Replay(scripts)
-
-
-class _Replay(ScriptedEngine):
-    """``--engine scripted``: the replies in turn, round and round.
-
-    A request whose constraint (``tool_choice="required"``, a strict
-    ``json_schema``) the next reply does not meet is refused before anything
-    runs, with a 400 that says so (the reply is not used up): a demo engine
-    cannot write what it was not given.
-    """
-
-    def __init__(self, scripts: list[Script]) -> None:
-        self.replies = scripts
-        self.count = 0
-        super().__init__(self._next)
-
-    def _next(self, prompt: tuple[int, ...]) -> Script:
-        self.count += 1
-        return self.replies[(self.count - 1) % len(self.replies)]
-
-    def generate(
-        self, prompt: Sequence[int], params: Any = None, *, constraint: Constraint | None = None
-    ) -> Generation:
-        if constraint is not None:
-            script = self.replies[self.count % len(self.replies)]
-            matcher = constraint.new_matcher()
-            for token in script.tokens:
-                try:
-                    matcher.consume(token)
-                except Exception as exc:
-                    raise UnsupportedConstraintError(
-                        "the scripted engine's next reply does not meet this request's "
-                        f"constraint (tool_choice, strict schema): {exc}; give it replies "
-                        "that do (--script)",
-                        engine=self.name,
-                    ) from None
-        return super().generate(prompt, params, constraint=constraint)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -349,7 +223,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     )
     config = build_config(args)
     tool_loop, backend = build_tool_loop(args)
-    engine = build_engine(args)
+    engine = from_args(EngineSpec, args).build()
     app = create_app(engine, config, tool_loop=tool_loop)
     log = logging.getLogger("harmonia.serve")
     log.info("responses are stored in %s", describe_store(config.store))

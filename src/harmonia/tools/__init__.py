@@ -9,6 +9,7 @@ from ._base import Tool, ToolCall, ToolOutput
 from ._dispatch import DEFAULT_TIMEOUT, Toolbox, is_tool_call, tool_reply
 from ._functions import DEFAULT_FUNCTION_TIMEOUT, FunctionTool, FunctionTools, function_tool
 from ._schema import harmonize_schema, schema_for
+from ._spec import ToolsSpec
 
 __all__ = [
     "DEFAULT_FUNCTION_TIMEOUT",
@@ -19,6 +20,7 @@ __all__ = [
     "ToolCall",
     "ToolOutput",
     "Toolbox",
+    "ToolsSpec",
     "function_tool",
     "harmonize_schema",
     "is_tool_call",

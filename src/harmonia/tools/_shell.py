@@ -14,18 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import InputError
+from .._options import add_options, from_args
 from ._base import Tool, ToolCall, ToolOutput
+from ._spec import BROWSER_SCOPE, PYTHON_SCOPE, ToolsSpec
 
 
 def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
     """Add ``browser`` and ``python`` to ``harmonia tools``'s subcommands."""
     examples = (
         "examples:\n"
-        "  harmonia tools browser search 'lunar day' --corpus docs/\n"
-        "  harmonia tools browser open docs/tides.md --corpus docs/ --loc 10\n"
-        "  harmonia tools browser find moon --url docs/tides.md --corpus docs/\n"
-        "  harmonia tools browser search 'gpt-oss' --web exa    # EXA_API_KEY\n\n"
+        "  harmonia tools browser search 'lunar day' --browser docs/\n"
+        "  harmonia tools browser open docs/tides.md --browser docs/ --loc 10\n"
+        "  harmonia tools browser find moon --url docs/tides.md --browser docs/\n"
+        "  harmonia tools browser search 'gpt-oss' --browser exa    # EXA_API_KEY\n\n"
         "exit status: 0 success; 1 the call failed (one line on stderr says why); "
         "2 a usage error"
     )
@@ -55,7 +56,7 @@ def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     find.add_argument("--url", required=True, help="the page to search in")
     for parser in (search, opened, find):
         parser.formatter_class = formatter_class
-        _backend_arguments(parser)
+        add_options(parser, ToolsSpec, scope=BROWSER_SCOPE)
         parser.set_defaults(func=_run_browser)
 
     python = tools_sub.add_parser(
@@ -69,45 +70,19 @@ def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         formatter_class=formatter_class,
     )
     python.add_argument("code", help="Python source; - for standard input")
-    python.add_argument(
-        "--timeout", type=float, default=None, help="seconds for the call (default: the tool's)"
-    )
-    python.add_argument(
-        "--dangerously-allow-unsandboxed",
-        action="store_true",
-        help="run the kernel without the sandbox where bubblewrap cannot start (unsafe)",
-    )
+    add_options(python, ToolsSpec, scope=PYTHON_SCOPE)
     python.set_defaults(func=_run_python)
-
-
-def _backend_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", help="a folder of Markdown, text and HTML files")
-    parser.add_argument(
-        "--database", default=":memory:", help="SQLite file for the corpus index, kept"
-    )
-    parser.add_argument(
-        "--web", choices=("exa", "you"), help="search the web (EXA_API_KEY or YDC_API_KEY)"
-    )
-
-
-def browser_backend(corpus: str | None, web: str | None, database: str = ":memory:") -> Any:
-    """The browser backend ``--corpus DIR`` or ``--web exa|you`` names (exactly one)."""
-    from .browser import ExaBackend, LocalCorpusBackend, YouComBackend
-
-    if (corpus is None) == (web is None):
-        raise InputError("the browser needs exactly one of --corpus DIR or --web exa|you")
-    if corpus is not None:
-        return LocalCorpusBackend(corpus, database=database)
-    return ExaBackend() if web == "exa" else YouComBackend()
 
 
 def _run_browser(args: argparse.Namespace, out: TextIO) -> int:
     from .browser import BrowserTool
 
-    tool = BrowserTool(browser_backend(args.corpus, args.web, args.database))
-    if getattr(args, "url", None) and "://" not in args.url and args.corpus:
+    spec = from_args(ToolsSpec, args)
+    tool = BrowserTool(spec.backend())
+    folder = spec.browser if spec.browser not in ("exa", "you") else None
+    if getattr(args, "url", None) and "://" not in args.url and folder:
         # A corpus file by its path (relative to the corpus, or to here): its file URL.
-        inside = Path(args.corpus) / args.url
+        inside = Path(folder) / args.url
         args.url = (inside if inside.exists() else Path(args.url)).resolve().as_uri()
     if args.tools_tool == "search":
         calls = [("search", {"query": args.query, "topn": args.topn})]
@@ -125,13 +100,10 @@ def _run_browser(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _run_python(args: argparse.Namespace, out: TextIO) -> int:
-    from .python import PythonTool, PythonToolConfig
+    from .python import PythonTool
 
     code = sys.stdin.read() if args.code == "-" else args.code
-    settings: dict[str, Any] = {"dangerously_allow_unsandboxed": args.dangerously_allow_unsandboxed}
-    if args.timeout is not None:
-        settings["timeout"] = args.timeout
-    tool = PythonTool(PythonToolConfig(**settings))
+    tool = PythonTool(from_args(ToolsSpec, args).python_config())
     call = ToolCall("python", "python", None, code)
     return _print(asyncio.run(_calls(tool, [call])), args, out)
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import replace
 from typing import Any, TextIO
 
 from ... import InputError, ToolNamespaceConfig
 from ..._errors import install_hint
+from ..._options import add_options, from_args
 from .._base import Tool
+from .._spec import MCP_SCOPE, ToolsSpec
 
 DEFAULT_PORT = 8001
 
@@ -42,7 +45,7 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
         ),
         epilog=(
             "examples:\n"
-            "  harmonia tools serve-mcp browser --corpus docs/ --port 8001\n"
+            "  harmonia tools serve-mcp browser --browser docs/ --port 8001\n"
             "  harmonia tools serve-mcp python --timeout 60\n"
             "  vllm serve openai/gpt-oss-20b --tool-server 127.0.0.1:8001"
         ),
@@ -52,27 +55,7 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
     serve.add_argument("--stdio", action="store_true", help="serve one client over stdin/stdout")
-    browser = serve.add_argument_group("browser")
-    browser.add_argument("--corpus", help="a folder of Markdown, text and HTML files to search")
-    browser.add_argument(
-        "--database",
-        default=":memory:",
-        help="SQLite file for the corpus index, kept between runs",
-    )
-    browser.add_argument(
-        "--web",
-        choices=("exa", "you"),
-        help="search the web instead of a corpus (key from EXA_API_KEY or YDC_API_KEY)",
-    )
-    python = serve.add_argument_group("python")
-    python.add_argument(
-        "--timeout", type=float, default=None, help="seconds per call (default: the tool's, 120)"
-    )
-    python.add_argument(
-        "--dangerously-allow-unsandboxed",
-        action="store_true",
-        help="run kernels without the sandbox where bubblewrap cannot start (unsafe)",
-    )
+    add_options(serve, ToolsSpec, scope=MCP_SCOPE, title="the tool")
     serve.set_defaults(func=run)
     from .._shell import add_commands
 
@@ -107,16 +90,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _factory(args: argparse.Namespace) -> tuple[Any, ToolNamespaceConfig]:
+    spec = from_args(ToolsSpec, args)
     if args.tool == "browser":
-        return _browser_factory(args)
-    if args.corpus or args.web:
-        raise InputError("--corpus and --web are browser options")
-    from ..python import PythonTool, PythonToolConfig
+        return _browser_factory(spec)
+    if spec.browser is not None:
+        raise InputError("--browser is a browser option: serve-mcp browser --browser ...")
+    from ..python import PythonTool
 
-    settings: dict[str, Any] = {"dangerously_allow_unsandboxed": args.dangerously_allow_unsandboxed}
-    if args.timeout is not None:
-        settings["timeout"] = args.timeout
-    config = PythonToolConfig(**settings)
+    config = spec.python_config()
 
     def python() -> Tool:
         return PythonTool(config)
@@ -124,27 +105,16 @@ def _factory(args: argparse.Namespace) -> tuple[Any, ToolNamespaceConfig]:
     return python, PythonTool(config).namespace_config()
 
 
-def _browser_factory(args: argparse.Namespace) -> tuple[Any, ToolNamespaceConfig]:
-    from ..browser import BrowserTool, ExaBackend, LocalCorpusBackend, YouComBackend
+def _browser_factory(spec: ToolsSpec) -> tuple[Any, ToolNamespaceConfig]:
+    from ..browser import BrowserTool
 
-    if (args.corpus is None) == (args.web is None):
-        raise InputError("the browser needs exactly one of --corpus DIR or --web exa|you")
-    if args.corpus is not None:
-        corpus, database = args.corpus, args.database
-        # Built here once, to check the folder at start (not per session) and to
-        # read the declaration; sessions build their own in the serving thread,
-        # since an SQLite connection belongs to the thread that opened it.
-        declaration = BrowserTool(LocalCorpusBackend(corpus)).namespace_config()
+    # Built here once, to check the folder (or that the web search key is set) at
+    # start and to read the declaration, in memory (the index file is the sessions');
+    # sessions build their own in the serving thread, since an SQLite connection
+    # belongs to the thread that opened it.
+    declaration = BrowserTool(replace(spec, browser_index=":memory:").backend()).namespace_config()
 
-        def browser() -> Tool:
-            return BrowserTool(LocalCorpusBackend(corpus, database=database))
+    def browser() -> Tool:
+        return BrowserTool(spec.backend())
 
-        return browser, declaration
-    web = ExaBackend if args.web == "exa" else YouComBackend
-    # Built here once: a missing API key is reported now, naming the variable.
-    declaration = BrowserTool(web()).namespace_config()
-
-    def web_browser() -> Tool:
-        return BrowserTool(web())
-
-    return web_browser, declaration
+    return browser, declaration

@@ -1,0 +1,158 @@
+"""What the built-in tools are built from: :class:`ToolsSpec`, shared by every command.
+
+``harmonia chat`` and ``harmonia serve`` pick tools (``--browser``, ``--python``);
+``harmonia tools browser|python`` and ``tools serve-mcp`` run one. Each field is a
+command-line option (``harmonia._options.add_options``) in the commands whose kind
+its ``scope`` names, so a flag means the same thing and has the same default
+wherever it appears, and a new setting is one new field here.
+
+Scopes: ``pick`` (commands that choose an agent's tools), ``browser`` (those that
+build a browser backend), ``python`` (those that run the python tool as such) and
+``functions`` (``chat``, which loads ``@function_tool`` modules).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import InputError
+from .._options import option
+from ._dispatch import Toolbox
+from ._functions import FunctionTool, FunctionTools
+
+if TYPE_CHECKING:
+    from .browser import Backend
+    from .python import PythonToolConfig
+
+#: The scopes of the commands: which tool options each takes.
+CHAT_SCOPE = ("pick", "browser", "functions")
+SERVE_SCOPE = ("pick", "browser")
+BROWSER_SCOPE = ("browser",)
+PYTHON_SCOPE = ("python",)
+MCP_SCOPE = ("browser", "python")
+
+_WEB = ("exa", "you")
+
+
+@dataclass(frozen=True)
+class ToolsSpec:
+    """The built-in tools' settings; :meth:`build` makes an agent's toolbox."""
+
+    browser: str | None = option(
+        None,
+        help="the browser's backend: a folder of Markdown, text or HTML files, or web search "
+        "with exa (EXA_API_KEY) or you (YDC_API_KEY) (default: none, no browser)",
+        metavar="DIR|exa|you",
+        old=(("--corpus", None), ("--web", None)),
+        scope=("browser",),
+    )
+    browser_index: str = option(
+        ":memory:",
+        help="--browser DIR: an SQLite file that keeps the folder's index between runs "
+        "(:memory: indexes the folder again each run)",
+        metavar="FILE",
+        old=(("--database", None),),
+        scope=("browser",),
+    )
+    python: bool = option(
+        False,
+        help="offer the python tool, run in the bubblewrap sandbox (default: off)",
+        scope=("pick",),
+    )
+    functions: str | None = option(
+        None,
+        help="a module (dotted name or .py file) whose @function_tool functions to offer",
+        metavar="MODULE",
+        scope=("functions",),
+    )
+    timeout: float | None = option(
+        None,
+        help="seconds per python call (default: the tool's, 120)",
+        metavar="SECONDS",
+        scope=("python",),
+    )
+    dangerously_allow_unsandboxed: bool = option(
+        False,
+        help="run python kernels without the sandbox where bubblewrap cannot start (unsafe)",
+        scope=("python",),
+    )
+
+    def backend(self, *, index: bool = False) -> Backend:
+        """The browser backend ``--browser`` names (refused without one).
+
+        ``index``: index a folder now, so a bad file is reported at start-up.
+        """
+        from .browser import ExaBackend, LocalCorpusBackend, YouComBackend
+
+        if self.browser is None:
+            raise InputError("the browser needs --browser DIR|exa|you: a folder or web search")
+        if self.browser in _WEB:
+            return ExaBackend() if self.browser == "exa" else YouComBackend()
+        if not Path(self.browser).is_dir():
+            raise InputError(
+                f"--browser {self.browser}: not a folder; give a folder of Markdown, text or "
+                "HTML files, or exa or you for web search"
+            )
+        backend = LocalCorpusBackend(self.browser, database=self.browser_index)
+        if index:
+            backend.index()
+        return backend
+
+    def python_config(self) -> PythonToolConfig:
+        from .python import PythonToolConfig
+
+        settings: dict[str, Any] = {
+            "dangerously_allow_unsandboxed": self.dangerously_allow_unsandboxed
+        }
+        if self.timeout is not None:
+            settings["timeout"] = self.timeout
+        return PythonToolConfig(**settings)
+
+    def build(self) -> Toolbox:
+        """The toolbox the settings ask for (``box.tool("browser")`` is the browser)."""
+        box = Toolbox()
+        if self.browser is not None:
+            from .browser import BrowserTool
+
+            box.add(BrowserTool(self.backend()))
+        if self.python:
+            from .python import PythonTool, sandbox_status
+
+            status = sandbox_status()
+            if not (status.ok or self.dangerously_allow_unsandboxed):
+                raise InputError(f"--python: the sandbox cannot start here: {status.reason}")
+            box.add(PythonTool(self.python_config()))
+        if self.functions:
+            box.add(FunctionTools(load_functions(self.functions)))
+        return box
+
+
+def load_functions(spec: str) -> list[FunctionTool[Any, Any]]:
+    """The ``@function_tool`` functions of a module (a dotted name or a ``.py`` file)."""
+    if spec.endswith(".py"):
+        path = Path(spec)
+        if not path.is_file():
+            raise InputError(f"--functions {spec}: no such file")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        if module_spec is None or module_spec.loader is None:
+            raise InputError(f"--functions {spec}: cannot load it as a Python module")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules.setdefault(path.stem, module)
+        module_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(spec)
+        except ImportError as exc:
+            raise InputError(f"--functions {spec}: cannot import it ({exc})") from None
+    found = [v for v in vars(module).values() if isinstance(v, FunctionTool)]
+    if not found:
+        raise InputError(
+            f"--functions {spec}: the module defines no function tools; "
+            "decorate them with @harmonia.tools.function_tool"
+        )
+    return found

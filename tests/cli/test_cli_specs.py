@@ -1,0 +1,183 @@
+"""The engine and tool flags come from ``EngineSpec`` and ``ToolsSpec``, in every command.
+
+A field added to a spec appears in each command that builds an engine or tools,
+with no other edit; the same flag means the same thing, with the same default, in
+every command; ``chat`` and ``serve`` read the same argv into the same specs; and
+docs/cli.md's table lists every flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harmonia._cli.main import _build_parser
+from harmonia._options import add_options, flag_of, from_args, option
+from harmonia.engines import EngineSpec
+from harmonia.tools import ToolsSpec
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+ENGINE_COMMANDS = ["chat", "serve"]
+TOOLS_COMMANDS = [
+    "chat",
+    "serve",
+    "tools browser search",
+    "tools browser open",
+    "tools browser find",
+    "tools python",
+    "tools serve-mcp",
+]
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    """Every (sub)command's parser, by its words (``"tools browser search"``)."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    todo: list[tuple[str, argparse.ArgumentParser]] = [("", _build_parser())]
+    while todo:
+        words, parser = todo.pop()
+        out[words] = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += [(f"{words} {n}".strip(), p) for n, p in action.choices.items()]
+    return out
+
+
+def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {s: a for a in parser._actions for s in a.option_strings}
+
+
+def parse(command: str, argv: list[str]) -> argparse.Namespace:
+    return commands()[command].parse_args(argv)
+
+
+def with_new_field(monkeypatch: pytest.MonkeyPatch, cls: type) -> str:
+    """Give ``cls`` one more option field, as a new setting would be written; its flag."""
+    extended = dataclasses.make_dataclass(
+        cls.__name__,
+        [("new_knob", "str | None", option(None, help="a setting added in one place"))],
+        bases=(cls,),
+        frozen=True,
+    )
+    monkeypatch.setattr(cls, "__dataclass_fields__", extended.__dataclass_fields__)
+    monkeypatch.setattr(cls, "__annotations__", {**cls.__annotations__, "new_knob": "str | None"})
+    return "--new-knob"
+
+
+@pytest.mark.parametrize("command", ENGINE_COMMANDS)
+def test_a_field_added_to_engine_spec_appears_in_each_command(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "--new-knob" not in options(commands()[command])
+    flag = with_new_field(monkeypatch, EngineSpec)
+    parsed = parse(command, ["--engine", "scripted", flag, "on"])
+    assert parsed.new_knob == "on"
+
+
+@pytest.mark.parametrize("command", TOOLS_COMMANDS)
+def test_a_field_added_to_tools_spec_appears_in_each_command(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "--new-knob" not in options(commands()[command])
+    flag = with_new_field(monkeypatch, ToolsSpec)
+    assert options(commands()[command])[flag].dest == "new_knob"
+
+
+SAME_ARGV = [
+    ["--engine", "vllm", "--url", "http://127.0.0.1:8001", "--engine-model", "gpt-oss-20b"],
+    ["--engine", "transformers", "--model-path", "./gpt-oss-20b", "--device", "cuda"],
+    ["--engine", "llama.cpp", "--url", "http://h:1", "--json-args", "any"],
+    ["--engine", "scripted", "--script", "r.json", "--script-delay", "0.5"],
+    ["--engine", "random", "--browser", "you", "--python"],
+    ["--engine", "scripted", "--browser", "docs/", "--browser-index", "i.sqlite"],
+]
+
+
+@pytest.mark.parametrize("argv", SAME_ARGV)
+def test_chat_and_serve_read_the_same_argv_into_the_same_specs(argv: list[str]) -> None:
+    chat, serve = parse("chat", argv), parse("serve", argv)
+    assert from_args(EngineSpec, chat) == from_args(EngineSpec, serve)
+    assert from_args(ToolsSpec, chat) == from_args(ToolsSpec, serve)
+
+
+def test_the_drifted_spellings_are_one_now(capsys: pytest.CaptureFixture[str]) -> None:
+    # On main: chat --model, serve --model-path / --engine-model for the engine's model.
+    for command in ENGINE_COMMANDS:
+        parsed = parse(command, ["--engine", "transformers", "--model-path", "d"])
+        assert from_args(EngineSpec, parsed).engine_model == "d"
+        assert "--model-path is deprecated; write --engine-model" in capsys.readouterr().err
+    chat = parse("chat", ["--engine", "transformers", "--model", "d"])
+    assert from_args(EngineSpec, chat).engine_model == "d"
+    assert "--model is deprecated; write --engine-model" in capsys.readouterr().err
+    # serve's --model is the name it serves, not the engine's.
+    assert parse("serve", ["--engine", "scripted", "--model", "m"]).model == "m"
+    # On main: tools browser took --corpus DIR / --web exa|you where chat and serve take --browser.
+    for old, value in (("--corpus", "docs/"), ("--web", "exa")):
+        parsed = parse("tools browser search", ["q", old, value])
+        assert from_args(ToolsSpec, parsed).browser == value
+        assert f"{old} is deprecated; write --browser" in capsys.readouterr().err
+
+
+def test_a_flag_means_the_same_and_defaults_alike_in_every_command() -> None:
+    # On main --device defaulted to cpu in chat and to nothing in serve, and --url,
+    # --browser and --timeout were described differently in each command.
+    seen: dict[str, tuple[Any, ...]] = {}
+    where: dict[str, list[str]] = {}
+    spec_flags = {
+        flag_of(cls, f.name) for cls in (EngineSpec, ToolsSpec) for f in dataclasses.fields(cls)
+    }
+    for words, parser in commands().items():
+        given = options(parser)
+        for flag, action in given.items():
+            # tools browser find's --url is the page to search in: no engine there.
+            if flag not in spec_flags or (flag == "--url" and "--engine" not in given):
+                continue
+            what = (action.dest, action.default, action.choices, action.help, action.required)
+            assert seen.setdefault(flag, what) == what, (flag, words, where[flag])
+            where.setdefault(flag, []).append(words)
+    assert set(where["--engine"]) == set(ENGINE_COMMANDS)
+    assert set(where["--browser"]) >= {"chat", "serve", "tools browser search", "tools serve-mcp"}
+    assert set(where["--timeout"]) == {"tools python", "tools serve-mcp"}
+
+
+def test_the_vllm_url_is_required_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    from harmonia._cli.main import main
+
+    for command in ENGINE_COMMANDS:
+        extra = ["--prompt", "hi"] if command == "chat" else []
+        assert main([command, "--engine", "vllm", *extra]) == 1
+        err = capsys.readouterr().err
+        assert "--engine vllm needs --url" in err and "Traceback" not in err, command
+
+
+def test_generated_options_follow_the_field() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Spec:
+        kind: str = option(help="required: no default")
+        count: int = option(3, help="a number")
+        rate: float | None = option(None, help="maybe a number", old=(("--speed", None),))
+        on: bool = option(False, help="a switch", scope=("x",))
+
+    parser = argparse.ArgumentParser()
+    add_options(parser, Spec, scope=("y",))
+    assert "--on" not in options(parser)  # out of scope
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # --kind is required
+    parsed = parser.parse_args(["--kind", "k", "--count", "4", "--speed", "0.5"])
+    assert from_args(Spec, parsed) == Spec("k", 4, 0.5)
+
+
+def test_docs_cli_lists_every_engine_and_tool_flag() -> None:
+    table = DOC.read_text(encoding="utf-8").split("## Shared flags", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    listed = set(re.findall(r"--[a-z][a-z-]*", " ".join(rows)))
+    for cls in (EngineSpec, ToolsSpec):
+        for field in dataclasses.fields(cls):
+            assert flag_of(cls, field.name) in listed, (cls.__name__, field.name)
+    words = " ".join(table.splitlines())
+    assert "--browser DIR\\|exa\\|you" in words  # on main it said DIR|exa
