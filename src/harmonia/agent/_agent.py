@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 
 from harmonia import (
@@ -22,12 +22,20 @@ from harmonia import (
     HarmonyEncodingName,
     HarmonyError,
     Message,
+    OutputEvent,
     Role,
     TextContent,
     load_harmony_encoding,
 )
 from harmonia._runtime import run_sync
-from harmonia.engines import Constraint, Engine, Finish, FinishReason, SamplingParams
+from harmonia.engines import (
+    Constraint,
+    Engine,
+    Finish,
+    FinishReason,
+    Generation,
+    SamplingParams,
+)
 from harmonia.tools import Toolbox
 
 from ._events import AgentEvent, AgentResult, Done, StopReason
@@ -39,6 +47,7 @@ from ._loop import (
     ConstraintFactory,
     Finished,
     GenerationFinished,
+    ItemsSampled,
     RunTool,
     Sample,
     Start,
@@ -99,8 +108,8 @@ class Agent:
         self.on_tool_call = on_tool_call
         self.cot_policy = cot_policy
 
-    def loop(self, conversation: Conversation) -> AgentLoop:
-        """A fresh state machine for one run over ``conversation``."""
+    def loop(self, conversation: Conversation, *, prompt: Sequence[int] | None = None) -> AgentLoop:
+        """A fresh state machine for one run over ``conversation`` (``prompt``: its first)."""
         return AgentLoop(
             self.encoding,
             conversation,
@@ -108,11 +117,22 @@ class Agent:
             limits=self.limits,
             constraint=self.constraint,
             cot_policy=self.cot_policy,
+            prompt=prompt,
         )
 
-    def run(self, conversation: Conversation) -> AgentRun:
-        """Start a run (lazily, on first use): iterate its events, or await its result."""
-        return AgentRun(self, conversation)
+    def run(
+        self,
+        conversation: Conversation,
+        *,
+        prompt: Sequence[int] | None = None,
+        hooks: RunHooks | None = None,
+    ) -> AgentRun:
+        """Start a run (lazily, on first use): iterate its events, or await its result.
+
+        ``prompt``: the first step's ids, when the caller rendered them itself;
+        ``hooks``: see :class:`RunHooks`.
+        """
+        return AgentRun(self, conversation, prompt=prompt, hooks=hooks)
 
     def run_sync(
         self,
@@ -166,27 +186,96 @@ class Agent:
         return _reply(call, str(answer))
 
 
+class RunHooks:
+    """What a caller sees of a run besides its events; every method here does nothing.
+
+    The server subclasses it to feed the sampled ids to its API stream and count
+    its metrics. The methods run in the run's task, at the moment they name:
+
+    * ``step(number)``: before each generation (the first is 1);
+    * ``sampled(generation, ids, start)``: ``ids`` just came, ``generation.tokens[start:]``
+      (per-token data the engine keeps alongside lines up by ``start``). Return the
+      item events an ``OutputAssembler`` read from them and the loop follows those
+      (``ItemsSampled``), so what runs is what the caller showed; ``None``: the loop
+      parses the ids itself;
+    * ``generated(generation)``: a generation ended, however it ended;
+    * ``tool_started(call)`` / ``tool_finished(call, reply)``: around a tool call
+      (a call cancelled by the wall-time limit never finishes);
+    * ``finished(result)``: the run is over (``None``: the driver itself failed).
+    """
+
+    def step(self, number: int) -> None:
+        """A generation is about to start."""
+
+    def sampled(
+        self, generation: Generation, ids: Sequence[int], start: int
+    ) -> Sequence[OutputEvent] | None:
+        """The engine produced ``ids``; what they read as, or ``None`` (the loop reads them)."""
+        return None
+
+    def generated(self, generation: Generation) -> None:
+        """``generation`` ended."""
+
+    def tool_started(self, call: Message) -> None:
+        """A tool call is about to run."""
+
+    def tool_finished(self, call: Message, reply: Message | None) -> None:
+        """A tool call ran (``reply`` ``None``: no runtime answers it)."""
+
+    def finished(self, result: AgentResult | None) -> None:
+        """The run ended with ``result``."""
+
+
 class AgentRun:
     """One run: ``async for event in run`` shows it happen; ``await run.result()`` ends it.
 
-    The run starts on first use. ``cancel()`` stops it at once (the generation
-    or the tool call in flight is cancelled) and the run ends with
-    ``StopReason.CANCELLED``; ``async with agent.run(...) as run:`` cancels on
-    the way out.
+    This is the one driver of :class:`AgentLoop` (the library's agent and the
+    server's responses both run through it). The run starts on first use, or
+    at :meth:`begin`. ``cancel()`` stops it at once (the generation or the tool
+    call in flight is cancelled) and the run ends with ``StopReason.CANCELLED``;
+    the wall-time limit cancels it the same way (``StopReason.MAX_SECONDS``).
+    ``async with agent.run(...) as run:`` cancels on the way out.
     """
 
-    def __init__(self, agent: Agent, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        conversation: Conversation,
+        *,
+        prompt: Sequence[int] | None = None,
+        hooks: RunHooks | None = None,
+    ) -> None:
         self._agent = agent
-        self._machine = agent.loop(conversation)
+        self._machine = agent.loop(conversation, prompt=prompt)
+        self._hooks = hooks or RunHooks()
         self._queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
         self._task: asyncio.Task[AgentResult] | None = None
         self._stop: StopReason | None = None  # why we cancelled our own task
+        self._running = False  # the task has begun (a task cancelled before it runs never does)
         self._ended = False
+        self._first: tuple[Step, Generation | None] | None = None  # begin()'s
 
     @property
     def loop(self) -> AgentLoop:
         """The state machine behind this run."""
         return self._machine
+
+    def begin(self) -> None:
+        """Start now, asking the engine for the first generation before returning.
+
+        An engine that refuses the request outright (a constraint it cannot
+        take) raises its :class:`~harmonia.EngineError` here, to the caller,
+        who can still answer with a status, rather than ending the run.
+        """
+        if self._task is not None:
+            return
+        step = self._machine.send(Start())
+        generation = None
+        if isinstance(step.action, Sample):
+            self._hooks.step(1)
+            generation = self._generate(step.action)
+        self._first = step, generation
+        self._ensure_started()
 
     def _ensure_started(self) -> asyncio.Task[AgentResult]:
         if self._task is None:
@@ -198,7 +287,8 @@ class AgentRun:
         task = self._ensure_started()
         if self._stop is None and not task.done():
             self._stop = reason
-            task.cancel()
+            if self._running:  # else the task sees _stop when it begins
+                task.cancel()
 
     async def result(self) -> AgentResult:
         """Wait for the end and return the result."""
@@ -243,6 +333,15 @@ class AgentRun:
             self._queue.put_nowait(event)
 
     async def _drive(self) -> AgentResult:
+        self._running = True
+        result: AgentResult | None = None
+        try:
+            result = await self._steps()
+            return result
+        finally:
+            self._hooks.finished(result)
+
+    async def _steps(self) -> AgentResult:
         machine = self._machine
         seconds = machine.limits.max_seconds
         timer = (
@@ -250,26 +349,38 @@ class AgentRun:
             if seconds is not None
             else None
         )
+        first, self._first = self._first, None
         try:
-            step = machine.send(Start())
+            if self._stop is not None:  # cancelled before the task began
+                raise asyncio.CancelledError
+            step, generation = first if first is not None else (machine.send(Start()), None)
+            steps = 1 if first is not None else 0
             while True:
                 self._emit(step)
                 action = step.action
                 if isinstance(action, Finished):
                     return action.result
                 if isinstance(action, RunTool):
+                    self._hooks.tool_started(action.call)
                     reply = await self._agent._call_tool(action.call)
+                    self._hooks.tool_finished(action.call, reply)
                     step = machine.send(ToolResult(reply))
                 else:
                     # Between inputs the loop always asks for something: here, a generation.
                     assert isinstance(action, Sample), step
-                    step = await self._sample(action)
+                    if generation is None:
+                        steps += 1
+                        self._hooks.step(steps)
+                    step = await self._sample(action, generation)
+                    generation = None
         except asyncio.CancelledError:
             if self._stop is None:
                 raise  # someone else cancelled us: not ours to swallow
             task = asyncio.current_task()
             if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
                 task.uncancel()  # our own cancel, handled: the task goes on to its result
+            if first is not None and first[1] is not None and not first[1].done:
+                await first[1].cancel()  # begun but never read: the engine stops
             step = machine.send(Cancel(self._stop))
             self._emit(step)
             assert isinstance(step.action, Finished)
@@ -278,23 +389,38 @@ class AgentRun:
             if timer is not None:
                 timer.cancel()
 
-    async def _sample(self, action: Sample) -> Step:
+    def _generate(self, action: Sample) -> Generation:
+        return self._agent.engine.generate(
+            action.prompt, action.params, constraint=action.constraint
+        )
+
+    async def _sample(self, action: Sample, generation: Generation | None) -> Step:
         machine = self._machine
-        try:
-            generation = self._agent.engine.generate(
-                action.prompt, action.params, constraint=action.constraint
-            )
-        except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
-            return machine.send(_failed(exc))
-        async with generation:  # leaving early (an error, a cancel) stops the engine
+        if generation is None:
             try:
-                async for ids in generation:
-                    step = machine.send(TokensSampled(tuple(ids)))
-                    if isinstance(step.action, Finished):
-                        return step  # the model wrote something that is not harmony
-                    self._emit(step)
-            except HarmonyError as exc:  # an EngineError (engines raise no other)
+                generation = self._generate(action)
+            except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
                 return machine.send(_failed(exc))
+        try:
+            async with generation:  # leaving early (an error, a cancel) stops the engine
+                start = 0
+                try:
+                    async for ids in generation:
+                        read = self._hooks.sampled(generation, ids, start)
+                        start += len(ids)
+                        sampled = (
+                            TokensSampled(tuple(ids))
+                            if read is None
+                            else ItemsSampled(len(ids), tuple(read))
+                        )
+                        step = machine.send(sampled)
+                        if isinstance(step.action, Finished):
+                            return step  # the model wrote something that is not harmony
+                        self._emit(step)
+                except HarmonyError as exc:  # an EngineError (engines raise no other)
+                    return machine.send(_failed(exc))
+        finally:
+            self._hooks.generated(generation)
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         return machine.send(GenerationFinished(finish))
 
