@@ -1,36 +1,41 @@
-"""Drives one response's :class:`~harmonia.agent.AgentLoop` and shapes its stream events."""
+"""One admitted turn, run by :class:`harmonia.agent.AgentRun` and shown as API events.
+
+Every response and chat completion is a :class:`Turn`: a plain request is the
+agent driver with one step and no tools, a request with built-in tools the
+same driver with a toolbox (see :class:`~harmonia.serve.AgentToolLoop`). The
+driver samples, runs tools, enforces the wall-time limit and maps engine
+failures to a stop reason; this module only feeds its sampled ids to the API
+stream (:meth:`_Hooks.sampled`, the one place), counts the metrics and turns
+the result into the stream's last events.
+
+The stream reads one turn of output, so between two generations the hooks feed
+it the ``<|start|>assistant`` header the prompt ended with (the usage is then
+taken from the loop, which counts what the engine did). With tools the events
+are renumbered, because some are added: a built-in call's ``completed`` waits
+for its tool, and an answer's citations of browser pages become ``url_citation``
+annotations (``response.output_text.annotation.added``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from harmonia import Conversation, EngineError, Message
-from harmonia.agent import (
-    AgentLimits,
-    AgentLoop,
-    Cancel,
-    Finished,
-    GenerationFinished,
-    ItemsSampled,
-    RunTool,
-    Sample,
-    Start,
-    StopReason,
-    ToolResult,
-)
-from harmonia.engines import Constraint, Finish, FinishReason
+from harmonia import Conversation, EngineError, Message, OutputEvent
+from harmonia.agent import Agent, AgentLimits, AgentResult, AgentRun, RunHooks, StopReason
+from harmonia.engines import Constraint, Finish, FinishReason, Generation
+
+from ..openai_compat import ChatCompletionStream, ResponseStream
 
 if TYPE_CHECKING:
-    from harmonia.agent import AgentResult, Step
-    from harmonia.engines import SamplingParams
+    from harmonia import HarmonyEncoding
+    from harmonia.engines import Engine, SamplingParams
     from harmonia.tools import Toolbox
     from harmonia.tools.browser import BrowserTool
 
-    from ..openai_compat import ResponseStream
     from ._service import Prepared, Service
 
 JsonDict = dict[str, Any]
@@ -43,142 +48,246 @@ _BUILTIN_COMPLETED = (
 _CUT = (StopReason.LENGTH, StopReason.MAX_TOKENS, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
 
 
-class Driver:
-    """One response: the agent loop's actions carried out, the stream's events reshaped."""
+class Turn:
+    """One admitted turn of the model: what a :class:`~harmonia.serve.ToolLoop` is given.
+
+    * ``engine``, ``encoding``: the server's;
+    * ``conversation``: the request's input; ``prompt``: its ids as the engine is
+      to see them (with ``previous_response_id``, spliced onto the ids the earlier
+      response sampled, so the engine's prefix cache holds);
+    * ``params``: the request's sampling (``max_tokens`` bounds the whole turn);
+    * ``constraint``: the first step's (strict functions, a JSON format, ``tool_choice``);
+    * ``cot_policy``: the server's rule for earlier reasoning in later steps' prompts;
+    * ``stream``: the API stream every sampled id is fed to.
+
+    :meth:`drive` runs the turn (with a toolbox: its tool calls too) and
+    yields the stream's events; the admission slot is held until :meth:`close`.
+    """
 
     def __init__(
         self,
         service: Service,
         prepared: Prepared,
         params: SamplingParams,
-        stream: ResponseStream,
-        toolbox: Toolbox,
-        browser: BrowserTool | None,
-        limits: AgentLimits | None,
+        stream: ResponseStream | ChatCompletionStream,
     ) -> None:
-        self.service = service
+        self.engine: Engine = service.engine
+        self.encoding: HarmonyEncoding = service.enc
+        self.conversation: Conversation = prepared.conversation
+        self.prompt = tuple(prepared.prompt)
+        self.params = params
+        self.constraint: Constraint | None = prepared.constraint
+        self.cot_policy = service.config.cot_policy
         self.stream = stream
-        self.toolbox = toolbox
-        self.browser = browser
-        # The request's constraint (strict functions, a JSON format, tool_choice) holds for
-        # the first step; the later steps' (strict, but free to answer) is built in events().
-        self._prepared = prepared
-        self._first: Constraint | None = prepared.constraint
-        self._later: Constraint | None = None
-        self._steps_constrained = 0
-        limits = limits or AgentLimits()
+        self._service, self._prepared = service, prepared
+        self._run: AgentRun | None = None
+        self._hooks: _Hooks | None = None
+        self._closed = False
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The sampled ids of a one-step turn (a later request splices onto them), else none."""
+        hooks = self._hooks
+        return hooks.tokens if hooks is not None and hooks.steps == 1 else ()
+
+    def later_constraint(self) -> Constraint | None:
+        """The constraint of the steps after a tool reply (it may compile: use a worker thread)."""
+        return self._service.later_constraint(self._prepared)
+
+    def start(
+        self,
+        toolbox: Toolbox | None = None,
+        *,
+        browser: BrowserTool | None = None,
+        limits: AgentLimits | None = None,
+        later: Constraint | None = None,
+    ) -> None:
+        """Start the run; an engine that refuses the first generation raises here."""
+        if self._run is not None:
+            return
+        if limits is None:  # a plain request: one generation, as long as the request allows
+            limits = (
+                AgentLimits(max_steps=1, max_tokens=self.params.max_tokens, max_seconds=None)
+                if toolbox is None
+                else AgentLimits()
+            )
         # max_output_tokens bounds the whole response (every step), as OpenAI's does.
-        budget = min(limits.max_tokens, params.max_tokens)
-        self.loop = AgentLoop(
-            service.enc,
-            prepared.conversation,
-            params=params,
-            limits=replace(limits, max_tokens=budget),
-            constraint=self._constraint,
+        limits = replace(limits, max_tokens=min(limits.max_tokens, self.params.max_tokens))
+        constraints = iter((self.constraint,))
+
+        def constraint(_: Conversation) -> Constraint | None:
+            # The turn grammar comes from the system and developer messages, which a tool
+            # reply does not change: the request's for the first step, ``later`` after.
+            return next(constraints, later)
+
+        agent = Agent(
+            self.engine,
+            toolbox,
+            encoding=self.encoding,
+            params=self.params,
+            limits=limits,
+            constraint=constraint,
+            cot_policy=self.cot_policy,
         )
+        shaper = None if toolbox is None else _Shaper(browser)
+        self._hooks = _Hooks(self, shaper)
+        self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self._hooks)
+        self._run.begin()
+
+    async def drive(
+        self,
+        toolbox: Toolbox | None = None,
+        *,
+        browser: BrowserTool | None = None,
+        limits: AgentLimits | None = None,
+    ) -> AsyncIterator[list[JsonDict]]:
+        """Run the turn (unless :meth:`start` did); yield the stream's events, the last at the end.
+
+        An engine failure is raised as the engine's ``EngineError``; leaving
+        early (a client gone) cancels the run, and with it the generation or tool.
+        """
+        if self._run is None:
+            later = None if toolbox is None else await asyncio.to_thread(self.later_constraint)
+            self.start(toolbox, browser=browser, limits=limits, later=later)
+        run, hooks = self._run, self._hooks
+        assert run is not None and hooks is not None
+        try:
+            while (batch := await hooks.queue.get()) is not None:
+                yield batch
+            result = await run.result()
+        finally:
+            run.cancel()  # a no-op once the run is over
+        if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
+            raise result.error
+        yield hooks.finish(result)
+
+    async def close(self) -> None:
+        """Cancel the run if it still runs and give the slot back (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._run is not None:
+                self._run.cancel()
+                await self._run.result()
+        finally:
+            self._service.admission.release()
+
+
+class _Hooks(RunHooks):
+    """The driver's moments, as API events on a queue (``None``: the run is over) and metrics."""
+
+    def __init__(self, turn: Turn, shaper: _Shaper | None) -> None:
+        self.stream = turn.stream
+        self.metrics = turn._service.metrics
+        self.shaper = shaper
+        self.queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()
         # The header the prompt ends with; the stream reads the steps as one turn.
-        self._header = service.enc.encode("<|start|>assistant", allowed_special="all")
+        self.header = turn.encoding.encode("<|start|>assistant", allowed_special="all")
+        self.waiting: float | None = time.monotonic()  # until the first token (the TTFT)
+        self.began = 0.0
+        self.steps = 0
+        self.tokens: tuple[int, ...] = ()
+        self.last: Finish | None = None
+
+    def _put(self, events: list[JsonDict]) -> None:
+        if self.shaper is not None:
+            events = self.shaper.shape(events)
+        if events:
+            self.queue.put_nowait(events)
+
+    def step(self, number: int) -> None:
+        self.steps = number
+        self.began = time.monotonic()
+        if number > 1:
+            self._put(self.stream.feed_many(self.header))  # no item events
+
+    def sampled(
+        self, generation: Generation, ids: Sequence[int], start: int
+    ) -> Sequence[OutputEvent] | None:
+        """The one place sampled ids reach the API stream (``generation.tokens[start:]``)."""
+        if self.waiting is not None:  # the turn's first token
+            self.metrics.first_token(time.monotonic() - self.waiting)
+            self.waiting = None
+        out, read = self.stream.feed_read(ids)  # read once: shown is what runs
+        self._put(out)
+        return read
+
+    def generated(self, generation: Generation) -> None:
+        # Every step counts, however it ended; here and nowhere else.
+        self.metrics.generation(len(generation.tokens), time.monotonic() - self.began)
+        self.tokens, self.last = generation.tokens, generation.finish
+
+    def tool_started(self, call: Message) -> None:
+        if self.shaper is not None:
+            self.shaper.calling()
+
+    def tool_finished(self, call: Message, reply: Message | None) -> None:
+        if self.shaper is not None and reply is not None:
+            released = self.shaper.complete(reply)
+            if released:
+                self.queue.put_nowait(released)
+
+    def finished(self, result: AgentResult | None) -> None:
+        self.queue.put_nowait(None)
+
+    def finish(self, result: AgentResult) -> list[JsonDict]:
+        """The stream's last events for ``result``."""
+        stopped = self.last is not None and self.last.reason is FinishReason.STOP
+        out = self.stream.finish(finished=False if result.stop_reason in _CUT else stopped)
+        if self.shaper is not None:
+            out = self.shaper.release() + self.shaper.shape(out)
+        if isinstance(self.stream, ResponseStream):
+            usage = self.stream.response.get("usage")
+            if isinstance(usage, dict):
+                # The loop counts what the engine did: every step's prompt and output.
+                prompt, completion = result.usage.prompt_tokens, result.usage.completion_tokens
+                usage.update(
+                    input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
+                )
+        return out
+
+
+class _Shaper:
+    """A tools turn's Responses events: built-in calls held until their tool ran, citations."""
+
+    def __init__(self, browser: BrowserTool | None) -> None:
+        self.browser = browser
         self._seq: int | None = None
         self._held: list[JsonDict] = []
         self._held_ids: set[str] = set()
         self._annotations: dict[str, list[JsonDict]] = {}
-        self._deadline: float | None = None
-        # When the response started, until its first token is counted (the TTFT metric).
-        self._started: float | None = None
+        self._pages = 0
 
-    def _constraint(self, conversation: Conversation) -> Constraint | None:
-        """Every step's constraint: the request's first, then the later steps' one.
+    def calling(self) -> None:
+        self._pages = 0 if self.browser is None else len(self.browser.state)
 
-        The turn grammar comes from the system and developer messages, which a
-        tool reply does not change, so ``conversation`` is not needed.
-        """
-        self._steps_constrained += 1
-        return self._first if self._steps_constrained == 1 else self._later
-
-    def _late(self) -> bool:
-        return self._deadline is not None and time.monotonic() > self._deadline
-
-    async def events(self) -> AsyncIterator[list[JsonDict]]:
-        self._started = time.monotonic()
-        # Built off the event loop (a grammar compiles), before the first step.
-        self._later = await asyncio.to_thread(self.service.later_constraint, self._prepared)
-        seconds = self.loop.limits.max_seconds
-        self._deadline = None if seconds is None else time.monotonic() + seconds
-        step = self.loop.send(Start())
-        steps = 0
-        while True:
-            action = step.action
-            if isinstance(action, Finished):
-                yield self._finish(action.result)
-                return
-            if self._late():  # the wall-time limit counts tools too
-                step = self.loop.send(Cancel(StopReason.MAX_SECONDS))
+    def complete(self, reply: Message) -> list[JsonDict]:
+        """Put what the tool did on its held item (python's output, the page opened); release."""
+        for event in self._held:
+            item = event.get("item")
+            if event["type"] != "response.output_item.done" or not isinstance(item, dict):
                 continue
-            if isinstance(action, RunTool):
-                pages = 0 if self.browser is None else len(self.browser.state)
-                reply = await self.toolbox.dispatch(action.call)
-                if reply is not None:
-                    self._complete_call(reply, pages)
-                    released, self._held = self._held, []
-                    self._held_ids.clear()
-                    if released:
-                        yield self._number(released)
-                step = self.loop.send(ToolResult(reply))
-                continue
-            assert isinstance(action, Sample), step
-            if steps:
-                out = self._shape(self.stream.feed_many(self._header))  # no item events
-                if out:
-                    yield out
-            steps += 1
-            async for batch, next_step in self._sample(action):
-                if batch:
-                    yield batch
-                step = next_step
+            if item.get("type") == "code_interpreter_call":
+                text = "".join(getattr(part, "text", "") for part in reply.content)
+                item["outputs"] = [{"type": "logs", "logs": text}]
+            action = item.get("action")
+            if (
+                item.get("type") == "web_search_call"
+                and isinstance(action, dict)
+                and action.get("type") in ("open_page", "find_in_page")
+                and self.browser is not None
+                and len(self.browser.state) > self._pages
+            ):
+                url = self.browser.state.page().url
+                if url:  # a page the call opened (a search-results page has none)
+                    action["url"] = url
+        return self.release()
 
-    async def _sample(self, action: Sample) -> AsyncIterator[tuple[list[JsonDict], Step]]:
-        """Yield (events, the loop's step) per engine step; the last has the finish."""
-        metrics = self.service.metrics
-        started = time.monotonic()
-        generation = self.service.engine.generate(
-            action.prompt, action.params, constraint=action.constraint
-        )
-        try:
-            async with generation:  # leaving early (a client gone) stops the engine
-                async for ids in generation:
-                    if self._started is not None:  # the response's first token
-                        metrics.first_token(time.monotonic() - self._started)
-                        self._started = None
-                    out, read = self.stream.feed_read(ids)  # read once: shown is what runs
-                    step = self.loop.send(ItemsSampled(len(ids), tuple(read)))
-                    yield self._shape(out), step
-                    if self._late():  # leaving the block stops the engine
-                        yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
-                        return
-        finally:  # every step counts, however it ended
-            metrics.generation(len(generation.tokens), time.monotonic() - started)
-        finish = generation.finish or Finish(FinishReason.CANCELLED)
-        yield [], self.loop.send(GenerationFinished(finish))
-
-    def _finish(self, result: AgentResult) -> list[JsonDict]:
-        if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
-            raise result.error
+    def release(self) -> list[JsonDict]:
         held, self._held = self._held, []
-        out = self._number(held)
-        out += self._shape(
-            self.stream.finish(finished=False if result.stop_reason in _CUT else None)
-        )
-        response = self.stream.response
-        usage = response.get("usage")
-        if isinstance(usage, dict):
-            # The loop counts what the engine did: every step's prompt and output.
-            prompt, completion = result.usage.prompt_tokens, result.usage.completion_tokens
-            usage.update(
-                input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
-            )
-        return out
-
-    # -- events ----------------------------------------------------------------------------
+        self._held_ids.clear()
+        return self._number(held)
 
     def _number(self, events: list[JsonDict]) -> list[JsonDict]:
         for event in events:
@@ -188,7 +297,7 @@ class Driver:
             self._seq += 1
         return events
 
-    def _shape(self, events: list[JsonDict]) -> list[JsonDict]:
+    def shape(self, events: list[JsonDict]) -> list[JsonDict]:
         """Hold a built-in call's end until its tool ran; add the answer's citations."""
         out: list[JsonDict] = []
         for event in events:
@@ -220,7 +329,7 @@ class Driver:
         return [
             {
                 "type": "response.output_text.annotation.added",
-                "sequence_number": 0,  # numbered by _shape
+                "sequence_number": 0,  # numbered by shape
                 "item_id": event["item_id"],
                 "output_index": event["output_index"],
                 "content_index": event["content_index"],
@@ -229,27 +338,3 @@ class Driver:
             }
             for index, annotation in enumerate(annotations)
         ]
-
-    def _complete_call(self, reply: Message, pages: int) -> None:
-        """Put what the tool did on its held item: python's output, the page a browser opened.
-
-        ``pages``: how many pages the browser had before the call.
-        """
-        for event in self._held:
-            item = event.get("item")
-            if event["type"] != "response.output_item.done" or not isinstance(item, dict):
-                continue
-            if item.get("type") == "code_interpreter_call":
-                text = "".join(getattr(part, "text", "") for part in reply.content)
-                item["outputs"] = [{"type": "logs", "logs": text}]
-            action = item.get("action")
-            if (
-                item.get("type") == "web_search_call"
-                and isinstance(action, dict)
-                and action.get("type") in ("open_page", "find_in_page")
-                and self.browser is not None
-                and len(self.browser.state) > pages
-            ):
-                url = self.browser.state.page().url
-                if url:  # a page the call opened (a search-results page has none)
-                    action["url"] = url
