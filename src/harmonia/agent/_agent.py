@@ -187,25 +187,16 @@ class Agent:
 
 
 class RunHooks:
-    """What a caller sees of a run besides its events; every method here does nothing.
+    """What a caller sees of a run besides its events (the server feeds its API stream here).
 
-    The server subclasses it to feed the sampled ids to its API stream and count
-    its metrics. The methods run in the run's task, at the moment they name:
-
-    * ``step(number)``: before each generation (the first is 1);
-    * ``sampled(generation, ids, start)``: ``ids`` just came, ``generation.tokens[start:]``
-      (per-token data the engine keeps alongside lines up by ``start``). Return the
-      item events an ``OutputAssembler`` read from them and the loop follows those
-      (``ItemsSampled``), so what runs is what the caller showed; ``None``: the loop
-      parses the ids itself;
-    * ``generated(generation)``: a generation ended, however it ended;
-    * ``tool_started(call)`` / ``tool_finished(call, reply)``: around a tool call
-      (a call cancelled by the wall-time limit never finishes);
-    * ``finished(result)``: the run is over (``None``: the driver itself failed).
+    Every method here does nothing; they run in the run's task. ``sampled``
+    gets each chunk of ids, ``generation.tokens[start:]``, and may return the
+    item events an ``OutputAssembler`` read from them: the loop then follows
+    those (``ItemsSampled``), so what runs is what the caller showed.
     """
 
     def step(self, number: int) -> None:
-        """A generation is about to start."""
+        """Generation ``number`` (from 1) is about to start."""
 
     def sampled(
         self, generation: Generation, ids: Sequence[int], start: int
@@ -214,16 +205,10 @@ class RunHooks:
         return None
 
     def generated(self, generation: Generation) -> None:
-        """``generation`` ended."""
-
-    def tool_started(self, call: Message) -> None:
-        """A tool call is about to run."""
+        """``generation`` ended, however it ended."""
 
     def tool_finished(self, call: Message, reply: Message | None) -> None:
-        """A tool call ran (``reply`` ``None``: no runtime answers it)."""
-
-    def finished(self, result: AgentResult | None) -> None:
-        """The run ended with ``result``."""
+        """A tool call ran (one the wall-time limit cancelled never does)."""
 
 
 class AgentRun:
@@ -334,14 +319,6 @@ class AgentRun:
 
     async def _drive(self) -> AgentResult:
         self._running = True
-        result: AgentResult | None = None
-        try:
-            result = await self._steps()
-            return result
-        finally:
-            self._hooks.finished(result)
-
-    async def _steps(self) -> AgentResult:
         machine = self._machine
         seconds = machine.limits.max_seconds
         timer = (
@@ -361,7 +338,6 @@ class AgentRun:
                 if isinstance(action, Finished):
                     return action.result
                 if isinstance(action, RunTool):
-                    self._hooks.tool_started(action.call)
                     reply = await self._agent._call_tool(action.call)
                     self._hooks.tool_finished(action.call, reply)
                     step = machine.send(ToolResult(reply))

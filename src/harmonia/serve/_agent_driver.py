@@ -29,6 +29,7 @@ from harmonia.agent import Agent, AgentLimits, AgentResult, AgentRun, RunHooks, 
 from harmonia.engines import Constraint, Finish, FinishReason, Generation
 
 from ..openai_compat import ChatCompletionStream, ResponseStream
+from ._service import turn_constraint
 
 if TYPE_CHECKING:
     from harmonia import HarmonyEncoding
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from harmonia.tools.browser import BrowserTool
 
     from ._service import Prepared, Service
+    from ._tool_loop import ToolLoop
 
 JsonDict = dict[str, Any]
 
@@ -70,6 +72,7 @@ class Turn:
         prepared: Prepared,
         params: SamplingParams,
         stream: ResponseStream | ChatCompletionStream,
+        tool_loop: ToolLoop | None = None,
     ) -> None:
         self.engine: Engine = service.engine
         self.encoding: HarmonyEncoding = service.enc
@@ -79,7 +82,7 @@ class Turn:
         self.constraint: Constraint | None = prepared.constraint
         self.cot_policy = service.config.cot_policy
         self.stream = stream
-        self._service, self._prepared = service, prepared
+        self._service, self._prepared, self._tool_loop = service, prepared, tool_loop
         self._run: AgentRun | None = None
         self._hooks: _Hooks | None = None
         self._closed = False
@@ -90,9 +93,24 @@ class Turn:
         hooks = self._hooks
         return hooks.tokens if hooks is not None and hooks.steps == 1 else ()
 
+    def events(self) -> AsyncIterator[list[JsonDict]]:
+        """The turn's events: from the tool loop it was admitted with, else :meth:`drive`'s."""
+        return self.drive() if self._tool_loop is None else self._tool_loop.run(self)
+
     def later_constraint(self) -> Constraint | None:
-        """The constraint of the steps after a tool reply (it may compile: use a worker thread)."""
-        return self._service.later_constraint(self._prepared)
+        """The constraint of the steps after a tool reply (it may compile: use a worker thread).
+
+        What is strict (function arguments, a ``json_schema`` text format) holds
+        on every step; a ``tool_choice`` of ``required`` or a named tool was met
+        by the first step's call, so later steps choose freely (``auto``) and
+        may answer. Without ``strict`` nothing constrains them.
+        """
+        prepared = self._prepared
+        if prepared.constraint is None or not prepared.strict:
+            return None
+        if prepared.tool_choice in (None, "auto", "none"):
+            return prepared.constraint  # the same turn grammar: system and developer hold
+        return turn_constraint(prepared.conversation, "auto")
 
     def start(
         self,
@@ -151,6 +169,8 @@ class Turn:
             self.start(toolbox, browser=browser, limits=limits, later=later)
         run, hooks = self._run, self._hooks
         assert run is not None and hooks is not None
+        ended = asyncio.ensure_future(run.result())
+        ended.add_done_callback(lambda _: hooks.queue.put_nowait(None))
         try:
             while (batch := await hooks.queue.get()) is not None:
                 yield batch
@@ -218,18 +238,11 @@ class _Hooks(RunHooks):
         self.metrics.generation(len(generation.tokens), time.monotonic() - self.began)
         self.tokens, self.last = generation.tokens, generation.finish
 
-    def tool_started(self, call: Message) -> None:
-        if self.shaper is not None:
-            self.shaper.calling()
-
     def tool_finished(self, call: Message, reply: Message | None) -> None:
         if self.shaper is not None and reply is not None:
             released = self.shaper.complete(reply)
             if released:
                 self.queue.put_nowait(released)
-
-    def finished(self, result: AgentResult | None) -> None:
-        self.queue.put_nowait(None)
 
     def finish(self, result: AgentResult) -> list[JsonDict]:
         """The stream's last events for ``result``."""
@@ -258,9 +271,6 @@ class _Shaper:
         self._held_ids: set[str] = set()
         self._annotations: dict[str, list[JsonDict]] = {}
         self._pages = 0
-
-    def calling(self) -> None:
-        self._pages = 0 if self.browser is None else len(self.browser.state)
 
     def complete(self, reply: Message) -> list[JsonDict]:
         """Put what the tool did on its held item (python's output, the page opened); release."""
@@ -302,7 +312,8 @@ class _Shaper:
         out: list[JsonDict] = []
         for event in events:
             kind = event["type"]
-            if kind in _BUILTIN_COMPLETED:
+            if kind in _BUILTIN_COMPLETED:  # parsed: its tool runs next
+                self._pages = 0 if self.browser is None else len(self.browser.state)
                 self._held_ids.add(event["item_id"])
                 self._held.append(event)
                 continue

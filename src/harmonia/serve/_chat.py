@@ -84,7 +84,7 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
 
 async def _complete(turn: Turn, stream: ChatCompletionStream, request_id: str) -> dict[str, Any]:
     try:
-        async for _ in turn.drive():
+        async for _ in turn.events():
             pass
     except EngineError as exc:
         log.error("[%s] engine failed: %s", request_id, exc)
@@ -97,7 +97,7 @@ async def _frames(
     turn: Turn, stream: ChatCompletionStream, request_id: str
 ) -> AsyncIterator[bytes]:
     try:
-        async for chunks in turn.drive():
+        async for chunks in turn.events():
             yield b"".join(sse_frame(dumps(chunk)) for chunk in chunks)
     except EngineError as exc:
         # After the headers an error can only travel in the stream; the SDK raises APIError.

@@ -142,14 +142,7 @@ class Responses:
             )
 
         def admit() -> Coroutine[Any, Any, Turn]:
-            # A tool loop starts its turn itself; a plain one starts at once.
-            return service.admit(prepared, params, stream, start=not builtin)
-
-        def turn(job: Turn) -> AsyncIterator[list[JsonDict]]:
-            if builtin:
-                assert self.tool_loop is not None
-                return self.tool_loop.run(job)
-            return job.drive()
+            return service.admit(prepared, params, stream, self.tool_loop if builtin else None)
 
         if body.background:
             service.admission.check()
@@ -160,7 +153,7 @@ class Responses:
             run.publish(opening)
             self.background[response_id] = run
             run.task = asyncio.ensure_future(
-                self._background(run, admit, turn, stream, record, request_id)
+                self._background(run, admit, stream, record, request_id)
             )
             assert self._watch is not None
             self._watch.wake()
@@ -177,7 +170,7 @@ class Responses:
 
         async def events() -> AsyncIterator[list[JsonDict]]:
             yield opening
-            async for batch in turn(job):
+            async for batch in job.events():
                 if stream_finished(batch) and store:
                     assert service.store is not None
                     await service.store.put(record(stream.response, job.tokens))
@@ -233,7 +226,6 @@ class Responses:
         self,
         run: BackgroundRun,
         admit: Callable[[], Coroutine[Any, Any, Turn]],
-        turn: Callable[[Turn], AsyncIterator[list[JsonDict]]],
         stream: ResponseStream,
         record: Callable[..., StoredResponse],
         request_id: str,
@@ -246,7 +238,7 @@ class Responses:
         try:
             job = await admit()
             await service.store.put(record({**snapshot, "status": "in_progress"}))
-            async for batch in turn(job):
+            async for batch in job.events():
                 if stream_finished(batch):
                     await service.store.put(record(stream.response, job.tokens))
                 last = batch[-1]["sequence_number"] if batch else last

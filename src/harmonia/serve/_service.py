@@ -29,6 +29,7 @@ from ._store import ResponseStore, check_tenancy, open_store
 
 if TYPE_CHECKING:
     from ._agent_driver import Turn
+    from ._tool_loop import ToolLoop
 
 log = logging.getLogger("harmonia.serve")
 
@@ -179,22 +180,8 @@ class Service:
             )
         constraint = None
         if strict or tool_choice not in (None, "auto", "none"):
-            constraint = _constraint(conversation, tool_choice or "auto")
+            constraint = turn_constraint(conversation, tool_choice or "auto")
         return Prepared(conversation, prompt, constraint, strict, tool_choice)
-
-    def later_constraint(self, prepared: Prepared) -> Constraint | None:
-        """The constraint of a tool loop's steps after a tool reply. Run it in a worker thread.
-
-        What is strict (function arguments, a ``json_schema`` text format) holds
-        on every step; a ``tool_choice`` of ``required`` or a named tool was met
-        by the first step's call, so later steps choose freely (``auto``) and
-        may answer. Without ``strict`` nothing constrains them.
-        """
-        if prepared.constraint is None or not prepared.strict:
-            return None
-        if prepared.tool_choice in (None, "auto", "none"):
-            return prepared.constraint  # the same turn grammar: system and developer hold
-        return _constraint(prepared.conversation, "auto")
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -212,21 +199,20 @@ class Service:
         prepared: Prepared,
         params: SamplingParams,
         stream: ResponseStream | ChatCompletionStream,
-        *,
-        start: bool = True,
+        tool_loop: ToolLoop | None = None,
     ) -> Turn:
         """Wait for a slot (429 when the queue is full); the turn that holds it.
 
-        ``start``: start the engine now (a plain request), so that an engine
-        refusing the request is the caller's status, not a broken stream; a
-        tool loop starts its turn itself.
+        Without a tool loop the engine starts now, so that an engine refusing
+        the request is the caller's status, not a broken stream; a tool loop
+        starts its turn itself.
         """
         from ._agent_driver import Turn
 
-        turn = Turn(self, prepared, self.fit(params, len(prepared.prompt)), stream)
+        turn = Turn(self, prepared, self.fit(params, len(prepared.prompt)), stream, tool_loop)
         await self.admission.acquire()
         try:
-            if start:
+            if tool_loop is None:
                 turn.start()
         except BaseException:
             await turn.close()
@@ -241,7 +227,7 @@ class Service:
             await self.store.aclose()
 
 
-def _constraint(conversation: Conversation, tool_choice: str) -> Constraint:
+def turn_constraint(conversation: Conversation, tool_choice: str) -> Constraint:
     """The turn grammar for ``conversation``, compiled here when llguidance is installed.
 
     Compiling before the engine starts makes a schema llguidance refuses the
