@@ -9,6 +9,7 @@ iterator of events, then the result); :meth:`Agent.run_sync` the blocking one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -238,7 +239,6 @@ class AgentRun:
         self._stop: StopReason | None = None  # why we cancelled our own task
         self._running = False  # the task has begun (a task cancelled before it runs never does)
         self._ended = False
-        self._first: tuple[Step, Generation | None] | None = None  # begin()'s
 
     @property
     def loop(self) -> AgentLoop:
@@ -246,25 +246,29 @@ class AgentRun:
         return self._machine
 
     def begin(self) -> None:
-        """Start now, asking the engine for the first generation before returning.
+        """Start now: the engine is asked for the first generation before this returns.
 
-        An engine that refuses the request outright (a constraint it cannot
-        take) raises its :class:`~harmonia.EngineError` here, to the caller,
-        who can still answer with a status, rather than ending the run.
+        An engine that refuses outright (a constraint it cannot take) raises its
+        :class:`~harmonia.EngineError` here, to a caller who can still answer
+        with a status; a run started on first use ends with ``StopReason.ERROR``.
         """
-        if self._task is not None:
-            return
-        step = self._machine.send(Start())
-        generation = None
-        if isinstance(step.action, Sample):
-            self._hooks.step(1)
-            generation = self._generate(step.action)
-        self._first = step, generation
-        self._ensure_started()
+        if self._task is None:
+            step, first = self._machine.send(Start()), None
+            try:
+                if isinstance(step.action, Sample):
+                    self._hooks.step(1)
+                    first = self._generate(step.action)
+            except EngineError as exc:  # the run ends with it; the caller hears of it now
+                step = self._machine.send(_failed(exc))
+                raise
+            finally:
+                self._task = asyncio.get_running_loop().create_task(self._drive(step, first))
 
     def _ensure_started(self) -> asyncio.Task[AgentResult]:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._drive())
+            with contextlib.suppress(EngineError):  # begin() made it a run that failed
+                self.begin()
+        assert self._task is not None
         return self._task
 
     def cancel(self, reason: StopReason = StopReason.CANCELLED) -> None:
@@ -317,7 +321,7 @@ class AgentRun:
         for event in step.events:
             self._queue.put_nowait(event)
 
-    async def _drive(self) -> AgentResult:
+    async def _drive(self, step: Step, first: Generation | None) -> AgentResult:
         self._running = True
         machine = self._machine
         seconds = machine.limits.max_seconds
@@ -326,12 +330,10 @@ class AgentRun:
             if seconds is not None
             else None
         )
-        first, self._first = self._first, None
+        generation, steps = first, 1
         try:
-            if self._stop is not None:  # cancelled before the task began
+            if self._stop is not None and not isinstance(step.action, Finished):  # before it began
                 raise asyncio.CancelledError
-            step, generation = first if first is not None else (machine.send(Start()), None)
-            steps = 1 if first is not None else 0
             while True:
                 self._emit(step)
                 action = step.action
@@ -355,8 +357,8 @@ class AgentRun:
             task = asyncio.current_task()
             if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
                 task.uncancel()  # our own cancel, handled: the task goes on to its result
-            if first is not None and first[1] is not None and not first[1].done:
-                await first[1].cancel()  # begun but never read: the engine stops
+            if generation is not None:
+                await generation.cancel()  # started by begin(), never read: the engine stops
             step = machine.send(Cancel(self._stop))
             self._emit(step)
             assert isinstance(step.action, Finished)

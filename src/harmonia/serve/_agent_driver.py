@@ -1,19 +1,13 @@
-"""One admitted turn, run by :class:`harmonia.agent.AgentRun` and shown as API events.
+"""One admitted turn: :class:`harmonia.agent.AgentRun` carries it out, this shows it.
 
-Every response and chat completion is a :class:`Turn`: a plain request is the
-agent driver with one step and no tools, a request with built-in tools the
-same driver with a toolbox (see :class:`~harmonia.serve.AgentToolLoop`). The
-driver samples, runs tools, enforces the wall-time limit and maps engine
-failures to a stop reason; this module only feeds its sampled ids to the API
-stream (:meth:`_Hooks.sampled`, the one place), counts the metrics and turns
-the result into the stream's last events.
-
-The stream reads one turn of output, so between two generations the hooks feed
-it the ``<|start|>assistant`` header the prompt ended with (the usage is then
-taken from the loop, which counts what the engine did). With tools the events
-are renumbered, because some are added: a built-in call's ``completed`` waits
-for its tool, and an answer's citations of browser pages become ``url_citation``
-annotations (``response.output_text.annotation.added``).
+A plain request is the agent driver with one step and no tools; built-in tools
+(:class:`~harmonia.serve.AgentToolLoop`) give it a toolbox. The driver samples,
+runs tools, enforces the wall-time limit and maps engine failures to a stop
+reason; the :class:`Turn` is its hooks: it feeds the sampled ids to the API
+stream (:meth:`Turn.sampled`, the one place), counts the metrics and turns the
+result into the stream's last events. The stream reads one turn of output, so
+between two generations it is fed the ``<|start|>assistant`` header the prompt
+ended with (the usage is then the loop's, which counts what the engine did).
 """
 
 from __future__ import annotations
@@ -50,20 +44,16 @@ _BUILTIN_COMPLETED = (
 _CUT = (StopReason.LENGTH, StopReason.MAX_TOKENS, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
 
 
-class Turn:
+class Turn(RunHooks):
     """One admitted turn of the model: what a :class:`~harmonia.serve.ToolLoop` is given.
 
-    * ``engine``, ``encoding``: the server's;
-    * ``conversation``: the request's input; ``prompt``: its ids as the engine is
-      to see them (with ``previous_response_id``, spliced onto the ids the earlier
-      response sampled, so the engine's prefix cache holds);
-    * ``params``: the request's sampling (``max_tokens`` bounds the whole turn);
-    * ``constraint``: the first step's (strict functions, a JSON format, ``tool_choice``);
-    * ``cot_policy``: the server's rule for earlier reasoning in later steps' prompts;
-    * ``stream``: the API stream every sampled id is fed to.
-
-    :meth:`drive` runs the turn (with a toolbox: its tool calls too) and
-    yields the stream's events; the admission slot is held until :meth:`close`.
+    ``engine``, ``encoding``; ``conversation`` and ``prompt``, its ids as the
+    engine is to see them (with ``previous_response_id``, spliced onto the ids
+    the earlier response sampled, so the engine's prefix cache holds);
+    ``params`` (``max_tokens`` bounds the whole turn); ``constraint``, the
+    first step's; ``cot_policy`` for later steps' prompts; ``stream``, the API
+    stream fed every sampled id. :meth:`drive` runs the turn (with a toolbox,
+    its tool calls too); the admission slot is held until :meth:`close`.
     """
 
     def __init__(
@@ -84,14 +74,19 @@ class Turn:
         self.stream = stream
         self._service, self._prepared, self._tool_loop = service, prepared, tool_loop
         self._run: AgentRun | None = None
-        self._hooks: _Hooks | None = None
+        self._shaper: _Shaper | None = None
+        self._queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()  # None: the end
+        self._waiting: float | None = time.monotonic()  # until the first token (the TTFT)
+        self._began = 0.0
+        self._steps = 0
+        self._tokens: tuple[int, ...] = ()
+        self._last: Finish | None = None
         self._closed = False
 
     @property
     def tokens(self) -> tuple[int, ...]:
         """The sampled ids of a one-step turn (a later request splices onto them), else none."""
-        hooks = self._hooks
-        return hooks.tokens if hooks is not None and hooks.steps == 1 else ()
+        return self._tokens if self._steps == 1 else ()
 
     def events(self) -> AsyncIterator[list[JsonDict]]:
         """The turn's events: from the tool loop it was admitted with, else :meth:`drive`'s."""
@@ -125,31 +120,28 @@ class Turn:
             return
         if limits is None:  # a plain request: one generation, as long as the request allows
             limits = (
-                AgentLimits(max_steps=1, max_tokens=self.params.max_tokens, max_seconds=None)
-                if toolbox is None
-                else AgentLimits()
+                AgentLimits(max_steps=1, max_seconds=None) if toolbox is None else AgentLimits()
             )
         # max_output_tokens bounds the whole response (every step), as OpenAI's does.
-        limits = replace(limits, max_tokens=min(limits.max_tokens, self.params.max_tokens))
+        limits = replace(
+            limits,
+            max_tokens=self.params.max_tokens
+            if toolbox is None
+            else min(limits.max_tokens, self.params.max_tokens),
+        )
+        # The request's constraint for the first step, ``later`` after a tool reply.
         constraints = iter((self.constraint,))
-
-        def constraint(_: Conversation) -> Constraint | None:
-            # The turn grammar comes from the system and developer messages, which a tool
-            # reply does not change: the request's for the first step, ``later`` after.
-            return next(constraints, later)
-
         agent = Agent(
             self.engine,
             toolbox,
             encoding=self.encoding,
             params=self.params,
             limits=limits,
-            constraint=constraint,
+            constraint=lambda _: next(constraints, later),
             cot_policy=self.cot_policy,
         )
-        shaper = None if toolbox is None else _Shaper(browser)
-        self._hooks = _Hooks(self, shaper)
-        self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self._hooks)
+        self._shaper = None if toolbox is None else _Shaper(browser)
+        self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self)
         self._run.begin()
 
     async def drive(
@@ -167,19 +159,19 @@ class Turn:
         if self._run is None:
             later = None if toolbox is None else await asyncio.to_thread(self.later_constraint)
             self.start(toolbox, browser=browser, limits=limits, later=later)
-        run, hooks = self._run, self._hooks
-        assert run is not None and hooks is not None
+        run = self._run
+        assert run is not None
         ended = asyncio.ensure_future(run.result())
-        ended.add_done_callback(lambda _: hooks.queue.put_nowait(None))
+        ended.add_done_callback(lambda _: self._queue.put_nowait(None))  # after the last batch
         try:
-            while (batch := await hooks.queue.get()) is not None:
+            while (batch := await self._queue.get()) is not None:
                 yield batch
-            result = await run.result()
+            result = await ended
         finally:
             run.cancel()  # a no-op once the run is over
         if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
             raise result.error
-        yield hooks.finish(result)
+        yield self._finish(result)
 
     async def close(self) -> None:
         """Cancel the run if it still runs and give the slot back (idempotent)."""
@@ -193,71 +185,57 @@ class Turn:
         finally:
             self._service.admission.release()
 
-
-class _Hooks(RunHooks):
-    """The driver's moments, as API events on a queue (``None``: the run is over) and metrics."""
-
-    def __init__(self, turn: Turn, shaper: _Shaper | None) -> None:
-        self.stream = turn.stream
-        self.metrics = turn._service.metrics
-        self.shaper = shaper
-        self.queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()
-        # The header the prompt ends with; the stream reads the steps as one turn.
-        self.header = turn.encoding.encode("<|start|>assistant", allowed_special="all")
-        self.waiting: float | None = time.monotonic()  # until the first token (the TTFT)
-        self.began = 0.0
-        self.steps = 0
-        self.tokens: tuple[int, ...] = ()
-        self.last: Finish | None = None
+    # -- the driver's hooks ------------------------------------------------------------
 
     def _put(self, events: list[JsonDict]) -> None:
-        if self.shaper is not None:
-            events = self.shaper.shape(events)
+        if self._shaper is not None:
+            events = self._shaper.shape(events)
         if events:
-            self.queue.put_nowait(events)
+            self._queue.put_nowait(events)
 
     def step(self, number: int) -> None:
-        self.steps = number
-        self.began = time.monotonic()
+        self._steps, self._began = number, time.monotonic()
         if number > 1:
-            self._put(self.stream.feed_many(self.header))  # no item events
+            self._put(self.stream.feed_many(self._header()))  # no item events
+
+    def _header(self) -> list[int]:
+        return self.encoding.encode("<|start|>assistant", allowed_special="all")
 
     def sampled(
         self, generation: Generation, ids: Sequence[int], start: int
     ) -> Sequence[OutputEvent] | None:
         """The one place sampled ids reach the API stream (``generation.tokens[start:]``)."""
-        if self.waiting is not None:  # the turn's first token
-            self.metrics.first_token(time.monotonic() - self.waiting)
-            self.waiting = None
+        if self._waiting is not None:  # the turn's first token
+            self._service.metrics.first_token(time.monotonic() - self._waiting)
+            self._waiting = None
         out, read = self.stream.feed_read(ids)  # read once: shown is what runs
         self._put(out)
         return read
 
     def generated(self, generation: Generation) -> None:
         # Every step counts, however it ended; here and nowhere else.
-        self.metrics.generation(len(generation.tokens), time.monotonic() - self.began)
-        self.tokens, self.last = generation.tokens, generation.finish
+        self._service.metrics.generation(len(generation.tokens), time.monotonic() - self._began)
+        self._tokens, self._last = generation.tokens, generation.finish
 
     def tool_finished(self, call: Message, reply: Message | None) -> None:
-        if self.shaper is not None and reply is not None:
-            released = self.shaper.complete(reply)
+        if self._shaper is not None and reply is not None:
+            released = self._shaper.complete(reply)
             if released:
-                self.queue.put_nowait(released)
+                self._queue.put_nowait(released)
 
-    def finish(self, result: AgentResult) -> list[JsonDict]:
+    def _finish(self, result: AgentResult) -> list[JsonDict]:
         """The stream's last events for ``result``."""
-        stopped = self.last is not None and self.last.reason is FinishReason.STOP
+        stopped = self._last is not None and self._last.reason is FinishReason.STOP
         out = self.stream.finish(finished=False if result.stop_reason in _CUT else stopped)
-        if self.shaper is not None:
-            out = self.shaper.release() + self.shaper.shape(out)
-        if isinstance(self.stream, ResponseStream):
-            usage = self.stream.response.get("usage")
-            if isinstance(usage, dict):
-                # The loop counts what the engine did: every step's prompt and output.
-                prompt, completion = result.usage.prompt_tokens, result.usage.completion_tokens
-                usage.update(
-                    input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
-                )
+        if self._shaper is not None:
+            out = self._shaper.release() + self._shaper.shape(out)
+        usage = self.stream.response.get("usage") if isinstance(self.stream, ResponseStream) else 0
+        if isinstance(usage, dict):
+            # The loop counts what the engine did: every step's prompt and output.
+            prompt, completion = result.usage.prompt_tokens, result.usage.completion_tokens
+            usage.update(
+                input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
+            )
         return out
 
 
