@@ -76,7 +76,7 @@ class Turn(RunHooks):
         self._run: AgentRun | None = None
         self._shaper: _Shaper | None = None
         self._queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()  # None: the end
-        self._waiting: float | None = time.monotonic()  # until the first token (the TTFT)
+        self._waiting: float | None = None  # from the start to the first token (the TTFT)
         self._began = 0.0
         self._steps = 0
         self._tokens: tuple[int, ...] = ()
@@ -141,6 +141,7 @@ class Turn(RunHooks):
             cot_policy=self.cot_policy,
         )
         self._shaper = None if toolbox is None else _Shaper(browser)
+        self._waiting = time.monotonic()
         self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self)
         self._run.begin()
 
@@ -167,8 +168,9 @@ class Turn(RunHooks):
             while (batch := await self._queue.get()) is not None:
                 yield batch
             result = await ended
-        finally:
+        finally:  # a client gone: the generation or tool stops before the runtimes close
             run.cancel()  # a no-op once the run is over
+            await run.result()
         if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
             raise result.error
         yield self._finish(result)
