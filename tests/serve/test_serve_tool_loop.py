@@ -6,7 +6,7 @@ from typing import Any
 
 from serve_support import MODEL
 
-from harmonia.serve import ToolLoop
+from harmonia.serve import ToolLoop, Turn
 
 
 class OneShotLoop:
@@ -15,21 +15,24 @@ class OneShotLoop:
     def __init__(self) -> None:
         self.turns = 0
         self.running_seen: list[int] = []
+        self.admission: Any = None
 
-    async def run(self, service: Any, prepared: Any, params: Any, stream: Any) -> Any:
+    async def run(self, turn: Turn) -> Any:
+        # Public types only: the turn has the engine, the prompt, the sampling and the stream.
         self.turns += 1
-        self.running_seen.append(service.admission.running)
-        generation = service.engine.generate(prepared.prompt, params)
+        self.running_seen.append(self.admission.running)
+        generation = turn.engine.generate(turn.prompt, turn.params)
         async with generation:
             async for ids in generation:
-                yield stream.feed_many(ids)
-        yield stream.finish()
+                yield turn.stream.feed_many(ids)
+        yield turn.stream.finish()
 
 
 def test_tool_loop_runs_builtin_turns(make_server):
     loop = OneShotLoop()
     assert isinstance(loop, ToolLoop)
     server = make_server(tool_loop=loop)
+    loop.admission = server.app.state.service.admission
     client = server.client()
     server.book.add("<|channel|>final<|message|>Found it.<|return|>")
     tools = [{"type": "web_search_preview"}]

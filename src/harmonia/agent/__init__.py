@@ -6,7 +6,7 @@ and a :class:`harmonia.tools.Toolbox`, async (:meth:`Agent.run`) or blocking
 (:meth:`Agent.run_sync`). See ``docs/agent.md``.
 """
 
-from ._agent import Agent, AgentRun, ToolCallback
+from ._agent import Agent, AgentRun, RunHooks, ToolCallback
 from ._chat_ui import TerminalView, use_color
 from ._conversation import new_conversation
 from ._events import (
@@ -64,6 +64,7 @@ __all__ = [
     "MessageCompleted",
     "PreambleDelta",
     "ReasoningDelta",
+    "RunHooks",
     "RunTool",
     "Sample",
     "Start",

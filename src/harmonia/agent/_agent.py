@@ -9,9 +9,10 @@ iterator of events, then the result); :meth:`Agent.run_sync` the blocking one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 
 from harmonia import (
@@ -22,12 +23,20 @@ from harmonia import (
     HarmonyEncodingName,
     HarmonyError,
     Message,
+    OutputEvent,
     Role,
     TextContent,
     load_harmony_encoding,
 )
 from harmonia._runtime import run_sync
-from harmonia.engines import Constraint, Engine, Finish, FinishReason, SamplingParams
+from harmonia.engines import (
+    Constraint,
+    Engine,
+    Finish,
+    FinishReason,
+    Generation,
+    SamplingParams,
+)
 from harmonia.tools import Toolbox
 
 from ._events import AgentEvent, AgentResult, Done, StopReason
@@ -39,6 +48,7 @@ from ._loop import (
     ConstraintFactory,
     Finished,
     GenerationFinished,
+    ItemsSampled,
     RunTool,
     Sample,
     Start,
@@ -99,8 +109,8 @@ class Agent:
         self.on_tool_call = on_tool_call
         self.cot_policy = cot_policy
 
-    def loop(self, conversation: Conversation) -> AgentLoop:
-        """A fresh state machine for one run over ``conversation``."""
+    def loop(self, conversation: Conversation, *, prompt: Sequence[int] | None = None) -> AgentLoop:
+        """A fresh state machine for one run over ``conversation`` (``prompt``: its first)."""
         return AgentLoop(
             self.encoding,
             conversation,
@@ -108,11 +118,22 @@ class Agent:
             limits=self.limits,
             constraint=self.constraint,
             cot_policy=self.cot_policy,
+            prompt=prompt,
         )
 
-    def run(self, conversation: Conversation) -> AgentRun:
-        """Start a run (lazily, on first use): iterate its events, or await its result."""
-        return AgentRun(self, conversation)
+    def run(
+        self,
+        conversation: Conversation,
+        *,
+        prompt: Sequence[int] | None = None,
+        hooks: RunHooks | None = None,
+    ) -> AgentRun:
+        """Start a run (lazily, on first use): iterate its events, or await its result.
+
+        ``prompt``: the first step's ids, when the caller rendered them itself;
+        ``hooks``: see :class:`RunHooks`.
+        """
+        return AgentRun(self, conversation, prompt=prompt, hooks=hooks)
 
     def run_sync(
         self,
@@ -166,21 +187,57 @@ class Agent:
         return _reply(call, str(answer))
 
 
+class RunHooks:
+    """What a caller sees of a run besides its events (the server feeds its API stream here).
+
+    Every method here does nothing; they run in the run's task. ``sampled``
+    gets each chunk of ids, ``generation.tokens[start:]``, and may return the
+    item events an ``OutputAssembler`` read from them: the loop then follows
+    those (``ItemsSampled``), so what runs is what the caller showed.
+    """
+
+    def step(self, number: int) -> None:
+        """Generation ``number`` (from 1) is about to start."""
+
+    def sampled(
+        self, generation: Generation, ids: Sequence[int], start: int
+    ) -> Sequence[OutputEvent] | None:
+        """The engine produced ``ids``; what they read as, or ``None`` (the loop reads them)."""
+        return None
+
+    def generated(self, generation: Generation) -> None:
+        """``generation`` ended, however it ended."""
+
+    def tool_finished(self, call: Message, reply: Message | None) -> None:
+        """A tool call ran (one the wall-time limit cancelled never does)."""
+
+
 class AgentRun:
     """One run: ``async for event in run`` shows it happen; ``await run.result()`` ends it.
 
-    The run starts on first use. ``cancel()`` stops it at once (the generation
-    or the tool call in flight is cancelled) and the run ends with
-    ``StopReason.CANCELLED``; ``async with agent.run(...) as run:`` cancels on
-    the way out.
+    This is the one driver of :class:`AgentLoop` (the library's agent and the
+    server's responses both run through it). The run starts on first use, or
+    at :meth:`begin`. ``cancel()`` stops it at once (the generation or the tool
+    call in flight is cancelled) and the run ends with ``StopReason.CANCELLED``;
+    the wall-time limit cancels it the same way (``StopReason.MAX_SECONDS``).
+    ``async with agent.run(...) as run:`` cancels on the way out.
     """
 
-    def __init__(self, agent: Agent, conversation: Conversation) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        conversation: Conversation,
+        *,
+        prompt: Sequence[int] | None = None,
+        hooks: RunHooks | None = None,
+    ) -> None:
         self._agent = agent
-        self._machine = agent.loop(conversation)
+        self._machine = agent.loop(conversation, prompt=prompt)
+        self._hooks = hooks or RunHooks()
         self._queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
         self._task: asyncio.Task[AgentResult] | None = None
         self._stop: StopReason | None = None  # why we cancelled our own task
+        self._running = False  # the task has begun (a task cancelled before it runs never does)
         self._ended = False
 
     @property
@@ -188,9 +245,30 @@ class AgentRun:
         """The state machine behind this run."""
         return self._machine
 
+    def begin(self) -> None:
+        """Start now: the engine is asked for the first generation before this returns.
+
+        An engine that refuses outright (a constraint it cannot take) raises its
+        :class:`~harmonia.EngineError` here, to a caller who can still answer
+        with a status; a run started on first use ends with ``StopReason.ERROR``.
+        """
+        if self._task is None:
+            step, first = self._machine.send(Start()), None
+            try:
+                if isinstance(step.action, Sample):
+                    self._hooks.step(1)
+                    first = self._generate(step.action)
+            except EngineError as exc:  # the run ends with it; the caller hears of it now
+                step = self._machine.send(_failed(exc))
+                raise
+            finally:
+                self._task = asyncio.get_running_loop().create_task(self._drive(step, first))
+
     def _ensure_started(self) -> asyncio.Task[AgentResult]:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._drive())
+            with contextlib.suppress(EngineError):  # begin() made it a run that failed
+                self.begin()
+        assert self._task is not None
         return self._task
 
     def cancel(self, reason: StopReason = StopReason.CANCELLED) -> None:
@@ -198,7 +276,8 @@ class AgentRun:
         task = self._ensure_started()
         if self._stop is None and not task.done():
             self._stop = reason
-            task.cancel()
+            if self._running:  # else the task sees _stop when it begins
+                task.cancel()
 
     async def result(self) -> AgentResult:
         """Wait for the end and return the result."""
@@ -242,7 +321,8 @@ class AgentRun:
         for event in step.events:
             self._queue.put_nowait(event)
 
-    async def _drive(self) -> AgentResult:
+    async def _drive(self, step: Step, first: Generation | None) -> AgentResult:
+        self._running = True
         machine = self._machine
         seconds = machine.limits.max_seconds
         timer = (
@@ -250,8 +330,10 @@ class AgentRun:
             if seconds is not None
             else None
         )
+        generation, steps = first, 1
         try:
-            step = machine.send(Start())
+            if self._stop is not None and not isinstance(step.action, Finished):  # before it began
+                raise asyncio.CancelledError
             while True:
                 self._emit(step)
                 action = step.action
@@ -259,17 +341,24 @@ class AgentRun:
                     return action.result
                 if isinstance(action, RunTool):
                     reply = await self._agent._call_tool(action.call)
+                    self._hooks.tool_finished(action.call, reply)
                     step = machine.send(ToolResult(reply))
                 else:
                     # Between inputs the loop always asks for something: here, a generation.
                     assert isinstance(action, Sample), step
-                    step = await self._sample(action)
+                    if generation is None:
+                        steps += 1
+                        self._hooks.step(steps)
+                    step = await self._sample(action, generation)
+                    generation = None
         except asyncio.CancelledError:
             if self._stop is None:
                 raise  # someone else cancelled us: not ours to swallow
             task = asyncio.current_task()
             if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
                 task.uncancel()  # our own cancel, handled: the task goes on to its result
+            if generation is not None:
+                await generation.cancel()  # started by begin(), never read: the engine stops
             step = machine.send(Cancel(self._stop))
             self._emit(step)
             assert isinstance(step.action, Finished)
@@ -278,23 +367,38 @@ class AgentRun:
             if timer is not None:
                 timer.cancel()
 
-    async def _sample(self, action: Sample) -> Step:
+    def _generate(self, action: Sample) -> Generation:
+        return self._agent.engine.generate(
+            action.prompt, action.params, constraint=action.constraint
+        )
+
+    async def _sample(self, action: Sample, generation: Generation | None) -> Step:
         machine = self._machine
-        try:
-            generation = self._agent.engine.generate(
-                action.prompt, action.params, constraint=action.constraint
-            )
-        except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
-            return machine.send(_failed(exc))
-        async with generation:  # leaving early (an error, a cancel) stops the engine
+        if generation is None:
             try:
-                async for ids in generation:
-                    step = machine.send(TokensSampled(tuple(ids)))
-                    if isinstance(step.action, Finished):
-                        return step  # the model wrote something that is not harmony
-                    self._emit(step)
-            except HarmonyError as exc:  # an EngineError (engines raise no other)
+                generation = self._generate(action)
+            except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
                 return machine.send(_failed(exc))
+        try:
+            async with generation:  # leaving early (an error, a cancel) stops the engine
+                start = 0
+                try:
+                    async for ids in generation:
+                        read = self._hooks.sampled(generation, ids, start)
+                        start += len(ids)
+                        sampled = (
+                            TokensSampled(tuple(ids))
+                            if read is None
+                            else ItemsSampled(len(ids), tuple(read))
+                        )
+                        step = machine.send(sampled)
+                        if isinstance(step.action, Finished):
+                            return step  # the model wrote something that is not harmony
+                        self._emit(step)
+                except HarmonyError as exc:  # an EngineError (engines raise no other)
+                    return machine.send(_failed(exc))
+        finally:
+            self._hooks.generated(generation)
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         return machine.send(GenerationFinished(finish))
 

@@ -51,7 +51,7 @@ What the loop does at each step:
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
@@ -219,8 +219,12 @@ class AgentLoop:
         limits: AgentLimits | None = None,
         constraint: ConstraintFactory | None = None,
         cot_policy: str = DEFAULT_COT_POLICY,
+        prompt: Sequence[int] | None = None,
     ) -> None:
         self._enc = encoding
+        # The caller's own ids for the first step (a server's, spliced onto the ids an earlier
+        # response sampled, so the engine's prefix cache holds): rendering again would differ.
+        self._first_prompt = None if prompt is None else tuple(prompt)
         self._history = list(conversation.messages)  # the caller's list is never touched
         self._new: list[Message] = []
         self._params = params or SamplingParams()
@@ -361,9 +365,13 @@ class AgentLoop:
         if left <= 0:
             return self._finish(StopReason.MAX_TOKENS)
         conversation = self.conversation
-        prompt = self._enc.render_conversation_for_completion(
-            conversation, Role.ASSISTANT, self._config
-        )
+        prompt = self._first_prompt
+        if prompt is None or self._steps:
+            prompt = tuple(
+                self._enc.render_conversation_for_completion(
+                    conversation, Role.ASSISTANT, self._config
+                )
+            )
         constraint = self._constraint(conversation) if self._constraint else None
         params = self._params
         if params.max_tokens > left:
@@ -372,7 +380,7 @@ class AgentLoop:
         self._prompt_tokens += len(prompt)
         self._parser = StreamableParser(self._enc, Role.ASSISTANT, strict=True)
         self._header_kind, self._calls, self._item = None, False, None
-        self._action = Sample(tuple(prompt), params, constraint)
+        self._action = Sample(prompt, params, constraint)
         return State.SAMPLING
 
     def _started(self, read: Reading | OutputItem) -> None:

@@ -6,6 +6,7 @@ background responses and cancellation), ``/v1/models``, ``/health`` and
 ``/metrics``. Needs ``harmonia[serve]``; see ``docs/serve.md``.
 """
 
+from ._agent_driver import Turn
 from ._agent_tool_loop import AgentToolLoop
 from ._config import API_KEYS_ENV, ServerConfig, api_keys_from_env
 from ._create import create_app
@@ -32,6 +33,7 @@ __all__ = [
     "SqliteStore",
     "StoredResponse",
     "ToolLoop",
+    "Turn",
     "api_keys_from_env",
     "create_app",
     "open_store",

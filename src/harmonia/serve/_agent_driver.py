@@ -1,37 +1,38 @@
-"""Drives one response's :class:`~harmonia.agent.AgentLoop` and shapes its stream events."""
+"""One admitted turn: :class:`harmonia.agent.AgentRun` carries it out, this shows it.
+
+A plain request is the agent driver with one step and no tools; built-in tools
+(:class:`~harmonia.serve.AgentToolLoop`) give it a toolbox. The driver samples,
+runs tools, enforces the wall-time limit and maps engine failures to a stop
+reason; the :class:`Turn` is its hooks: it feeds the sampled ids to the API
+stream (:meth:`Turn.sampled`, the one place), counts the metrics and turns the
+result into the stream's last events. The stream reads one turn of output, so
+between two generations it is fed the ``<|start|>assistant`` header the prompt
+ended with (the usage is then the loop's, which counts what the engine did).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from harmonia import Conversation, EngineError, Message
-from harmonia.agent import (
-    AgentLimits,
-    AgentLoop,
-    Cancel,
-    Finished,
-    GenerationFinished,
-    ItemsSampled,
-    RunTool,
-    Sample,
-    Start,
-    StopReason,
-    ToolResult,
-)
-from harmonia.engines import Constraint, Finish, FinishReason
+from harmonia import Conversation, EngineError, Message, OutputEvent
+from harmonia.agent import Agent, AgentLimits, AgentResult, AgentRun, RunHooks, StopReason
+from harmonia.engines import Constraint, Finish, FinishReason, Generation
+
+from ..openai_compat import ChatCompletionStream, ResponseStream
+from ._service import turn_constraint
 
 if TYPE_CHECKING:
-    from harmonia.agent import AgentResult, Step
-    from harmonia.engines import SamplingParams
+    from harmonia import HarmonyEncoding
+    from harmonia.engines import Engine, SamplingParams
     from harmonia.tools import Toolbox
     from harmonia.tools.browser import BrowserTool
 
-    from ..openai_compat import ResponseStream
     from ._service import Prepared, Service
+    from ._tool_loop import ToolLoop
 
 JsonDict = dict[str, Any]
 
@@ -43,133 +44,194 @@ _BUILTIN_COMPLETED = (
 _CUT = (StopReason.LENGTH, StopReason.MAX_TOKENS, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
 
 
-class Driver:
-    """One response: the agent loop's actions carried out, the stream's events reshaped."""
+class Turn(RunHooks):
+    """One admitted turn of the model: what a :class:`~harmonia.serve.ToolLoop` is given.
+
+    ``engine``, ``encoding``; ``conversation`` and ``prompt``, its ids as the
+    engine is to see them (with ``previous_response_id``, spliced onto the ids
+    the earlier response sampled, so the engine's prefix cache holds);
+    ``params`` (``max_tokens`` bounds the whole turn); ``constraint``, the
+    first step's; ``cot_policy`` for later steps' prompts; ``stream``, the API
+    stream fed every sampled id. :meth:`drive` runs the turn (with a toolbox,
+    its tool calls too); the admission slot is held until :meth:`close`.
+    """
 
     def __init__(
         self,
         service: Service,
         prepared: Prepared,
         params: SamplingParams,
-        stream: ResponseStream,
-        toolbox: Toolbox,
-        browser: BrowserTool | None,
-        limits: AgentLimits | None,
+        stream: ResponseStream | ChatCompletionStream,
+        tool_loop: ToolLoop | None = None,
     ) -> None:
-        self.service = service
+        self.engine: Engine = service.engine
+        self.encoding: HarmonyEncoding = service.enc
+        self.conversation: Conversation = prepared.conversation
+        self.prompt = tuple(prepared.prompt)
+        self.params = params
+        self.constraint: Constraint | None = prepared.constraint
+        self.cot_policy = service.config.cot_policy
         self.stream = stream
-        self.toolbox = toolbox
-        self.browser = browser
-        # The request's constraint (strict functions, a JSON format, tool_choice) holds for
-        # the first step; the later steps' (strict, but free to answer) is built in events().
-        self._prepared = prepared
-        self._first: Constraint | None = prepared.constraint
-        self._later: Constraint | None = None
-        self._steps_constrained = 0
-        limits = limits or AgentLimits()
-        # max_output_tokens bounds the whole response (every step), as OpenAI's does.
-        budget = min(limits.max_tokens, params.max_tokens)
-        self.loop = AgentLoop(
-            service.enc,
-            prepared.conversation,
-            params=params,
-            limits=replace(limits, max_tokens=budget),
-            constraint=self._constraint,
-        )
-        # The header the prompt ends with; the stream reads the steps as one turn.
-        self._header = service.enc.encode("<|start|>assistant", allowed_special="all")
-        self._seq: int | None = None
-        self._held: list[JsonDict] = []
-        self._held_ids: set[str] = set()
-        self._annotations: dict[str, list[JsonDict]] = {}
-        self._deadline: float | None = None
-        # When the response started, until its first token is counted (the TTFT metric).
-        self._started: float | None = None
+        self._service, self._prepared, self._tool_loop = service, prepared, tool_loop
+        self._run: AgentRun | None = None
+        self._shaper: _Shaper | None = None
+        self._queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()  # None: the end
+        self._waiting: float | None = None  # from the start to the first token (the TTFT)
+        self._began = 0.0
+        self._steps = 0
+        self._tokens: tuple[int, ...] = ()
+        self._last: Finish | None = None
+        self._closed = False
 
-    def _constraint(self, conversation: Conversation) -> Constraint | None:
-        """Every step's constraint: the request's first, then the later steps' one.
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The sampled ids of a one-step turn (a later request splices onto them), else none."""
+        return self._tokens if self._steps == 1 else ()
 
-        The turn grammar comes from the system and developer messages, which a
-        tool reply does not change, so ``conversation`` is not needed.
+    def events(self) -> AsyncIterator[list[JsonDict]]:
+        """The turn's events: from the tool loop it was admitted with, else :meth:`drive`'s."""
+        return self.drive() if self._tool_loop is None else self._tool_loop.run(self)
+
+    def later_constraint(self) -> Constraint | None:
+        """The constraint of the steps after a tool reply (it may compile: use a worker thread).
+
+        What is strict (function arguments, a ``json_schema`` text format) holds
+        on every step; a ``tool_choice`` of ``required`` or a named tool was met
+        by the first step's call, so later steps choose freely (``auto``) and
+        may answer. Without ``strict`` nothing constrains them.
         """
-        self._steps_constrained += 1
-        return self._first if self._steps_constrained == 1 else self._later
+        prepared = self._prepared
+        if prepared.constraint is None or not prepared.strict:
+            return None
+        if prepared.tool_choice in (None, "auto", "none"):
+            return prepared.constraint  # the same turn grammar: system and developer hold
+        return turn_constraint(prepared.conversation, "auto")
 
-    def _late(self) -> bool:
-        return self._deadline is not None and time.monotonic() > self._deadline
-
-    async def events(self) -> AsyncIterator[list[JsonDict]]:
-        self._started = time.monotonic()
-        # Built off the event loop (a grammar compiles), before the first step.
-        self._later = await asyncio.to_thread(self.service.later_constraint, self._prepared)
-        seconds = self.loop.limits.max_seconds
-        self._deadline = None if seconds is None else time.monotonic() + seconds
-        step = self.loop.send(Start())
-        steps = 0
-        while True:
-            action = step.action
-            if isinstance(action, Finished):
-                yield self._finish(action.result)
-                return
-            if self._late():  # the wall-time limit counts tools too
-                step = self.loop.send(Cancel(StopReason.MAX_SECONDS))
-                continue
-            if isinstance(action, RunTool):
-                pages = 0 if self.browser is None else len(self.browser.state)
-                reply = await self.toolbox.dispatch(action.call)
-                if reply is not None:
-                    self._complete_call(reply, pages)
-                    released, self._held = self._held, []
-                    self._held_ids.clear()
-                    if released:
-                        yield self._number(released)
-                step = self.loop.send(ToolResult(reply))
-                continue
-            assert isinstance(action, Sample), step
-            if steps:
-                out = self._shape(self.stream.feed_many(self._header))  # no item events
-                if out:
-                    yield out
-            steps += 1
-            async for batch, next_step in self._sample(action):
-                if batch:
-                    yield batch
-                step = next_step
-
-    async def _sample(self, action: Sample) -> AsyncIterator[tuple[list[JsonDict], Step]]:
-        """Yield (events, the loop's step) per engine step; the last has the finish."""
-        metrics = self.service.metrics
-        started = time.monotonic()
-        generation = self.service.engine.generate(
-            action.prompt, action.params, constraint=action.constraint
+    def start(
+        self,
+        toolbox: Toolbox | None = None,
+        *,
+        browser: BrowserTool | None = None,
+        limits: AgentLimits | None = None,
+        later: Constraint | None = None,
+    ) -> None:
+        """Start the run; an engine that refuses the first generation raises here."""
+        if self._run is not None:
+            return
+        if limits is None:  # a plain request: one generation, as long as the request allows
+            limits = (
+                AgentLimits(max_steps=1, max_seconds=None) if toolbox is None else AgentLimits()
+            )
+        # max_output_tokens bounds the whole response (every step), as OpenAI's does.
+        limits = replace(
+            limits,
+            max_tokens=self.params.max_tokens
+            if toolbox is None
+            else min(limits.max_tokens, self.params.max_tokens),
         )
-        try:
-            async with generation:  # leaving early (a client gone) stops the engine
-                async for ids in generation:
-                    if self._started is not None:  # the response's first token
-                        metrics.first_token(time.monotonic() - self._started)
-                        self._started = None
-                    out, read = self.stream.feed_read(ids)  # read once: shown is what runs
-                    step = self.loop.send(ItemsSampled(len(ids), tuple(read)))
-                    yield self._shape(out), step
-                    if self._late():  # leaving the block stops the engine
-                        yield [], self.loop.send(Cancel(StopReason.MAX_SECONDS))
-                        return
-        finally:  # every step counts, however it ended
-            metrics.generation(len(generation.tokens), time.monotonic() - started)
-        finish = generation.finish or Finish(FinishReason.CANCELLED)
-        yield [], self.loop.send(GenerationFinished(finish))
+        # The request's constraint for the first step, ``later`` after a tool reply.
+        constraints = iter((self.constraint,))
+        agent = Agent(
+            self.engine,
+            toolbox,
+            encoding=self.encoding,
+            params=self.params,
+            limits=limits,
+            constraint=lambda _: next(constraints, later),
+            cot_policy=self.cot_policy,
+        )
+        self._shaper = None if toolbox is None else _Shaper(browser)
+        self._waiting = time.monotonic()
+        self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self)
+        self._run.begin()
 
-    def _finish(self, result: AgentResult) -> list[JsonDict]:
+    async def drive(
+        self,
+        toolbox: Toolbox | None = None,
+        *,
+        browser: BrowserTool | None = None,
+        limits: AgentLimits | None = None,
+    ) -> AsyncIterator[list[JsonDict]]:
+        """Run the turn (unless :meth:`start` did); yield the stream's events, the last at the end.
+
+        An engine failure is raised as the engine's ``EngineError``; leaving
+        early (a client gone) cancels the run, and with it the generation or tool.
+        """
+        if self._run is None:
+            later = None if toolbox is None else await asyncio.to_thread(self.later_constraint)
+            self.start(toolbox, browser=browser, limits=limits, later=later)
+        run = self._run
+        assert run is not None
+        ended = asyncio.ensure_future(run.result())
+        ended.add_done_callback(lambda _: self._queue.put_nowait(None))  # after the last batch
+        try:
+            while (batch := await self._queue.get()) is not None:
+                yield batch
+            result = await ended
+        finally:  # a client gone: the generation or tool stops before the runtimes close
+            run.cancel()  # a no-op once the run is over
+            await run.result()
         if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
             raise result.error
-        held, self._held = self._held, []
-        out = self._number(held)
-        out += self._shape(
-            self.stream.finish(finished=False if result.stop_reason in _CUT else None)
-        )
-        response = self.stream.response
-        usage = response.get("usage")
+        yield self._finish(result)
+
+    async def close(self) -> None:
+        """Cancel the run if it still runs and give the slot back (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._run is not None:
+                self._run.cancel()
+                await self._run.result()
+        finally:
+            self._service.admission.release()
+
+    # -- the driver's hooks ------------------------------------------------------------
+
+    def _put(self, events: list[JsonDict]) -> None:
+        if self._shaper is not None:
+            events = self._shaper.shape(events)
+        if events:
+            self._queue.put_nowait(events)
+
+    def step(self, number: int) -> None:
+        self._steps, self._began = number, time.monotonic()
+        if number > 1:
+            self._put(self.stream.feed_many(self._header()))  # no item events
+
+    def _header(self) -> list[int]:
+        return self.encoding.encode("<|start|>assistant", allowed_special="all")
+
+    def sampled(
+        self, generation: Generation, ids: Sequence[int], start: int
+    ) -> Sequence[OutputEvent] | None:
+        """The one place sampled ids reach the API stream (``generation.tokens[start:]``)."""
+        if self._waiting is not None:  # the turn's first token
+            self._service.metrics.first_token(time.monotonic() - self._waiting)
+            self._waiting = None
+        out, read = self.stream.feed_read(ids)  # read once: shown is what runs
+        self._put(out)
+        return read
+
+    def generated(self, generation: Generation) -> None:
+        # Every step counts, however it ended; here and nowhere else.
+        self._service.metrics.generation(len(generation.tokens), time.monotonic() - self._began)
+        self._tokens, self._last = generation.tokens, generation.finish
+
+    def tool_finished(self, call: Message, reply: Message | None) -> None:
+        if self._shaper is not None and reply is not None:
+            released = self._shaper.complete(reply)
+            if released:
+                self._queue.put_nowait(released)
+
+    def _finish(self, result: AgentResult) -> list[JsonDict]:
+        """The stream's last events for ``result``."""
+        stopped = self._last is not None and self._last.reason is FinishReason.STOP
+        out = self.stream.finish(finished=False if result.stop_reason in _CUT else stopped)
+        if self._shaper is not None:
+            out = self._shaper.release() + self._shaper.shape(out)
+        usage = self.stream.response.get("usage") if isinstance(self.stream, ResponseStream) else 0
         if isinstance(usage, dict):
             # The loop counts what the engine did: every step's prompt and output.
             prompt, completion = result.usage.prompt_tokens, result.usage.completion_tokens
@@ -178,7 +240,44 @@ class Driver:
             )
         return out
 
-    # -- events ----------------------------------------------------------------------------
+
+class _Shaper:
+    """A tools turn's Responses events: built-in calls held until their tool ran, citations."""
+
+    def __init__(self, browser: BrowserTool | None) -> None:
+        self.browser = browser
+        self._seq: int | None = None
+        self._held: list[JsonDict] = []
+        self._held_ids: set[str] = set()
+        self._annotations: dict[str, list[JsonDict]] = {}
+        self._pages = 0
+
+    def complete(self, reply: Message) -> list[JsonDict]:
+        """Put what the tool did on its held item (python's output, the page opened); release."""
+        for event in self._held:
+            item = event.get("item")
+            if event["type"] != "response.output_item.done" or not isinstance(item, dict):
+                continue
+            if item.get("type") == "code_interpreter_call":
+                text = "".join(getattr(part, "text", "") for part in reply.content)
+                item["outputs"] = [{"type": "logs", "logs": text}]
+            action = item.get("action")
+            if (
+                item.get("type") == "web_search_call"
+                and isinstance(action, dict)
+                and action.get("type") in ("open_page", "find_in_page")
+                and self.browser is not None
+                and len(self.browser.state) > self._pages
+            ):
+                url = self.browser.state.page().url
+                if url:  # a page the call opened (a search-results page has none)
+                    action["url"] = url
+        return self.release()
+
+    def release(self) -> list[JsonDict]:
+        held, self._held = self._held, []
+        self._held_ids.clear()
+        return self._number(held)
 
     def _number(self, events: list[JsonDict]) -> list[JsonDict]:
         for event in events:
@@ -188,12 +287,13 @@ class Driver:
             self._seq += 1
         return events
 
-    def _shape(self, events: list[JsonDict]) -> list[JsonDict]:
+    def shape(self, events: list[JsonDict]) -> list[JsonDict]:
         """Hold a built-in call's end until its tool ran; add the answer's citations."""
         out: list[JsonDict] = []
         for event in events:
             kind = event["type"]
-            if kind in _BUILTIN_COMPLETED:
+            if kind in _BUILTIN_COMPLETED:  # parsed: its tool runs next
+                self._pages = 0 if self.browser is None else len(self.browser.state)
                 self._held_ids.add(event["item_id"])
                 self._held.append(event)
                 continue
@@ -220,7 +320,7 @@ class Driver:
         return [
             {
                 "type": "response.output_text.annotation.added",
-                "sequence_number": 0,  # numbered by _shape
+                "sequence_number": 0,  # numbered by shape
                 "item_id": event["item_id"],
                 "output_index": event["output_index"],
                 "content_index": event["content_index"],
@@ -229,27 +329,3 @@ class Driver:
             }
             for index, annotation in enumerate(annotations)
         ]
-
-    def _complete_call(self, reply: Message, pages: int) -> None:
-        """Put what the tool did on its held item: python's output, the page a browser opened.
-
-        ``pages``: how many pages the browser had before the call.
-        """
-        for event in self._held:
-            item = event.get("item")
-            if event["type"] != "response.output_item.done" or not isinstance(item, dict):
-                continue
-            if item.get("type") == "code_interpreter_call":
-                text = "".join(getattr(part, "text", "") for part in reply.content)
-                item["outputs"] = [{"type": "logs", "logs": text}]
-            action = item.get("action")
-            if (
-                item.get("type") == "web_search_call"
-                and isinstance(action, dict)
-                and action.get("type") in ("open_page", "find_in_page")
-                and self.browser is not None
-                and len(self.browser.state) > pages
-            ):
-                url = self.browser.state.page().url
-                if url:  # a page the call opened (a search-results page has none)
-                    action["url"] = url

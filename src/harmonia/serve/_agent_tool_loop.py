@@ -1,19 +1,11 @@
-"""The built-in tools on the server: a :class:`ToolLoop` driving ``harmonia.agent``'s loop.
+"""The built-in tools on the server: a :class:`ToolLoop` over ``harmonia.agent``'s driver.
 
 Each response gets its own runtimes (a :class:`~harmonia.tools.browser.BrowserTool`
 with its own pages, a python kernel), closed when the response ends, however
-it ends. The sans-IO :class:`~harmonia.agent.AgentLoop` decides what happens
-next; this driver samples, runs the tool calls the toolbox owns, and feeds
-every sampled id to the response stream, so calls to ``browser.*`` and
-``python`` become ``web_search_call`` / ``code_interpreter_call`` items and a
-call to a client function ends the response with a ``function_call`` item.
-
-The stream reads one turn of output, so between two generations the driver
-feeds it the ``<|start|>assistant`` header the prompt ended with (the usage
-is then taken from the loop, which counts what the engine did). The events
-are renumbered here because this driver adds some: a built-in call's
-``completed`` waits for the tool, and an answer's citations of browser pages
-become ``url_citation`` annotations (``response.output_text.annotation.added``).
+it ends. The turn runs through :meth:`~harmonia.serve.Turn.drive` with them,
+so calls to ``browser.*`` and ``python`` become ``web_search_call`` /
+``code_interpreter_call`` items and a call to a client function ends the
+response with a ``function_call`` item.
 """
 
 from __future__ import annotations
@@ -25,16 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from harmonia import HarmonyError, InputError
 
+from ..openai_compat import ResponseStream
 from ._errors import APIError
 
 if TYPE_CHECKING:
     from harmonia.agent import AgentLimits
-    from harmonia.engines import SamplingParams
     from harmonia.tools import Toolbox
     from harmonia.tools.browser import Backend, BrowserTool
 
-    from ..openai_compat import ResponseStream
-    from ._service import Prepared, Service
+    from ._agent_driver import Turn
 
 JsonDict = dict[str, Any]
 
@@ -123,18 +114,14 @@ class AgentToolLoop:
         box.declare(ToolNamespaceConfig("functions", None, []))
         return box, browser_tool
 
-    async def run(
-        self, service: Service, prepared: Prepared, params: SamplingParams, stream: ResponseStream
-    ) -> AsyncIterator[list[JsonDict]]:
+    async def run(self, turn: Turn) -> AsyncIterator[list[JsonDict]]:
         """One response: sample, run the built-in calls, until an answer or a client call."""
-        from ._agent_driver import Driver
-
-        tool_types = [str(t.get("type")) for t in _request_tools(stream)]
+        tools = turn.stream.request.get("tools") if isinstance(turn.stream, ResponseStream) else []
+        tool_types = [str(t.get("type")) for t in tools or () if isinstance(t, dict)]
         self.check(tool_types)
         toolbox, browser_tool = self._toolbox(tool_types)
-        driver = Driver(service, prepared, params, stream, toolbox, browser_tool, self.limits)
         try:
-            async for batch in driver.events():
+            async for batch in turn.drive(toolbox, browser=browser_tool, limits=self.limits):
                 yield batch
         finally:
             # A client that left, a cancel or the end: the kernel and the pages go.
@@ -142,11 +129,6 @@ class AgentToolLoop:
                 await toolbox.aclose()
             except HarmonyError as exc:  # the response is over: log it, do not mask it
                 logging.getLogger("harmonia.serve").warning("closing the tools failed: %s", exc)
-
-
-def _request_tools(stream: ResponseStream) -> list[JsonDict]:
-    tools = stream.request.get("tools") or []
-    return [t for t in tools if isinstance(t, dict)]
 
 
 def open_backend(spec: str) -> Backend:

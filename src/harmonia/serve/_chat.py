@@ -13,10 +13,11 @@ from harmonia import EngineError
 
 from .._runtime import SSE_DONE, sse_frame
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
+from ._agent_driver import Turn
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
-from ._errors import engine_error
+from ._errors import engine_error, from_exception
 from ._request import ChatBody, check_logprobs, read_json, validate
-from ._service import Job, Prepared, Service, log, log_diagnostics, tool_choice_option
+from ._service import Prepared, Service, log, log_diagnostics, tool_choice_option
 
 
 def _strict(body: ChatBody) -> bool:
@@ -61,40 +62,42 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
     )
     disconnect = Disconnect(request.receive)
     try:
-        job = await disconnect.race(service.admit(prepared, params))
+        turn = await disconnect.race(service.admit(prepared, params, stream))
     except BaseException:
         disconnect.close()
         raise
     if body.stream:
         return SSEResponse(
-            _frames(job, stream, request_id),
+            _frames(turn, stream, request_id),
             disconnect,
             send_timeout_s=service.config.send_timeout_s,
             ping_interval_s=service.config.ping_interval_s,
-            on_close=job.close,
+            on_close=turn.close,
             on_disconnect=service.note_disconnect,
         )
     try:
-        return json_response(await disconnect.race(_complete(job, stream, request_id)))
+        return json_response(await disconnect.race(_complete(turn, stream, request_id)))
     finally:
         disconnect.close()
-        await job.close()
+        await turn.close()
 
 
-async def _complete(job: Job, stream: ChatCompletionStream, request_id: str) -> dict[str, Any]:
+async def _complete(turn: Turn, stream: ChatCompletionStream, request_id: str) -> dict[str, Any]:
     try:
-        async for _ in job.run(stream):
+        async for _ in turn.events():
             pass
     except EngineError as exc:
         log.error("[%s] engine failed: %s", request_id, exc)
-        raise engine_error(exc) from None
+        raise from_exception(exc) from None
     log_diagnostics(stream, request_id)
     return stream.completion
 
 
-async def _frames(job: Job, stream: ChatCompletionStream, request_id: str) -> AsyncIterator[bytes]:
+async def _frames(
+    turn: Turn, stream: ChatCompletionStream, request_id: str
+) -> AsyncIterator[bytes]:
     try:
-        async for chunks in job.run(stream):
+        async for chunks in turn.events():
             yield b"".join(sse_frame(dumps(chunk)) for chunk in chunks)
     except EngineError as exc:
         # After the headers an error can only travel in the stream; the SDK raises APIError.

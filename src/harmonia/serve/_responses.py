@@ -20,12 +20,13 @@ from starlette.responses import Response
 from harmonia import EngineError
 
 from ..openai_compat import ResponseStream
+from ._agent_driver import Turn
 from ._asgi import Disconnect, SSEResponse, json_response
 from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
-from ._errors import APIError, engine_error
+from ._errors import APIError, from_exception
 from ._request import ResponsesBody, check_logprobs, read_json, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
-from ._service import Job, Service, log, log_diagnostics
+from ._service import Service, log, log_diagnostics
 from ._store import StoredResponse
 from ._tool_loop import ToolLoop
 
@@ -140,14 +141,8 @@ class Responses:
                 response_id, response, context, tuple(prepared.prompt), tuple(completion), tenant
             )
 
-        def admit() -> Coroutine[Any, Any, Job]:
-            return service.admit_slot() if builtin else service.admit(prepared, params)
-
-        def turn(job: Job) -> AsyncIterator[list[JsonDict]]:
-            if builtin:
-                assert self.tool_loop is not None
-                return job.wrap(self.tool_loop.run(service, prepared, params, stream))
-            return job.run(stream)
+        def admit() -> Coroutine[Any, Any, Turn]:
+            return service.admit(prepared, params, stream, self.tool_loop if builtin else None)
 
         if body.background:
             service.admission.check()
@@ -158,7 +153,7 @@ class Responses:
             run.publish(opening)
             self.background[response_id] = run
             run.task = asyncio.ensure_future(
-                self._background(run, admit, turn, stream, record, request_id)
+                self._background(run, admit, stream, record, request_id)
             )
             assert self._watch is not None
             self._watch.wake()
@@ -175,7 +170,7 @@ class Responses:
 
         async def events() -> AsyncIterator[list[JsonDict]]:
             yield opening
-            async for batch in turn(job):
+            async for batch in job.events():
                 if stream_finished(batch) and store:
                     assert service.store is not None
                     await service.store.put(record(stream.response, job.tokens))
@@ -194,14 +189,14 @@ class Responses:
             await disconnect.race(drain())
         except EngineError as exc:
             log.error("[%s] engine failed: %s", request_id, exc)
-            raise engine_error(exc) from None
+            raise from_exception(exc) from None
         finally:
             disconnect.close()
             await job.close()
         return json_response(stream.response)
 
     def _sse(
-        self, frames: AsyncIterator[bytes], disconnect: Disconnect, job: Job | None
+        self, frames: AsyncIterator[bytes], disconnect: Disconnect, job: Turn | None
     ) -> SSEResponse:
         config = self.service.config
         return SSEResponse(
@@ -230,8 +225,7 @@ class Responses:
     async def _background(
         self,
         run: BackgroundRun,
-        admit: Callable[[], Coroutine[Any, Any, Job]],
-        turn: Callable[[Job], AsyncIterator[list[JsonDict]]],
+        admit: Callable[[], Coroutine[Any, Any, Turn]],
         stream: ResponseStream,
         record: Callable[..., StoredResponse],
         request_id: str,
@@ -240,11 +234,11 @@ class Responses:
         assert service.store is not None
         snapshot = run.events[0]["response"]
         last = run.events[-1]["sequence_number"]
-        job: Job | None = None
+        job: Turn | None = None
         try:
             job = await admit()
             await service.store.put(record({**snapshot, "status": "in_progress"}))
-            async for batch in turn(job):
+            async for batch in job.events():
                 if stream_finished(batch):
                     await service.store.put(record(stream.response, job.tokens))
                 last = batch[-1]["sequence_number"] if batch else last

@@ -1,13 +1,12 @@
-"""The server's state and the one loop every endpoint shares: engine ids in, API objects out."""
+"""The server's state: engine, encoding, config, store, admission; requests made ready."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harmonia import (
     Conversation,
@@ -20,23 +19,19 @@ from harmonia import (
     load_harmony_encoding,
 )
 
-from ..engines import (
-    Constraint,
-    Engine,
-    FinishReason,
-    Generation,
-    SamplingParams,
-    ScriptedEngine,
-)
-from ..openai_compat._stream import AssembledStream as Feedable  # Chat or Responses
+from ..engines import Constraint, Engine, SamplingParams, ScriptedEngine
+from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
 from ._config import ServerConfig
 from ._errors import APIError
 from ._metrics import Metrics
 from ._store import ResponseStore, check_tenancy, open_store
 
+if TYPE_CHECKING:
+    from ._agent_driver import Turn
+    from ._tool_loop import ToolLoop
+
 log = logging.getLogger("harmonia.serve")
-JsonDict = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -185,22 +180,8 @@ class Service:
             )
         constraint = None
         if strict or tool_choice not in (None, "auto", "none"):
-            constraint = _constraint(conversation, tool_choice or "auto")
+            constraint = turn_constraint(conversation, tool_choice or "auto")
         return Prepared(conversation, prompt, constraint, strict, tool_choice)
-
-    def later_constraint(self, prepared: Prepared) -> Constraint | None:
-        """The constraint of a tool loop's steps after a tool reply. Run it in a worker thread.
-
-        What is strict (function arguments, a ``json_schema`` text format) holds
-        on every step; a ``tool_choice`` of ``required`` or a named tool was met
-        by the first step's call, so later steps choose freely (``auto``) and
-        may answer. Without ``strict`` nothing constrains them.
-        """
-        if prepared.constraint is None or not prepared.strict:
-            return None
-        if prepared.tool_choice in (None, "auto", "none"):
-            return prepared.constraint  # the same turn grammar: system and developer hold
-        return _constraint(prepared.conversation, "auto")
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -213,23 +194,30 @@ class Service:
         room = max(1, self.config.context_tokens - prompt_tokens)
         return params if params.max_tokens <= room else replace(params, max_tokens=room)
 
-    async def admit(self, prepared: Prepared, params: SamplingParams) -> Job:
-        """Wait for a slot (429 when the queue is full), then start the engine."""
-        params = self.fit(params, len(prepared.prompt))
+    async def admit(
+        self,
+        prepared: Prepared,
+        params: SamplingParams,
+        stream: ResponseStream | ChatCompletionStream,
+        tool_loop: ToolLoop | None = None,
+    ) -> Turn:
+        """Wait for a slot (429 when the queue is full); the turn that holds it.
+
+        Without a tool loop the engine starts now, so that an engine refusing
+        the request is the caller's status, not a broken stream; a tool loop
+        starts its turn itself.
+        """
+        from ._agent_driver import Turn
+
+        turn = Turn(self, prepared, self.fit(params, len(prepared.prompt)), stream, tool_loop)
         await self.admission.acquire()
         try:
-            generation = self.engine.generate(
-                prepared.prompt, params, constraint=prepared.constraint
-            )
+            if tool_loop is None:
+                turn.start()
         except BaseException:
-            self.admission.release()
+            await turn.close()
             raise
-        return Job(self, generation)
-
-    async def admit_slot(self) -> Job:
-        """A slot for a turn whose engine calls someone else makes (a tool loop)."""
-        await self.admission.acquire()
-        return Job(self, None)
+        return turn
 
     def note_disconnect(self) -> None:
         self.metrics.disconnects += 1
@@ -239,7 +227,7 @@ class Service:
             await self.store.aclose()
 
 
-def _constraint(conversation: Conversation, tool_choice: str) -> Constraint:
+def turn_constraint(conversation: Conversation, tool_choice: str) -> Constraint:
     """The turn grammar for ``conversation``, compiled here when llguidance is installed.
 
     Compiling before the engine starts makes a schema llguidance refuses the
@@ -264,7 +252,7 @@ def _warm_constraints(conversation: Conversation) -> None:
         log.info("strict output will not be available in process: %s", exc)
 
 
-def log_diagnostics(stream: Feedable, request_id: str) -> None:
+def log_diagnostics(stream: ResponseStream | ChatCompletionStream, request_id: str) -> None:
     """Model-output repairs go to the log, never to a 500."""
     for diagnostic in stream.diagnostics:
         log.warning("[%s] model output repaired: %s", request_id, diagnostic)
@@ -290,62 +278,3 @@ def tool_choice_option(choice: object) -> str | None:
         param="tool_choice",
         code="invalid_value",
     )
-
-
-class Job:
-    """One admitted generation (or a tool loop's turn): its slot is held until :meth:`close`."""
-
-    def __init__(self, service: Service, generation: Generation | None) -> None:
-        self.service = service
-        self.generation = generation
-        self._closed = False
-
-    @property
-    def tokens(self) -> tuple[int, ...]:
-        """The ids the engine produced (none known for a tool loop's turn)."""
-        return () if self.generation is None else self.generation.tokens
-
-    async def wrap(self, source: AsyncIterator[list[JsonDict]]) -> AsyncIterator[list[JsonDict]]:
-        """Yield from ``source`` (a tool loop's turn); close the job at the end."""
-        try:
-            async for batch in source:
-                yield batch
-        finally:
-            await self.close()
-
-    async def close(self) -> None:
-        """Cancel the generation if it still runs and give the slot back (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self.generation is not None and not self.generation.done:
-                await self.generation.cancel()
-        finally:
-            self.service.admission.release()
-
-    async def run(self, stream: Feedable) -> AsyncIterator[list[JsonDict]]:
-        """Feed each engine step to ``stream``; yield what it gives; close at the end.
-
-        Leaving early (a disconnect, a cancelled task) cancels the generation;
-        an engine failure is raised as the engine's ``EngineError``.
-        """
-        metrics = self.service.metrics
-        generation = self.generation
-        assert generation is not None, "a tool loop's job runs through wrap()"
-        started = time.monotonic()
-        first = True
-        try:
-            async for ids in generation:
-                if first:
-                    metrics.first_token(time.monotonic() - started)
-                    first = False
-                out = stream.feed_many(ids)
-                if out:
-                    yield out
-            finish = generation.finish
-            finished = finish is not None and finish.reason is FinishReason.STOP
-            yield stream.finish(finished=finished)
-        finally:
-            metrics.generation(len(generation.tokens), time.monotonic() - started)
-            await self.close()

@@ -6,9 +6,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..engines import SamplingParams
-    from ..openai_compat import ResponseStream
-    from ._service import Prepared, Service
+    from ._agent_driver import Turn
 
 JsonDict = dict[str, Any]
 
@@ -19,11 +17,11 @@ class ToolLoop(Protocol):
 
     Called for a Responses request that declares ``web_search*`` or
     ``code_interpreter`` tools, once the request holds an admission slot.
-    ``service.engine`` and ``service.enc`` are the engine and encoding;
-    ``prepared`` has the conversation, the prompt ids and the constraint. The
-    loop generates, runs each built-in call it parses, renders the tool's
-    reply into the token context and continues, feeding every sampled id to
-    ``stream`` and yielding what ``stream.feed_many`` / ``stream.finish``
+    ``turn`` (a :class:`~harmonia.serve.Turn`) has the engine, the encoding,
+    the conversation, the prompt ids, the sampling and the constraint, and
+    ``turn.drive(toolbox)`` runs it through harmonia's agent driver, yielding
+    the stream's events. A loop of its own feeds every sampled id to
+    ``turn.stream`` and yields what ``stream.feed_many`` / ``stream.finish``
     return (so the last batch ends with ``response.completed``). Cancelling
     the iteration (a client that left) must cancel its generation.
 
@@ -34,6 +32,4 @@ class ToolLoop(Protocol):
     is the loop harmonia ships.
     """
 
-    def run(
-        self, service: Service, prepared: Prepared, params: SamplingParams, stream: ResponseStream
-    ) -> AsyncIterator[list[JsonDict]]: ...
+    def run(self, turn: Turn) -> AsyncIterator[list[JsonDict]]: ...

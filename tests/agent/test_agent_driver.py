@@ -1,0 +1,139 @@
+"""AgentRun, the one driver: a caller's first prompt, hooks on sampled ids, begin() and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from harmonia import Conversation, EngineError, Message, Role
+from harmonia.agent import Agent, AgentLimits, RunHooks, StopReason
+from harmonia.engines import Finish, FinishReason, Generation, ScriptedEngine
+from harmonia.engines.scripted import Script
+
+CALL = '<|channel|>commentary to=functions.f <|constrain|>json<|message|>{"a": 1}<|call|>'
+FINAL = "<|channel|>final<|message|>Done.<|return|>"
+
+
+def chat() -> Conversation:
+    return Conversation.from_messages([Message.from_role_and_content(Role.USER, "Hi")])
+
+
+class Recorder(RunHooks):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def step(self, number: int) -> None:
+        self.seen.append(("step", number))
+
+    def sampled(
+        self, generation: Generation, ids: Sequence[int], start: int
+    ) -> Sequence[Any] | None:
+        # ``start`` locates the chunk in the generation (per-token data lines up with it).
+        assert tuple(generation.tokens[start : start + len(ids)]) == tuple(ids)
+        self.seen.append(("sampled", start, len(ids)))
+        return None
+
+    def generated(self, generation: Generation) -> None:
+        self.seen.append(("generated", len(generation.tokens)))
+
+    def tool_finished(self, call: Message, reply: Message | None) -> None:
+        self.seen.append(("tool", call.recipient, reply is not None))
+
+
+def test_the_first_prompt_is_the_callers_and_later_ones_are_rendered(turns):
+    engine = ScriptedEngine([Script(turns(CALL), chunk_size=4), turns(FINAL)])
+    hooks = Recorder()
+    agent = Agent(engine, on_tool_call=lambda call: "one")
+    prepared = (1, 2, 3)  # the caller's ids (a server's spliced prompt): used as they are
+
+    async def main() -> Any:
+        return await agent.run(chat(), prompt=prepared, hooks=hooks).result()
+
+    result = asyncio.run(main())
+    assert result.stop_reason is StopReason.FINAL and result.answer == "Done."
+    assert engine.prompts[0] == prepared
+    assert engine.prompts[1] != prepared and len(engine.prompts[1]) > 10  # rendered
+    assert result.usage.prompt_tokens == 3 + len(engine.prompts[1])
+    steps = [e for e in hooks.seen if e[0] in ("step", "generated", "tool")]
+    n_call, n_final = len(turns(CALL)), len(turns(FINAL))
+    assert steps == [
+        ("step", 1),
+        ("generated", n_call),
+        ("tool", "functions.f", True),
+        ("step", 2),
+        ("generated", n_final),
+    ]
+    starts = [e[1] for e in hooks.seen if e[0] == "sampled"][: -n_final or None]
+    assert starts == list(range(0, n_call, 4))  # contiguous chunks of the first generation
+
+
+def test_the_wall_time_limit_cancels_a_running_tool(turns):
+    cancelled: list[bool] = []
+
+    async def never_answers(call: Message) -> str:
+        try:
+            await asyncio.Event().wait()  # nothing sets it: only a cancel ends the call
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "unreachable"
+
+    engine = ScriptedEngine([turns(CALL)])
+    agent = Agent(engine, on_tool_call=never_answers, limits=AgentLimits(max_seconds=0.05))
+    result = agent.run_sync(chat())
+    assert result.stop_reason is StopReason.MAX_SECONDS
+    assert cancelled == [True]
+
+
+class Refusing:
+    name = "refusing"
+
+    def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Generation:
+        raise EngineError("no such grammar", engine=self.name)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_begin_raises_a_refusal_to_the_caller_where_a_lazy_run_ends_with_an_error():
+    agent = Agent(Refusing())  # type: ignore[arg-type]
+
+    async def main() -> Any:
+        run = agent.run(chat())
+        with pytest.raises(EngineError, match="no such grammar"):
+            run.begin()
+        return await agent.run(chat()).result()
+
+    result = asyncio.run(main())
+    assert result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError)
+
+
+class Keeping(ScriptedEngine):
+    """Keeps the generations it started."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.generations: list[Generation] = []
+
+    def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Generation:
+        self.generations.append(super().generate(prompt, params, constraint=constraint))
+        return self.generations[-1]
+
+
+def test_a_run_cancelled_before_its_task_runs_ends_cancelled_and_stops_the_engine(turns):
+    engine = Keeping([Script(turns(FINAL), stall_after=0)])
+
+    async def main() -> tuple[Any, Finish | None]:
+        run = Agent(engine).run(chat())
+        run.begin()  # the engine has started
+        run.cancel()  # before the run's task had a chance to start
+        result = await run.result()
+        (generation,) = engine.generations
+        return result, generation.finish
+
+    result, finish = asyncio.run(main())
+    assert result.stop_reason is StopReason.CANCELLED
+    assert finish is not None and finish.reason is FinishReason.CANCELLED
