@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harmonia import HarmonyError, InputError
+from harmonia import HarmonyError
 
 from ..openai_compat import ResponseStream
 from ._errors import APIError
@@ -129,25 +128,3 @@ class AgentToolLoop:
                 await toolbox.aclose()
             except HarmonyError as exc:  # the response is over: log it, do not mask it
                 logging.getLogger("harmonia.serve").warning("closing the tools failed: %s", exc)
-
-
-def open_backend(spec: str) -> Backend:
-    """The search backend ``harmonia serve --browser`` names: a folder, ``exa`` or ``you``.
-
-    Web backends read their API key from the environment (``EXA_API_KEY``,
-    ``YDC_API_KEY``); a folder is indexed once, in memory.
-    """
-    from harmonia.tools.browser import ExaBackend, LocalCorpusBackend, YouComBackend
-
-    if spec == "exa":
-        return ExaBackend()
-    if spec == "you":
-        return YouComBackend()
-    if not Path(spec).is_dir():
-        raise InputError(
-            f"--browser {spec!r}: not a folder; give a folder of documents to search, "
-            "'exa' or 'you'"
-        )
-    backend = LocalCorpusBackend(spec)
-    backend.index()
-    return backend
