@@ -11,6 +11,7 @@ optional dependencies only when used. See ``docs/engines.md``.
 
 from ._base import (
     HARMONY_STOP_TOKEN_IDS,
+    MAX_TOP_LOGPROBS,
     Completion,
     Constraint,
     Engine,
@@ -18,8 +19,10 @@ from ._base import (
     Finish,
     FinishReason,
     SamplingParams,
+    TokenLogprob,
     TokenMatcher,
     UnsupportedConstraintError,
+    UnsupportedParameterError,
     Usage,
 )
 from ._generation import Emit, Generation, Producer
@@ -29,6 +32,7 @@ from .scripted import Script, ScriptedEngine
 
 __all__ = [
     "HARMONY_STOP_TOKEN_IDS",
+    "MAX_TOP_LOGPROBS",
     "Completion",
     "Constraint",
     "Emit",
@@ -44,7 +48,9 @@ __all__ = [
     "ScriptedEngine",
     "SyncEngine",
     "SyncGeneration",
+    "TokenLogprob",
     "TokenMatcher",
     "UnsupportedConstraintError",
+    "UnsupportedParameterError",
     "Usage",
 ]
