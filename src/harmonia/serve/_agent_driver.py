@@ -149,7 +149,8 @@ class Driver:
                     if self._started is not None:  # the response's first token
                         metrics.first_token(time.monotonic() - self._started)
                         self._started = None
-                    out, read = self.stream.feed_read(ids)  # read once: shown is what runs
+                    # Read once: what is shown is what runs.
+                    out, read = self.stream.feed_read(ids, generation.last_logprobs)
                     step = self.loop.send(ItemsSampled(len(ids), tuple(read)))
                     yield self._shape(out), step
                     if self._late():  # leaving the block stops the engine

@@ -340,7 +340,7 @@ class Job:
                 if first:
                     metrics.first_token(time.monotonic() - started)
                     first = False
-                out = stream.feed_many(ids)
+                out = stream.feed_many(ids, generation.last_logprobs)
                 if out:
                     yield out
             finish = generation.finish
