@@ -157,11 +157,11 @@ class ChatCompletionStream(AssembledStream):
             "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": shown}],
         }
 
-    def _logprobs_of(self, item: OutputItem) -> list[JsonDict] | None:
-        """The item's unsent log-probabilities, for the chunk carrying its text."""
+    def _logprobs_of(self, item: OutputItem, text: str = "") -> list[JsonDict] | None:
+        """The item's unsent log-probabilities, for the chunk carrying its ``text``."""
         if not self._logprobs or item.kind != "text":
             return None
-        return self._take_logprobs(item)
+        return self._take_logprobs(item, text)
 
     def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
@@ -178,7 +178,8 @@ class ChatCompletionStream(AssembledStream):
             }
             return [self._chunk({"tool_calls": [call]}, None)]
         if isinstance(event, ItemDelta):
-            return [self._chunk(self._delta(item, event.text), None, self._logprobs_of(item))]
+            shown = self._logprobs_of(item, event.text)
+            return [self._chunk(self._delta(item, event.text), None, shown)]
         left = self._logprobs_of(item)
         if left:  # tokens that added no text of their own (yet): still reported
             return [self._chunk({"content": ""}, None, left)]

@@ -165,7 +165,9 @@ class ResponseStream(AssembledStream):
             name = _DELTA.get(kind)
             if name is None:  # a web search: its arguments are not streamed
                 return []
-            extra: JsonDict = {"logprobs": self._take_logprobs(item)} if kind == "message" else {}
+            extra: JsonDict = {}
+            if kind == "message":
+                extra["logprobs"] = _event_logprobs(self._take_logprobs(item, event.text))
             part = {"content_index": 0} if kind in ("reasoning", "message") else {}
             return [self._event(name, **at, **part, delta=event.text, **extra)]
         return self._done(item, kind, at)
@@ -197,7 +199,8 @@ class ResponseStream(AssembledStream):
             left = self._take_logprobs(item)
             if left:  # tokens that added no text of their own: still reported
                 name = "response.output_text.delta"
-                out.append(self._event(name, **at, content_index=0, delta="", logprobs=left))
+                shown = _event_logprobs(left)
+                out.append(self._event(name, **at, content_index=0, delta="", logprobs=shown))
             full["content"][0]["logprobs"] = self.item_logprobs(item)
         self._output.append(full)
         if kind == "reasoning":
@@ -213,7 +216,7 @@ class ResponseStream(AssembledStream):
                     **at,
                     content_index=0,
                     text=item.text,
-                    logprobs=self.item_logprobs(item),
+                    logprobs=_event_logprobs(self.item_logprobs(item)),
                 )
             )
             part = full["content"][0]
@@ -238,3 +241,20 @@ class ResponseStream(AssembledStream):
             out.append(self._event("response.code_interpreter_call.completed", **at))
         out.append(self._event("response.output_item.done", output_index=item.index, item=full))
         return out
+
+
+def _event_logprobs(entries: list[JsonDict]) -> list[JsonDict]:
+    """``entries`` as the text events carry them: ``{token, logprob, top_logprobs}``.
+
+    The events' schema has no ``bytes`` (the ``output_text`` part's has).
+    """
+    return [
+        {
+            "token": entry["token"],
+            "logprob": entry["logprob"],
+            "top_logprobs": [
+                {"token": top["token"], "logprob": top["logprob"]} for top in entry["top_logprobs"]
+            ],
+        }
+        for entry in entries
+    ]

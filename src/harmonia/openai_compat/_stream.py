@@ -33,6 +33,11 @@ class AssembledStream(ABC):
         self._logprobs = logprobs
         self._pending: dict[int, list[JsonDict]] = {}  # not yet sent, by item index
         self._item_logprobs: dict[int, list[JsonDict]] = {}  # every one, by item index
+        # Runs of ordinary tokens read outside content (split at special tokens), since
+        # the last content token: the parser may yet recover them as text (a header
+        # without <|message|>), in order.
+        self._runs: list[list[JsonDict | None]] = []
+        self._run_open = False
 
     @property
     def logprobs(self) -> bool:
@@ -101,8 +106,19 @@ class AssembledStream(ABC):
         if not self._logprobs:
             return
         item = self._assembler.content_item
-        if item is None or item.kind != "text" or st.is_special_token(token):
-            return  # reasoning, call arguments, headers, special tokens: not reported
+        if st.is_special_token(token):
+            self._run_open = False
+            return
+        if item is None:
+            if not self._run_open:
+                self._runs.append([])
+                self._run_open = True
+            entry = None if logprob is None else logprob_json(self._encoding, logprob)
+            self._runs[-1].append(entry)
+            return
+        self._runs, self._run_open = [], False
+        if item.kind != "text":
+            return  # reasoning, call arguments: not reported
         if logprob is None or logprob.token != token:
             got = "none" if logprob is None else f"that of id {logprob.token}"
             raise InputError(
@@ -113,9 +129,26 @@ class AssembledStream(ABC):
         self._pending.setdefault(item.index, []).append(entry)
         self._item_logprobs.setdefault(item.index, []).append(entry)
 
-    def _take_logprobs(self, item: OutputItem) -> list[JsonDict]:
-        """The log-probabilities of ``item`` not sent yet (they go with its next delta)."""
-        return self._pending.pop(item.index, [])
+    def _take_logprobs(self, item: OutputItem, text: str = "") -> list[JsonDict]:
+        """The log-probabilities of ``item`` not sent yet (they go with its next delta).
+
+        Text with none of its own is text the parser recovered from tokens read
+        as a header: the first run of such tokens whose bytes end with exactly
+        ``text``'s gives its log-probabilities (that run and the ones before it
+        are used up); without one, none are given, never wrong ones.
+        """
+        taken = self._pending.pop(item.index, [])
+        if taken or not text or not self._runs or item.kind != "text":
+            return taken
+        want = text.encode()
+        for position, run in enumerate(self._runs):
+            found = _suffix(run, want)
+            if found is not None:
+                del self._runs[: position + 1]
+                self._run_open = self._run_open and bool(self._runs)
+                self._item_logprobs.setdefault(item.index, []).extend(found)
+                return found
+        return []
 
     def item_logprobs(self, item: OutputItem) -> list[JsonDict]:
         """Every log-probability of ``item``'s text so far (empty when not reported)."""
@@ -146,3 +179,16 @@ class AssembledStream(ABC):
     @abstractmethod
     def _closing(self, summary: TurnSummary) -> list[JsonDict]:
         """The last objects; must set ``self._result``."""
+
+
+def _suffix(run: list[JsonDict | None], want: bytes) -> list[JsonDict] | None:
+    """The last entries of ``run`` whose bytes are exactly ``want`` (``None``: there are none)."""
+    got = b""
+    for start in range(len(run) - 1, -1, -1):
+        entry = run[start]
+        if entry is None:
+            return None
+        got = bytes(entry["bytes"]) + got
+        if len(got) >= len(want):
+            return [e for e in run[start:] if e is not None] if got == want else None
+    return None
