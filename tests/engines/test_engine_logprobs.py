@@ -18,6 +18,7 @@ from harmonia.engines import (
     SamplingParams,
     Script,
     ScriptedEngine,
+    SyncEngine,
     TokenLogprob,
 )
 from harmonia.engines._logprobs import MalformedLogprobs, from_completions, from_entry, top_pairs
@@ -174,3 +175,11 @@ def test_remote_entries_are_read_by_id_sorted_and_cut() -> None:
             from_entry(bad, 1)
     with pytest.raises(MalformedLogprobs, match="token_id:N"):
         from_completions({"tokens": ["a"], "token_logprobs": [-1.0]}, 1)
+
+
+def test_sync_generations_show_the_logprobs_too() -> None:
+    with SyncEngine(ScriptedEngine([Script((10, 11, 200002), chunk_size=2)])) as engine:
+        generation = engine.generate(PROMPT, SamplingParams(top_logprobs=1))
+        for ids in generation:
+            assert [lp.token for lp in generation.last_logprobs or ()] == list(ids)
+        assert [lp.token for lp in generation.logprobs or ()] == [10, 11, 200002]
