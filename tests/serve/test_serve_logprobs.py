@@ -15,6 +15,8 @@ import openai
 import pytest
 from serve_support import MODEL, post
 
+from harmonia.engines import SamplingParams, ScriptedEngine, refuse_logprobs
+
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
 #: Reasoning, then an answer: only the answer's tokens have logprobs in the API.
 REPLY = (
@@ -152,3 +154,20 @@ def test_the_sdk_stream_helper_reads_logprobs(srv: Any) -> None:
     with client.chat.completions.stream(**CHAT, logprobs=True) as stream:
         final = stream.get_final_completion()
     assert "".join(e.token for e in final.choices[0].logprobs.content) == ANSWER
+
+
+class _Refusing(ScriptedEngine):
+    """Says it gives logprobs, then refuses them in generate() (a setup that cannot)."""
+
+    def generate(self, prompt: Any, params: Any = None, *, constraint: Any = None) -> Any:
+        refuse_logprobs(params or SamplingParams(), self.name)
+        return super().generate(prompt, params, constraint=constraint)
+
+
+def test_an_engine_refusing_logprobs_in_generate_is_a_400_naming_it(make_server: Any) -> None:
+    server = make_server(lambda book: _Refusing(book, name="picky"))
+    client = server.client()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(**CHAT, logprobs=True)
+    assert "picky" in caught.value.message and caught.value.code == "unsupported_parameter"
+    assert client.chat.completions.create(**CHAT).choices[0].message.content

@@ -24,6 +24,7 @@ from ._base import (
     UnsupportedConstraintError,
     UnsupportedParameterError,
     Usage,
+    refuse_logprobs,
 )
 from ._generation import Emit, Generation, Producer
 from ._http import HttpOptions
@@ -53,4 +54,5 @@ __all__ = [
     "UnsupportedConstraintError",
     "UnsupportedParameterError",
     "Usage",
+    "refuse_logprobs",
 ]
