@@ -8,11 +8,23 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai_helpers import TOKEN_SOUP_VOCAB, encode, valid_chunk, valid_completion, valid_event
+from openai_helpers import (
+    TOKEN_SOUP_VOCAB,
+    encode,
+    valid_chunk,
+    valid_completion,
+    valid_event,
+    valid_response,
+)
 
 from harmonia import InputError, load_harmony_encoding
 from harmonia.engines import TokenLogprob
-from harmonia.openai_compat import ChatCompletionStream, ResponseStream
+from harmonia.openai_compat import (
+    ChatCompletionStream,
+    ResponseStream,
+    chat_completion_from_tokens,
+    response_from_tokens,
+)
 from harmonia.openai_compat._chat import SEPARATOR
 
 ENC = load_harmony_encoding("HarmonyGptOss")
@@ -175,3 +187,23 @@ def test_text_recovered_from_a_header_keeps_its_tokens_logprobs() -> None:
     assert [e["logprob"] for e in choice["logprobs"]["content"]] == [
         lp(t).logprob for t in tokens[:-1]
     ]
+
+
+def test_the_non_streaming_converters_take_logprobs_too() -> None:
+    tokens = encode(ENC, REPLY)
+    scores = [lp(t) for t in tokens]
+    _, completion = chat(tokens)
+    whole = chat_completion_from_tokens(
+        ENC, tokens, model="m", ids="seed", created=1, logprobs=scores
+    )
+    valid_completion(whole)
+    assert whole == completion
+    stream = ResponseStream(ENC, model="m", ids="seed", created_at=1, logprobs=True)
+    stream.feed_many(tokens, scores)
+    stream.finish()
+    response = response_from_tokens(
+        ENC, tokens, model="m", ids="seed", created_at=1, logprobs=scores
+    )
+    valid_response(response)
+    assert response == stream.response
+    assert response["output"][-1]["content"][0]["logprobs"]
