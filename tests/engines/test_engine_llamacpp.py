@@ -62,8 +62,23 @@ def llama_server(
     llama-server, it sends no chunk for an id that leaves an incomplete UTF-8
     character (the next chunk's ``content`` holds its bytes, its ``tokens`` only its
     own id), every chunk says ``tokens_predicted``, and the last chunk has no ids.
+    With ``n_probs`` each chunk carries ``completion_probabilities`` for its own id
+    only, in the real server's shape (``post_sampling_probs`` false).
     """
     table = get_tokenizer().token_bytes_table
+
+    def probabilities(token: int, n_probs: int) -> list[Any]:
+        def entry(t: int, logprob: float) -> dict[str, Any]:
+            raw = table[t]
+            return {
+                "id": t,
+                "token": raw.decode("utf-8", "ignore"),
+                "bytes": list(raw),
+                "logprob": logprob,
+            }
+
+        top = [entry(token + j, fake_logprob(token + j, j)) for j in range(n_probs)]
+        return [{**entry(token, fake_logprob(token, 0)), "top_logprobs": top}]
 
     def handle(ex: Any) -> None:
         if ex.path != "/completion":
@@ -111,6 +126,8 @@ def llama_server(
                     "tokens_predicted": n + 1,
                     "tokens_evaluated": len(ex.body["prompt"]),
                 }
+                if ex.body.get("n_probs", 0) > 0:
+                    chunk["completion_probabilities"] = probabilities(token, ex.body["n_probs"])
                 if not ex.event(chunk):
                     return
             if eog:
@@ -134,6 +151,11 @@ def llama_server(
         ex.end_sse()
 
     return handle
+
+
+def fake_logprob(token: int, rank: int) -> float:
+    """The fake server's logprob of ``token`` as the ``rank``-th alternative (0: sampled)."""
+    return -0.5 - rank - (token % 7) / 100
 
 
 async def complete(engine: LlamaCppEngine, params: SamplingParams | None = None, **kw: Any) -> Any:
@@ -533,3 +555,43 @@ def test_schemas_gbnf_cannot_enforce_are_refused(schema: dict[str, Any], message
     lenient = {**schema, "x-guidance": {"lenient": True}}
     if "$ref" not in schema:
         assert "args ::=" in lark_to_gbnf(f"start: args\nargs: %json {json.dumps(lenient)}\n")
+
+
+def test_logprobs_are_asked_for_and_read_by_id(fake_server: Any) -> None:
+    server = fake_server(llama_server())
+    params = SamplingParams(max_tokens=32, top_logprobs=2)
+    completion = asyncio.run(complete(LlamaCppEngine(server.url), params))
+    (exchange,) = server.exchanges
+    assert exchange.body["n_probs"] == 2 and exchange.body["post_sampling_probs"] is False
+    assert list(completion.tokens) == SCRIPT
+    assert [lp.token for lp in completion.logprobs] == SCRIPT
+    for lp in completion.logprobs:
+        assert lp.logprob == pytest.approx(fake_logprob(lp.token, 0))
+        assert lp.top == (
+            (lp.token, pytest.approx(fake_logprob(lp.token, 0))),
+            (lp.token + 1, pytest.approx(fake_logprob(lp.token + 1, 1))),
+        )
+
+
+def test_top_logprobs_zero_asks_for_one_and_keeps_none(fake_server: Any) -> None:
+    server = fake_server(llama_server())
+    completion = asyncio.run(complete(LlamaCppEngine(server.url), SamplingParams(top_logprobs=0)))
+    assert server.exchanges[0].body["n_probs"] == 1
+    assert all(lp.top == () for lp in completion.logprobs)
+    plain = asyncio.run(complete(LlamaCppEngine(server.url)))
+    assert plain.logprobs is None and "n_probs" not in server.exchanges[1].body
+
+
+def test_ids_recovered_from_the_text_have_no_logprobs_and_fail_loudly(fake_server: Any) -> None:
+    script = [200005, 17196, 200008, *SPLIT_CHAR, 200002]
+    server = fake_server(llama_server(script))
+    with pytest.raises(EngineError, match="logprobs are not"):
+        asyncio.run(complete(LlamaCppEngine(server.url), SamplingParams(top_logprobs=1)))
+
+
+def test_an_end_id_put_in_here_without_a_logprob_fails_loudly(fake_server: Any) -> None:
+    server = fake_server(llama_server([*CALL, 200002], send_eog=False))
+    constraint = Constraint.from_conversation(_conversation(tools=True))
+    params = SamplingParams(top_logprobs=1)
+    with pytest.raises(EngineError, match="no log-probability for id 200012"):
+        asyncio.run(complete(LlamaCppEngine(server.url), params, constraint=constraint))

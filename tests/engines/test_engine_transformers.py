@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from typing import Any
 
@@ -308,3 +309,44 @@ def test_a_grammar_that_does_not_compile_is_an_engine_error(
             await generation.result()
 
     asyncio.run(main())
+
+
+def test_logprobs_are_the_models_log_softmax_for_teacher_forced_ids(
+    transformers_engine: Any, gptoss_model: Any, prompt: list[int], forced_matcher: Any
+) -> None:
+    import torch
+
+    script = [200005, 35644, 200008, 1008, 2201, 3, 200007]
+    params = SamplingParams(max_tokens=len(script), temperature=0.7, top_logprobs=5)
+
+    async def main() -> Any:
+        generation = transformers_engine.generate(
+            prompt, params, constraint=Constraint(matcher=forced_matcher(script))
+        )
+        return await generation.result()
+
+    completion = asyncio.run(main())
+    assert list(completion.tokens) == script
+    with torch.inference_mode():
+        logits = gptoss_model(input_ids=torch.tensor([prompt + script[:-1]])).logits[0].float()
+    # The distribution before the mask and the temperature: the model's own.
+    expected = torch.log_softmax(logits[len(prompt) - 1 :], dim=-1)
+    assert [lp.token for lp in completion.logprobs] == script
+    for step, lp in enumerate(completion.logprobs):
+        assert lp.logprob == pytest.approx(float(expected[step, lp.token]), abs=1e-4)
+        values, ids = torch.topk(expected[step], 5)
+        assert [t for t, _ in lp.top] == ids.tolist()
+        assert [v for _, v in lp.top] == pytest.approx(values.tolist(), abs=1e-4)
+        tops = [v for _, v in lp.top]
+        assert tops == sorted(tops, reverse=True)
+        assert sum(math.exp(v) for v in tops) <= 1.0 + 1e-6
+        # A forced id is rarely the model's favourite: its logprob is below the best one.
+        assert lp.logprob <= lp.top[0][1] + 1e-6
+
+
+def test_no_logprobs_cost_unless_asked(transformers_engine: Any, prompt: list[int]) -> None:
+    async def main() -> Any:
+        params = SamplingParams(max_tokens=2, temperature=0)
+        return await transformers_engine.generate(prompt, params).result()
+
+    assert asyncio.run(main()).logprobs is None

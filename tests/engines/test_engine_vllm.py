@@ -79,8 +79,34 @@ def vllm(
     delay: float = 0.0,
     include_stop_id: bool = True,
     fault: str | None = None,
+    old_generate_logprobs: bool = False,
 ) -> Any:
-    """A fake vLLM: replays ``script`` honouring max_tokens and stop_token_ids."""
+    """A fake vLLM: replays ``script`` honouring max_tokens and stop_token_ids.
+
+    With ``logprobs`` it answers as vLLM does: the sampled id first, then the
+    most likely ones, ``logprobs`` entries in all (``token_id`` ints from the
+    generate endpoint, ``"token_id:N"`` text from an older one, and the
+    completions endpoint's parallel lists keyed by ``"token_id:N"``).
+    """
+
+    def generate_logprobs(token: int, n: int) -> dict[str, Any]:
+        ranked = [token, *[token + j for j in range(1, n)]]
+        if old_generate_logprobs:
+            top = [{"token": f"token_id:{t}", "logprob": fake_logprob(t)} for t in ranked]
+            entry = {"token": f"token_id:{token}", "logprob": fake_logprob(token)}
+        else:
+            top = [{"token_id": t, "logprob": fake_logprob(t)} for t in ranked]
+            entry = {"token_id": token, "logprob": fake_logprob(token)}
+        return {"content": [{**entry, "top_logprobs": top}]}
+
+    def completions_logprobs(token: int, n: int) -> dict[str, Any]:
+        ranked = [token, *[token + j for j in range(1, n + 1)]]
+        return {
+            "tokens": [f"token_id:{token}"],
+            "token_logprobs": [fake_logprob(token)],
+            "top_logprobs": [{f"token_id:{t}": fake_logprob(t) for t in ranked}],
+            "text_offset": [0],
+        }
 
     def handle(ex: Any) -> None:
         if ex.path == "/inference/v1/generate":
@@ -147,8 +173,12 @@ def vllm(
                 finish = "length"
             ids = [token] if finish != "stop" or include_stop_id else []
             choice = {"index": 0, "finish_reason": finish, "token_ids": ids}
+            n = params.get("logprobs")
+            if ex.path == "/inference/v1/generate" and n is not None and ids:
+                choice["logprobs"] = generate_logprobs(token, max(n, 1))
             if ex.path == "/v1/completions":
-                choice.update({"text": "", "logprobs": None, "stop_reason": stop_reason})
+                logprobs = completions_logprobs(token, n) if n is not None and ids else None
+                choice.update({"text": "", "logprobs": logprobs, "stop_reason": stop_reason})
                 if n == 0:
                     choice["prompt_token_ids"] = ex.body["prompt"]
             if not ex.event({"id": "cmpl-1", "object": "text_completion", "choices": [choice]}):
@@ -162,6 +192,11 @@ def vllm(
         ex.end_sse()
 
     return handle
+
+
+def fake_logprob(token: int) -> float:
+    """The fake server's logprob of ``token``: lower ids are likelier."""
+    return -(token % 1000) / 100 - 0.01
 
 
 def run(coroutine: Any) -> Any:
@@ -407,3 +442,61 @@ def test_a_grammar_the_server_refuses_is_a_refusal_naming_vllm(fake_server: Any)
 def test_the_llguidance_version_is_checked_up_front() -> None:
     with pytest.raises(InputError, match="llguidance"):
         VLLMEngine("http://127.0.0.1:9", llguidance="latest")
+
+
+@pytest.mark.parametrize(
+    ("api", "old"), [("generate", False), ("generate", True), ("completions", False)]
+)
+def test_logprobs_are_asked_for_and_read_by_id(fake_server: Any, api: str, old: bool) -> None:
+    server = fake_server(vllm(old_generate_logprobs=old))
+    engine = VLLMEngine(server.url, api=api)  # type: ignore[arg-type]
+
+    async def main() -> Any:
+        try:
+            return await engine.generate(PROMPT, SamplingParams(top_logprobs=2)).result()
+        finally:
+            await engine.aclose()
+
+    completion = run(main())
+    (exchange,) = server.exchanges
+    params = exchange.body["sampling_params"] if api == "generate" else exchange.body
+    assert params["logprobs"] == 3  # the sampled id comes first in vLLM's list
+    if api == "completions":
+        assert exchange.body["return_tokens_as_token_ids"] is True
+    assert list(completion.tokens) == SCRIPT
+    assert [lp.token for lp in completion.logprobs] == SCRIPT
+    for lp in completion.logprobs:
+        assert lp.logprob == pytest.approx(fake_logprob(lp.token))
+        assert len(lp.top) == 2
+        values = [value for _, value in lp.top]
+        assert values == sorted(values, reverse=True)
+        assert all(value == pytest.approx(fake_logprob(t)) for t, value in lp.top)
+
+
+def test_logprobs_stay_off_unless_asked(fake_server: Any) -> None:
+    server = fake_server(vllm())
+    engine = VLLMEngine(server.url, api="completions")
+
+    async def main() -> Any:
+        try:
+            return await engine.generate(PROMPT).result()
+        finally:
+            await engine.aclose()
+
+    assert run(main()).logprobs is None
+    assert "logprobs" not in server.exchanges[0].body
+    assert "return_tokens_as_token_ids" not in server.exchanges[0].body
+
+
+def test_a_stop_id_left_out_with_its_logprob_fails_loudly(fake_server: Any) -> None:
+    server = fake_server(vllm(include_stop_id=False))
+    engine = VLLMEngine(server.url, api="completions")  # the one that says stop_reason
+
+    async def main() -> Any:
+        try:
+            return await engine.generate(PROMPT, SamplingParams(top_logprobs=0)).result()
+        finally:
+            await engine.aclose()
+
+    with pytest.raises(EngineError, match="stop id 200002 out of token_ids"):
+        run(main())

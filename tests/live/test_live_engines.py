@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -244,3 +245,18 @@ def test_agent_loop_calls_the_function_tool_under_tool_choice_required(make_engi
         StopReason.LENGTH,
     )
     assert result.error is None
+
+
+def test_logprobs_come_back_aligned_with_the_ids(make_engine: Any) -> None:
+    # Greedy: the sampled id is the model's favourite, which the raw distribution
+    # (before sampling, what the engines report) must rank first.
+    params = SamplingParams(max_tokens=8, temperature=0, top_logprobs=3, stop_token_ids=())
+    completion = complete(make_engine, conversation(), params)
+    assert completion.logprobs is not None
+    assert [lp.token for lp in completion.logprobs] == list(completion.tokens)
+    for lp in completion.logprobs:
+        values = [value for _, value in lp.top]
+        assert len(values) == 3 and values == sorted(values, reverse=True)
+        assert sum(math.exp(v) for v in values) <= 1.0 + 1e-4
+        assert lp.top[0][0] == lp.token
+        assert lp.logprob == pytest.approx(lp.top[0][1], abs=1e-4)

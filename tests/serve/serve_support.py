@@ -151,6 +151,7 @@ class ForcingEngine:
     """
 
     name = "transformers-forced"
+    supports_logprobs = True  # the transformers engine's, under the forcing mask
 
     def __init__(self, inner: Any, book: Book) -> None:
         self.inner, self.book = inner, book

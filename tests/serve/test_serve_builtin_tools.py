@@ -426,3 +426,19 @@ def test_a_sandbox_that_cannot_start_is_a_400_with_its_reason(monkeypatch):
         loop.check(["code_interpreter"])
     assert caught.value.status == 400 and "bwrap: no user namespaces" in str(caught.value)
     loop.check(["function"])  # nothing built-in: nothing to refuse
+
+
+def test_logprobs_come_through_the_tool_loop(ts):
+    # The loop's generations feed the stream too: the answer after a search has its
+    # tokens' log-probabilities, and the search calls (not visible text) have none.
+    answer = "High water comes twice a day."
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{answer}<|return|>")
+    response = ts.client().responses.create(
+        model=MODEL, input="When is high water?", tools=SEARCH, top_logprobs=1
+    )
+    message = response.output[-1]
+    assert message.type == "message" and message.content[0].text == answer
+    logprobs = message.content[0].logprobs
+    assert "".join(entry.token for entry in logprobs) == answer
+    assert all(len(entry.top_logprobs) == 1 for entry in logprobs)
+    assert all(g.params.top_logprobs == 1 for g in ts.engine.generations[-3:])

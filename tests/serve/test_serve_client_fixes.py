@@ -102,12 +102,18 @@ def test_empty_messages_is_a_400(srv):
     assert error.json()["error"]["code"] == "empty_array"
 
 
+class _NoLogprobs(ScriptedEngine):
+    """An engine that does not say it gives log-probabilities (no ``supports_logprobs``)."""
+
+    supports_logprobs = False
+
+
 def test_logprobs_the_engine_cannot_give_are_a_400_naming_it(make_server):
-    server = make_server()
+    server = make_server(lambda book: _NoLogprobs(book, name="no-logprobs"))
     client = server.client()
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**CHAT, logprobs=True, top_logprobs=2)
-    assert "scripted" in caught.value.message and "log-probabilities" in caught.value.message
+    assert "no-logprobs" in caught.value.message and "log-probabilities" in caught.value.message
     with pytest.raises(openai.BadRequestError):
         client.responses.create(model=MODEL, input="Hi", top_logprobs=3)
     with pytest.raises(openai.BadRequestError):

@@ -123,6 +123,14 @@ class OutputAssembler:
         return self._fed
 
     @property
+    def content_item(self) -> OutputItem | None:
+        """The item whose text the next ordinary token extends (``None`` outside content).
+
+        What a token's log-probability belongs to: read it before :meth:`feed`.
+        """
+        return self._s.current if self._parser.state is StreamState.CONTENT else None
+
+    @property
     def summary(self) -> TurnSummary:
         """How the turn ended, its items, diagnostics and token counts (after :meth:`finish`)."""
         if self._s.summary is None:

@@ -11,6 +11,7 @@ optional dependencies only when used. See ``docs/engines.md``.
 
 from ._base import (
     HARMONY_STOP_TOKEN_IDS,
+    MAX_TOP_LOGPROBS,
     Completion,
     Constraint,
     Engine,
@@ -18,9 +19,12 @@ from ._base import (
     Finish,
     FinishReason,
     SamplingParams,
+    TokenLogprob,
     TokenMatcher,
     UnsupportedConstraintError,
+    UnsupportedParameterError,
     Usage,
+    refuse_logprobs,
 )
 from ._generation import Emit, Generation, Producer
 from ._http import HttpOptions
@@ -30,6 +34,7 @@ from .scripted import Script, ScriptedEngine
 
 __all__ = [
     "HARMONY_STOP_TOKEN_IDS",
+    "MAX_TOP_LOGPROBS",
     "Completion",
     "Constraint",
     "Emit",
@@ -46,7 +51,10 @@ __all__ = [
     "ScriptedEngine",
     "SyncEngine",
     "SyncGeneration",
+    "TokenLogprob",
     "TokenMatcher",
     "UnsupportedConstraintError",
+    "UnsupportedParameterError",
     "Usage",
+    "refuse_logprobs",
 ]

@@ -10,6 +10,7 @@ protocol is :class:`Engine`; the running generation is a
 from __future__ import annotations
 
 import enum
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from harmonia.constrained import GrammarOptions
 
     from ._generation import Generation
+
+#: The most alternatives a request may ask for per token (OpenAI's and vLLM's limit).
+MAX_TOP_LOGPROBS: Final = 20
 
 #: ``<|return|>`` (200002) and ``<|call|>`` (200012): the tokens that end an
 #: assistant turn (``HarmonyEncoding.stop_tokens_for_assistant_actions()``).
@@ -52,6 +56,47 @@ class EngineRefusedError(EngineError):
         self.status = status
 
 
+class UnsupportedParameterError(EngineError, InputError):
+    """The engine cannot do what a sampling parameter asks (nothing was sent).
+
+    Raised by ``generate`` (e.g. log-probabilities from an engine that cannot
+    give them) rather than ignoring the parameter; the message names the engine.
+    ``harmonia serve`` answers it with a 400.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """The log-probability of one sampled id, and the most likely ids at its step.
+
+    ``token`` is the sampled id, ``logprob`` its natural log-probability;
+    ``top`` holds up to ``SamplingParams.top_logprobs`` ``(id, logprob)``
+    pairs, most likely first (the sampled id among them when it is that
+    likely). Engines report the model's own distribution at the step: the
+    softmax of its logits before temperature and top-p (vLLM's default
+    ``raw_logprobs``, llama.cpp's ``n_probs`` without ``post_sampling_probs``),
+    so the numbers do not depend on how the id was picked.
+
+    >>> TokenLogprob(5, -0.5, ((5, -0.5), (7, -1.5))).top[1]
+    (7, -1.5)
+    """
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.token, bool) or not isinstance(self.token, int) or self.token < 0:
+            raise InputError(f"TokenLogprob.token must be a token id, not {self.token!r}")
+        if math.isnan(self.logprob):
+            raise InputError("TokenLogprob.logprob is NaN")
+        # log_softmax can round to a hair above 0; a log-probability never is.
+        object.__setattr__(self, "logprob", min(float(self.logprob), 0.0))
+        # A list given by the caller becomes our own tuple of (int, float) pairs.
+        top = tuple((int(token), min(float(logprob), 0.0)) for token, logprob in self.top)
+        object.__setattr__(self, "top", top)
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
     """How to sample; every engine reads the same fields, with these defaults.
@@ -63,7 +108,11 @@ class SamplingParams:
     * ``seed``: makes sampling repeatable where the engine supports it
       (``None``: the engine's own randomness);
     * ``stop_token_ids``: generation ends right after any of these ids, which
-      is yielded (harmony's ``<|return|>`` and ``<|call|>`` by default).
+      is yielded (harmony's ``<|return|>`` and ``<|call|>`` by default);
+    * ``top_logprobs``: ``None`` (the default) asks for no log-probabilities;
+      ``0`` to ``20`` asks for each sampled id's :class:`TokenLogprob` with that
+      many most likely alternatives (:attr:`Generation.logprobs`). An engine
+      that cannot give them raises :class:`UnsupportedParameterError`.
 
     >>> SamplingParams(max_tokens=64, temperature=0).top_p
     1.0
@@ -78,6 +127,7 @@ class SamplingParams:
     top_p: float = 1.0
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = HARMONY_STOP_TOKEN_IDS
+    top_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         def bad(name: str, rule: str, value: object) -> InputError:
@@ -100,6 +150,16 @@ class SamplingParams:
             raise bad("stop_token_ids", "token ids (ints >= 0)", self.stop_token_ids)
         # A list passed by the caller becomes our own tuple: frozen means frozen.
         object.__setattr__(self, "stop_token_ids", stops)
+        top = self.top_logprobs
+        if top is not None and (
+            isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS
+        ):
+            raise bad("top_logprobs", f"None or an int in 0..{MAX_TOP_LOGPROBS}", top)
+
+    @property
+    def logprobs(self) -> bool:
+        """True when log-probabilities are asked for (``top_logprobs`` is not ``None``)."""
+        return self.top_logprobs is not None
 
     @property
     def greedy(self) -> bool:
@@ -139,11 +199,16 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """A finished generation: every sampled id, why it ended, the counts."""
+    """A finished generation: every sampled id, why it ended, the counts.
+
+    ``logprobs`` runs parallel to ``tokens`` when they were asked for
+    (``SamplingParams.top_logprobs``), else it is ``None``.
+    """
 
     tokens: tuple[int, ...]
     finish: Finish
     usage: Usage
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @runtime_checkable
@@ -238,6 +303,11 @@ class Engine(Protocol):
     running: the engine starts work at once) and returns its
     :class:`~harmonia.engines.Generation` handle; ``aclose`` releases the
     engine's connections or threads. ``name`` names the engine in errors.
+
+    An engine that gives log-probabilities (``SamplingParams.top_logprobs``)
+    says so with a class attribute ``supports_logprobs = True`` (all of
+    harmonia's do); one without it is taken not to, and ``harmonia serve``
+    refuses such requests with a 400 naming it.
     """
 
     name: str
@@ -251,6 +321,20 @@ class Engine(Protocol):
     ) -> Generation: ...
 
     async def aclose(self) -> None: ...
+
+
+def refuse_logprobs(params: SamplingParams, engine: str) -> None:
+    """:class:`UnsupportedParameterError` when ``params`` ask for log-probabilities.
+
+    For engines (and engine setups) that cannot give them: the request fails
+    before anything is sent instead of being answered without them.
+    """
+    if params.logprobs:
+        raise UnsupportedParameterError(
+            f"the {engine} engine cannot return log-probabilities; "
+            "leave SamplingParams.top_logprobs as None",
+            engine=engine,
+        )
 
 
 def check_prompt(prompt: Sequence[int], engine: str) -> tuple[int, ...]:

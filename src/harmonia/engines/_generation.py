@@ -12,7 +12,11 @@ the bookkeeping every engine needs the same way, in one place:
   worker thread to stop, and waits until it has;
 * an :class:`~harmonia.EngineError` from the producer ends the generation with
   :attr:`FinishReason.ERROR` and is raised to whoever iterates; any other
-  exception is wrapped into one (an engine bug must not look like a clean stop).
+  exception is wrapped into one (an engine bug must not look like a clean stop);
+* when log-probabilities were asked for (``SamplingParams.top_logprobs``),
+  every emitted id must come with its :class:`TokenLogprob` (``emit(ids,
+  logprobs)``, one per id, for that id): an engine that loses one fails the
+  generation rather than letting the two lists drift apart.
 """
 
 from __future__ import annotations
@@ -21,15 +25,37 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
+from typing import Protocol
 
 from harmonia import EngineError, InputError
 
-from ._base import Completion, Finish, FinishReason, SamplingParams, Usage
+from ._base import Completion, Finish, FinishReason, SamplingParams, TokenLogprob, Usage
 
-#: What a producer calls with each new chunk of ids (on the event loop's thread).
-Emit = Callable[[Sequence[int]], None]
+
+class Emit(Protocol):
+    """What a producer calls with each new chunk of ids (on the event loop's thread).
+
+    ``logprobs``, one :class:`TokenLogprob` per id, is required when the
+    generation's parameters ask for log-probabilities and ignored otherwise.
+    """
+
+    def __call__(
+        self, ids: Sequence[int], logprobs: Sequence[TokenLogprob] | None = None, /
+    ) -> None: ...
+
+
 #: An engine's generation: emits ids, returns why it ended.
 Producer = Callable[[Emit], Awaitable[Finish]]
+
+
+class _Chunk:
+    """One emitted chunk on its way to the consumer: ids and, if asked for, their logprobs."""
+
+    __slots__ = ("ids", "logprobs")
+
+    def __init__(self, ids: tuple[int, ...], logprobs: tuple[TokenLogprob, ...] | None) -> None:
+        self.ids = ids
+        self.logprobs = logprobs
 
 
 class _Ended(Exception):
@@ -77,8 +103,11 @@ class Generation:
         self.params = params
         self.prompt_tokens = prompt_tokens
         self._tokens: list[int] = []
+        self._want_logprobs = params.logprobs
+        self._logprobs: list[TokenLogprob] = []
+        self._last_logprobs: tuple[TokenLogprob, ...] | None = None
         self._stops = frozenset(params.stop_token_ids)
-        self._queue: asyncio.Queue[tuple[int, ...] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Chunk | None] = asyncio.Queue()
         self._finish: Finish | None = None
         self._ended: Finish | None = None  # set by emit at a stop id or the limit
         self._error: EngineError | None = None
@@ -91,6 +120,23 @@ class Generation:
     def tokens(self) -> tuple[int, ...]:
         """Every id sampled so far."""
         return tuple(self._tokens)
+
+    @property
+    def logprobs(self) -> tuple[TokenLogprob, ...] | None:
+        """Every sampled id's :class:`TokenLogprob`, parallel to :attr:`tokens`.
+
+        ``None`` when the parameters did not ask for them (``top_logprobs``).
+        """
+        return tuple(self._logprobs) if self._want_logprobs else None
+
+    @property
+    def last_logprobs(self) -> tuple[TokenLogprob, ...] | None:
+        """The log-probabilities of the chunk the iteration gave last (``None``: not asked).
+
+        Read it right after each step of ``async for ids in generation``: it
+        is parallel to that ``ids``.
+        """
+        return self._last_logprobs
 
     @property
     def finish(self) -> Finish | None:
@@ -109,15 +155,16 @@ class Generation:
 
     # -- the producer side ---------------------------------------------------------------
 
-    def _emit(self, ids: Sequence[int]) -> None:
+    def _emit(self, ids: Sequence[int], logprobs: Sequence[TokenLogprob] | None = None) -> None:
         if self._finish is not None:
             return
         if self._ended is not None:  # a producer that swallowed _Ended and went on
             raise _Ended(self._ended)
+        ids = [int(token) for token in ids]
+        scores = self._check_logprobs(ids, logprobs) if self._want_logprobs else None
         chunk: list[int] = []
         ended: Finish | None = None
         for token in ids:
-            token = int(token)
             chunk.append(token)
             if token in self._stops:
                 ended = Finish(FinishReason.STOP, stop_token=token)
@@ -127,10 +174,33 @@ class Generation:
                 break
         if chunk:
             self._tokens.extend(chunk)
-            self._queue.put_nowait(tuple(chunk))
+            kept = None if scores is None else tuple(scores[: len(chunk)])
+            if kept is not None:
+                self._logprobs.extend(kept)
+            self._queue.put_nowait(_Chunk(tuple(chunk), kept))
         if ended is not None:
             self._ended = ended
             raise _Ended(ended)
+
+    def _check_logprobs(
+        self, ids: list[int], logprobs: Sequence[TokenLogprob] | None
+    ) -> list[TokenLogprob]:
+        """``logprobs`` if they are one per id and for those ids; otherwise an EngineError."""
+        scores = list(logprobs) if logprobs is not None else []
+        if len(scores) != len(ids):
+            raise EngineError(
+                f"{self.engine} sent {len(ids)} ids with {len(scores)} log-probabilities; "
+                "they would no longer line up with the ids",
+                engine=self.engine,
+            )
+        for position, (token, score) in enumerate(zip(ids, scores, strict=True)):
+            if not isinstance(score, TokenLogprob) or score.token != token:
+                raise EngineError(
+                    f"{self.engine} sent id {token} with the log-probability of "
+                    f"{getattr(score, 'token', score)!r} (position {position} of the chunk)",
+                    engine=self.engine,
+                )
+        return scores
 
     async def _run(self, producer: Producer) -> None:
         finish: Finish
@@ -170,17 +240,22 @@ class Generation:
         item = await self._queue.get()
         if item is None:
             self._queue.put_nowait(None)  # every later call ends too
+            self._last_logprobs = None
             if self._error is not None:
                 raise self._error
             raise StopAsyncIteration
         # Hand over everything that is already here in one chunk.
-        merged = list(item)
+        merged = list(item.ids)
+        scores = None if item.logprobs is None else list(item.logprobs)
         while not self._queue.empty():
             more = self._queue.get_nowait()
             if more is None:
                 self._queue.put_nowait(None)
                 break
-            merged.extend(more)
+            merged.extend(more.ids)
+            if scores is not None and more.logprobs is not None:
+                scores.extend(more.logprobs)
+        self._last_logprobs = None if scores is None else tuple(scores)
         return tuple(merged)
 
     async def cancel(self) -> None:
@@ -208,7 +283,7 @@ class Generation:
         if self._error is not None:
             raise self._error
         assert self._finish is not None
-        return Completion(self.tokens, self._finish, self.usage)
+        return Completion(self.tokens, self._finish, self.usage, self.logprobs)
 
     async def __aenter__(self) -> Generation:
         return self

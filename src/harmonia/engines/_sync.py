@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from harmonia import InputError
 
-from ._base import Completion, Constraint, Engine, Finish, SamplingParams
+from ._base import Completion, Constraint, Engine, Finish, SamplingParams, TokenLogprob
 from ._generation import Generation
 
 T = TypeVar("T")
@@ -103,6 +103,16 @@ class SyncGeneration:
     def tokens(self) -> tuple[int, ...]:
         """Every id sampled so far."""
         return self.generation.tokens
+
+    @property
+    def logprobs(self) -> tuple[TokenLogprob, ...] | None:
+        """Every id's log-probability, parallel to :attr:`tokens` (``None``: not asked for)."""
+        return self.generation.logprobs
+
+    @property
+    def last_logprobs(self) -> tuple[TokenLogprob, ...] | None:
+        """The log-probabilities of the chunk the iteration gave last."""
+        return self.generation.last_logprobs
 
     @property
     def finish(self) -> Finish | None:

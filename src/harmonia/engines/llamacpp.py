@@ -33,6 +33,17 @@ missing ids' bytes, which decompose into the vocabulary in exactly one way or th
 generation fails with an :class:`~harmonia.EngineError`). The request asks for a
 few tokens beyond ``max_tokens`` so that a character cut at the limit completes
 and its ids arrive; the engine itself stops at ``max_tokens``.
+
+Log-probabilities (``SamplingParams.top_logprobs``) are asked for with
+``n_probs`` (at least 1: the sampled id's own logprob comes with it) and
+``post_sampling_probs: false``, so they are the model's distribution before
+the samplers, as :class:`~harmonia.engines.TokenLogprob` says. Each chunk
+carries the entry of its own id in ``completion_probabilities``. An id the
+stream left out (recovered from the text, above) comes with no entry, and an
+end id this engine put in itself has one only when the server listed it among
+the alternatives; then the generation fails with an
+:class:`~harmonia.EngineError` rather than give ids and log-probabilities
+that no longer line up.
 """
 
 from __future__ import annotations
@@ -45,10 +56,11 @@ from harmonia import EngineError, InputError
 
 from .._runtime import api_key as resolve_api_key
 from .._tokenizer import special_tokens as st
-from ._base import Constraint, Finish, FinishReason, SamplingParams, check_prompt
+from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob, check_prompt
 from ._gbnf import END_OF_GENERATION, JsonPolicy, expected_end, lark_to_gbnf
 from ._generation import Emit, Generation
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
+from ._logprobs import MalformedLogprobs, from_entry
 
 __all__ = ["COMPLETION_PATH", "LlamaCppEngine", "completion_body", "lark_to_gbnf"]
 
@@ -79,6 +91,10 @@ def completion_body(
         body["seed"] = params.seed
     if grammar is not None:
         body["grammar"] = grammar
+    if params.top_logprobs is not None:
+        # n_probs 0 sends nothing at all: ask for one and keep what was asked for.
+        body["n_probs"] = max(1, params.top_logprobs)
+        body["post_sampling_probs"] = False
     return body
 
 
@@ -99,6 +115,7 @@ class LlamaCppEngine:
     """
 
     name = _NAME
+    supports_logprobs = True
 
     def __init__(
         self,
@@ -146,7 +163,9 @@ class LlamaCppEngine:
         body = completion_body(ids, params, grammar)
 
         async def produce(emit: Emit) -> Finish:
-            return await _Stream(self, emit, constrained=grammar is not None).run(body)
+            stream = _Stream(self, emit, constrained=grammar is not None)
+            stream.top_logprobs = params.top_logprobs
+            return await stream.run(body)
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
@@ -197,6 +216,10 @@ class _Stream:
         self.emit = emit
         self.constrained = constrained
         self.tokens: list[int] = []
+        #: ``SamplingParams.top_logprobs`` (``None``: none asked for).
+        self.top_logprobs: int | None = None
+        #: The server's entries of the chunk being read, by id.
+        self.entries: dict[int, TokenLogprob] = {}
 
     def error(self, message: str) -> EngineError:
         return self.http.error(message, self.url)
@@ -204,6 +227,8 @@ class _Stream:
     async def run(self, body: dict[str, Any]) -> Finish:
         async for payload in self.http.stream_events(COMPLETION_PATH, body):
             ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
+            if self.top_logprobs is not None:
+                self.entries = self.read_entries(payload)
             predicted = payload.get("tokens_predicted")
             if isinstance(predicted, int) and not isinstance(predicted, bool):
                 ids = self.fill_gap(ids, predicted, payload)
@@ -242,8 +267,51 @@ class _Stream:
                 f"the stream left out {missing} sampled ids (no chunk for an incomplete "
                 f"UTF-8 character), and its text {data!r} gives {how} to recover them"
             )
+        if self.top_logprobs is not None:
+            # llama-server sends each chunk's entry for its own id only: the
+            # left-out ids' log-probabilities are gone.
+            raise self.error(
+                f"the stream left out {missing} sampled ids (no chunk for an incomplete "
+                "UTF-8 character) and their log-probabilities with them; the ids are "
+                "recoverable but their logprobs are not: ask without top_logprobs"
+            )
         self.engine.recovered_ids += missing
         return ways[0] + ids
+
+    def read_entries(self, payload: dict[str, Any]) -> dict[int, TokenLogprob]:
+        """The chunk's ``completion_probabilities`` by id (the top ones cut to what was asked)."""
+        assert self.top_logprobs is not None
+        raw = payload.get("completion_probabilities") or []
+        if not isinstance(raw, list):
+            raise self.error(f"malformed stream data: completion_probabilities is {raw!r}")
+        try:
+            entries = [from_entry(entry, self.top_logprobs) for entry in raw]
+        except MalformedLogprobs as exc:
+            raise self.error(f"malformed stream data: {exc}") from None
+        return {entry.token: entry for entry in entries}
+
+    def logprobs_for(self, ids: list[int]) -> list[TokenLogprob] | None:
+        """Each id's entry (an end id put in here: from the alternatives), or an error."""
+        if self.top_logprobs is None:
+            return None
+        out: list[TokenLogprob] = []
+        for token in ids:
+            entry = self.entries.get(token)
+            if entry is None:
+                # An end id this engine put in: the server may have listed it.
+                for sent in self.entries.values():
+                    listed = dict(sent.top).get(token)
+                    if listed is not None:
+                        entry = TokenLogprob(token, listed, sent.top)
+                        break
+            if entry is None:
+                raise self.error(
+                    f"the server sent no log-probability for id {token} (an end id this "
+                    "engine supplied, or a chunk without completion_probabilities); ids and "
+                    "logprobs would no longer line up"
+                )
+            out.append(entry)
+        return out
 
     def send(self, ids: list[int]) -> None:
         if self.constrained and ids[-1] in END_OF_GENERATION:
@@ -255,8 +323,9 @@ class _Stream:
             if end != right:
                 self.engine.repaired_ends += 1
             ids = [*head, right]
+        logprobs = self.logprobs_for(ids)
         self.tokens.extend(ids)
-        self.emit(ids)
+        self.emit(ids, logprobs)
 
     def finish(self, stop_type: Any) -> Finish:
         last = self.tokens[-1] if self.tokens else None
@@ -265,6 +334,7 @@ class _Stream:
         if stop_type == "eos":
             if self.constrained and last not in (st.RETURN, st.CALL):
                 # The end id was not streamed: send() puts the one the format says.
+                self.entries = {}  # the last chunk's entries belong to its own ids
                 self.send([st.ENDOFTEXT])
                 last = self.tokens[-1]
             # An end-of-generation id of the model (under a grammar, the right one).

@@ -8,22 +8,32 @@ real engine; temperature, top-p and seed do not apply to a replay. Given a
 constraint, every scripted id is checked against it, and an id the
 constraint refuses ends the generation with an error, as a broken engine
 would.
+
+Asked for log-probabilities (``SamplingParams.top_logprobs``), it reports a
+made-up but fixed distribution, so tests and demos can exercise the API
+without a model: the scripted id is the most likely one, with probability
+1/2; the *j*-th alternative (``j`` = 1, 2, ...) is the ordinary id *j* places
+after it (wrapping round before the special ids), with probability
+``2 ** -(j + 1)``. See :func:`scripted_logprob`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from harmonia import EngineError, InputError
 
+from .._tokenizer import special_tokens as st
 from ._base import (
     Constraint,
     Finish,
     FinishReason,
     SamplingParams,
+    TokenLogprob,
     TokenMatcher,
     check_prompt,
 )
@@ -60,6 +70,23 @@ class Script:
             raise InputError("a repeating Script needs at least one token")
 
 
+def scripted_logprob(token: int, top_logprobs: int) -> TokenLogprob:
+    """The log-probability :class:`ScriptedEngine` reports for a scripted ``token``.
+
+    >>> lp = scripted_logprob(10, 2)
+    >>> round(lp.logprob, 4), [(t, round(p, 4)) for t, p in lp.top]
+    (-0.6931, [(10, -0.6931), (11, -1.3863)])
+    """
+    ordinary = st.FIRST_SPECIAL
+
+    def at(j: int) -> int:
+        # A special id's neighbours wrap into the ordinary ids too.
+        return (token + j) % ordinary if j else token
+
+    top = tuple((at(j), -(j + 1) * math.log(2)) for j in range(top_logprobs))
+    return TokenLogprob(token, -math.log(2), top)
+
+
 ScriptSource = Iterable[Script | Sequence[int]] | Callable[[tuple[int, ...]], Script]
 
 
@@ -83,6 +110,8 @@ class ScriptedEngine:
 
     scripts: ScriptSource
     name: str = _NAME
+    #: It reports log-probabilities (made up: see the module docs).
+    supports_logprobs = True
     prompts: list[tuple[int, ...]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
@@ -121,14 +150,16 @@ class ScriptedEngine:
         matcher = constraint.new_matcher() if constraint is not None else None
 
         async def produce(emit: Emit) -> Finish:
-            return await self._replay(script, matcher, emit)
+            return await self._replay(script, matcher, emit, params.top_logprobs)
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
     async def aclose(self) -> None:
         """Nothing to release."""
 
-    async def _replay(self, script: Script, matcher: TokenMatcher | None, emit: Emit) -> Finish:
+    async def _replay(
+        self, script: Script, matcher: TokenMatcher | None, emit: Emit, top_logprobs: int | None
+    ) -> Finish:
         sent = 0
         position = 0
         tokens = script.tokens
@@ -156,7 +187,10 @@ class ScriptedEngine:
                     _check(matcher, token, self.name)
             position += len(chunk)
             sent += len(chunk)
-            emit(chunk)
+            if top_logprobs is None:
+                emit(chunk)
+            else:
+                emit(chunk, [scripted_logprob(token, top_logprobs) for token in chunk])
 
 
 def _check(matcher: TokenMatcher, token: int, engine: str) -> None:

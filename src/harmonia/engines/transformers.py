@@ -30,6 +30,7 @@ from ._base import (
     Finish,
     FinishReason,
     SamplingParams,
+    TokenLogprob,
     TokenMatcher,
     check_prompt,
 )
@@ -42,8 +43,10 @@ _NAME = "transformers"
 #: The size of gpt-oss's vocabulary (o200k_harmony, reserved ids included).
 GPT_OSS_VOCAB_SIZE = vocab.GPT_OSS_VOCAB_SIZE
 
-#: What the worker posts to the event loop: ids, the finish, or its failure.
-_Post = Callable[["list[int] | Finish | BaseException"], None]
+#: What the worker posts to the event loop: an id (with its log-probability when
+#: asked for), the finish, or its failure.
+_Item = tuple[int, "TokenLogprob | None"] | Finish | BaseException
+_Post = Callable[[_Item], None]
 
 
 def _import_torch() -> Any:
@@ -101,6 +104,12 @@ class TransformersEngine:
     the logits at every step (its matcher, or its grammar compiled with
     ``harmonia[constrained]``); ``top_p`` is applied after the mask.
 
+    Log-probabilities (``SamplingParams.top_logprobs``) are the
+    ``log_softmax`` of the model's logits at each step, before the
+    constraint's mask, the temperature and top-p: the model's own
+    distribution, as vLLM's default ``raw_logprobs`` reports it, so a
+    constrained or teacher-forced id still shows how likely the model found it.
+
     .. code-block:: python
 
         engine = TransformersEngine.from_pretrained("openai/gpt-oss-20b", device="cuda",
@@ -109,6 +118,7 @@ class TransformersEngine:
     """
 
     name = _NAME
+    supports_logprobs = True
 
     def __init__(self, model: Any, *, device: Any = None, dtype: Any = None) -> None:
         self._torch = _import_torch()
@@ -173,10 +183,10 @@ class TransformersEngine:
         emit: Emit,
     ) -> Finish:
         loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[list[int] | Finish | BaseException] = asyncio.Queue()
+        inbox: asyncio.Queue[_Item] = asyncio.Queue()
         stop = threading.Event()
 
-        def post(item: list[int] | Finish | BaseException) -> None:
+        def post(item: _Item) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody listens
                 loop.call_soon_threadsafe(inbox.put_nowait, item)
 
@@ -194,7 +204,11 @@ class TransformersEngine:
                     raise EngineError(
                         f"decoding failed: {type(item).__name__}: {item}", engine=self.name
                     ) from item
-                emit(item)
+                token, logprob = item
+                if logprob is None:
+                    emit([token])
+                else:
+                    emit([token], [logprob])
         finally:
             # Cancelled, stopped by emit, or done: the worker sees `stop` before its
             # next step; wait for it so the model is free when this returns.
@@ -244,12 +258,17 @@ class TransformersEngine:
                 if stop.is_set():
                     return Finish(FinishReason.CANCELLED)
                 logits = out.logits[0, -1].float()
+                # Before the mask changes the logits in place: the model's own distribution.
+                scores = None if params.top_logprobs is None else torch.log_softmax(logits, dim=-1)
                 if mask is not None and matcher is not None:
                     mask.apply(matcher, logits)
                 token = sampler.sample(logits)
                 if matcher is not None:
                     matcher.consume(token)
-                post([token])
+                logprob = None
+                if scores is not None and params.top_logprobs is not None:
+                    logprob = _logprob(torch, scores, token, params.top_logprobs)
+                post((token, logprob))
                 if token in stops:
                     return Finish(FinishReason.STOP, stop_token=token)
                 if matcher is not None and matcher.is_finished:
@@ -261,6 +280,15 @@ class TransformersEngine:
                 out = model(input_ids=next_input, past_key_values=past, use_cache=True)
                 past = out.past_key_values
         return Finish(FinishReason.LENGTH)
+
+
+def _logprob(torch: Any, scores: Any, token: int, top: int) -> TokenLogprob:
+    """``token``'s entry of one step's log-softmax, with the ``top`` most likely ids."""
+    pairs: tuple[tuple[int, float], ...] = ()
+    if top:
+        values, ids = torch.topk(scores, top)  # sorted, most likely first
+        pairs = tuple(zip(ids.tolist(), values.tolist(), strict=True))
+    return TokenLogprob(token, float(scores[token]), pairs)
 
 
 class _Mask:

@@ -20,6 +20,16 @@ settings of the llguidance the server ships (``llguidance="1.7"`` by default:
 vLLM 0.32 and 0.33 pin ``llguidance>=1.7,<1.8``), since llguidance refuses a
 whole grammar that names a setting it does not know.
 
+Log-probabilities (``SamplingParams.top_logprobs``) are asked for with
+vLLM's ``logprobs`` sampling field, one more than the alternatives wanted
+(vLLM lists the sampled id among them; at most 20, vLLM's default
+``--max-logprobs``), and read by id: ``logprobs.content[].token_id`` from the
+generate endpoint, ``logprobs`` with ``return_tokens_as_token_ids`` from
+``/v1/completions``. They are what the server computes (by default
+``raw_logprobs``: the model's distribution before temperature and top-p). A
+stop id the server left out of ``token_ids`` has none; with log-probabilities
+asked for, that fails the generation instead of misaligning them.
+
 The tokens-in/tokens-out endpoint exists only when the server was started with
 ``vllm serve --enable-scale-out`` (or ``--tokens-only``); without it the server
 answers 404 and ``api="auto"`` falls back to ``/v1/completions``.
@@ -34,9 +44,18 @@ from typing import Any, Final, Literal
 from harmonia import InputError
 
 from .._runtime import api_key as resolve_api_key
-from ._base import Constraint, Finish, FinishReason, SamplingParams, check_prompt
+from ._base import (
+    MAX_TOP_LOGPROBS,
+    Constraint,
+    Finish,
+    FinishReason,
+    SamplingParams,
+    TokenLogprob,
+    check_prompt,
+)
 from ._generation import Emit, Generation
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
+from ._logprobs import MalformedLogprobs, from_completions, from_entry
 
 __all__ = ["COMPLETIONS_PATH", "GENERATE_PATH", "VLLMEngine", "completions_body", "generate_body"]
 
@@ -65,6 +84,9 @@ def sampling_fields(params: SamplingParams, grammar: str | None) -> dict[str, An
         fields["seed"] = params.seed
     if grammar is not None:
         fields["structured_outputs"] = {"grammar": grammar}
+    if params.top_logprobs is not None:
+        # The sampled id comes first in vLLM's list: one more keeps the true top n.
+        fields["logprobs"] = min(params.top_logprobs + 1, MAX_TOP_LOGPROBS)
     return fields
 
 
@@ -78,6 +100,8 @@ def completions_body(
     body.update(
         {"return_token_ids": True, "stream": True, "stream_options": {"include_usage": True}}
     )
+    if params.top_logprobs is not None:
+        body["return_tokens_as_token_ids"] = True  # alternatives keyed by id, not by text
     return body
 
 
@@ -113,6 +137,7 @@ class VLLMEngine:
     """
 
     name = _NAME
+    supports_logprobs = True
 
     def __init__(
         self,
@@ -199,11 +224,29 @@ class VLLMEngine:
                 ids = int_list(choice.get("token_ids"), "token_ids", self._http, url)
                 if ids:
                     last = ids[-1]
-                    emit(ids)
+                    emit(ids, self._logprobs(choice, path, params, url))
                 reason = choice.get("finish_reason")
                 if reason is not None:
                     return self._finish(reason, choice.get("stop_reason"), last, params, emit, url)
         raise self._http.error("the stream ended without a finish_reason", url)
+
+    def _logprobs(
+        self, choice: dict[str, Any], path: str, params: SamplingParams, url: str
+    ) -> list[TokenLogprob] | None:
+        """The choice's log-probabilities (``None`` when none were asked for)."""
+        n = params.top_logprobs
+        if n is None:
+            return None
+        raw = choice.get("logprobs")
+        try:
+            if path == GENERATE_PATH:
+                content = raw.get("content") if isinstance(raw, dict) else None
+                if not isinstance(content, list):
+                    raise MalformedLogprobs(f"logprobs is {raw!r}, not {{'content': [...]}}")
+                return [from_entry(entry, n) for entry in content]
+            return from_completions(raw, n)
+        except MalformedLogprobs as exc:
+            raise self._http.error(f"malformed stream data: {exc}", url) from None
 
     def _finish(
         self,
@@ -221,6 +264,13 @@ class VLLMEngine:
                 if stop_reason != last:
                     # Servers that leave the stop id out of token_ids: put it back, the
                     # harmony parser needs it (emit ends the generation on it).
+                    if params.top_logprobs is not None:
+                        raise self._http.error(
+                            f"the server left the stop id {stop_reason} out of token_ids, "
+                            "and its log-probability with it; ids and logprobs would no "
+                            "longer line up",
+                            url,
+                        )
                     emit([stop_reason])
                 return Finish(FinishReason.STOP, stop_token=stop_reason)
             # The model's own end-of-sequence id (or a stop string): the last id.

@@ -43,6 +43,7 @@ from ._finish import checked_finish_reason
 from ._finish import finish_reason as reason_for
 from ._history import Transcript
 from ._ids import IdGenerator, as_generator
+from ._logprobs import LogprobLike
 
 _TEXT_PARTS: Final = {"text": "text"}
 _ASSISTANT_PARTS: Final = {"text": "text", "refusal": "refusal"}
@@ -312,8 +313,12 @@ def chat_completion_from_tokens(
     prompt_tokens: int | None = None,
     reasoning_field: str = "reasoning_content",
     diagnostics: list[OutputDiagnostic] | None = None,
+    logprobs: Sequence[LogprobLike] | None = None,
 ) -> JsonDict:
     """A ``chat.completion`` object for the tokens the model sampled.
+
+    ``logprobs``, parallel to ``tokens`` (an engine's ``Completion.logprobs``),
+    fills ``choices[0].logprobs`` as :class:`ChatCompletionStream` does.
 
     ``tokens`` follow the prompt's ``<|start|>assistant``. Without a stop token
     at the end (``<|return|>``, ``<|call|>``, or ``<|end|>``) the output was cut
@@ -336,6 +341,24 @@ def chat_completion_from_tokens(
     ({'role': 'assistant', 'content': '4', 'reasoning_content': 'Easy.'}, 'stop')
     """
     override = checked_finish_reason(finish_reason)
+    if logprobs is not None:
+        # The stream keeps the log-probabilities with the text they belong to.
+        from ._chat_stream import ChatCompletionStream
+
+        stream = ChatCompletionStream(
+            encoding,
+            model=model,
+            ids=ids,
+            created=created,
+            prompt_tokens=prompt_tokens,
+            reasoning_field=reasoning_field,
+            logprobs=True,
+        )
+        stream.feed_many(tokens, logprobs)
+        stream.finish(finished=finished, finish_reason=finish_reason)
+        if diagnostics is not None:
+            diagnostics += stream.diagnostics
+        return stream.completion
     assembler = OutputAssembler(encoding)
     for token in tokens:
         assembler.feed(token)

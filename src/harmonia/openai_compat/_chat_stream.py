@@ -35,6 +35,10 @@ class ChatCompletionStream(AssembledStream):
     once; each returns the chunks to send. Arguments are those of
     :func:`chat_completion_from_tokens`; ``include_usage`` (the request's
     ``stream_options.include_usage``) adds a last chunk with ``usage``.
+    ``logprobs=True`` (the request's ``logprobs``): feed each token with its
+    log-probability; the ``content`` tokens' ones go out with their text in
+    ``choices[0].logprobs.content`` (OpenAI's shape), and all of them in the
+    completion.
 
     >>> import harmonia
     >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
@@ -57,8 +61,9 @@ class ChatCompletionStream(AssembledStream):
         include_usage: bool = False,
         prompt_tokens: int | None = None,
         reasoning_field: str = "reasoning_content",
+        logprobs: bool = False,
     ) -> None:
-        super().__init__(encoding)
+        super().__init__(encoding, logprobs=logprobs)
         self._ids = as_generator(ids)
         self._id = self._ids.new("chatcmpl", sep="-")
         self._created = int(time.time()) if created is None else created
@@ -120,7 +125,7 @@ class ChatCompletionStream(AssembledStream):
                     "index": 0,
                     "message": message,
                     "finish_reason": self._reason,
-                    "logprobs": None,
+                    "logprobs": self._all_logprobs(items),
                 }
             ],
         }
@@ -134,14 +139,29 @@ class ChatCompletionStream(AssembledStream):
         self._started = True
         return [self._chunk({"role": "assistant", "content": ""}, None)]
 
-    def _chunk(self, delta: JsonDict, reason: str | None) -> JsonDict:
+    def _all_logprobs(self, items: list[OutputItem]) -> JsonDict | None:
+        if not self._logprobs:
+            return None
+        content = [entry for item in items for entry in self.item_logprobs(item)]
+        return {"content": content, "refusal": None}
+
+    def _chunk(
+        self, delta: JsonDict, reason: str | None, logprobs: list[JsonDict] | None = None
+    ) -> JsonDict:
+        shown = None if logprobs is None else {"content": logprobs, "refusal": None}
         return {
             "id": self._id,
             "object": "chat.completion.chunk",
             "created": self._created,
             "model": self._model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": shown}],
         }
+
+    def _logprobs_of(self, item: OutputItem, text: str = "") -> list[JsonDict] | None:
+        """The item's unsent log-probabilities, for the chunk carrying its ``text``."""
+        if not self._logprobs or item.kind != "text":
+            return None
+        return self._take_logprobs(item, text)
 
     def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
@@ -158,7 +178,11 @@ class ChatCompletionStream(AssembledStream):
             }
             return [self._chunk({"tool_calls": [call]}, None)]
         if isinstance(event, ItemDelta):
-            return [self._chunk(self._delta(item, event.text), None)]
+            shown = self._logprobs_of(item, event.text)
+            return [self._chunk(self._delta(item, event.text), None, shown)]
+        left = self._logprobs_of(item)
+        if left:  # tokens that added no text of their own (yet): still reported
+            return [self._chunk({"content": ""}, None, left)]
         return []
 
     def _delta(self, item: OutputItem, text: str) -> JsonDict:

@@ -31,6 +31,7 @@ from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import JsonDict
 from ._finish import checked_incomplete_reason, response_status
 from ._ids import IdGenerator, as_generator
+from ._logprobs import LogprobLike
 
 BuiltinCalls = Literal["function_call", "native"]
 
@@ -262,6 +263,7 @@ def response_from_tokens(
     prompt_tokens: int | None = None,
     builtin_calls: BuiltinCalls = "function_call",
     diagnostics: list[OutputDiagnostic] | None = None,
+    logprobs: Sequence[LogprobLike] | None = None,
 ) -> JsonDict:
     """A ``response`` object for the tokens the model sampled.
 
@@ -276,7 +278,8 @@ def response_from_tokens(
     for a reason the tokens cannot show. ``ids``: an
     :class:`IdGenerator`, a seed, or ``None`` (random). ``builtin_calls``:
     see the module docstring. ``diagnostics``, if given, receives what the
-    model got wrong (never raised).
+    model got wrong (never raised). ``logprobs``, parallel to ``tokens``,
+    fills each ``output_text`` part's ``logprobs`` as :class:`ResponseStream` does.
 
     >>> import harmonia
     >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
@@ -287,6 +290,25 @@ def response_from_tokens(
     [('function_call', 'f', '{}')]
     """
     override = checked_incomplete_reason(incomplete_reason)
+    if logprobs is not None:
+        # The stream keeps the log-probabilities with the text they belong to.
+        from ._responses_stream import ResponseStream
+
+        stream = ResponseStream(
+            encoding,
+            model=model,
+            request=request,
+            ids=ids,
+            created_at=created_at,
+            prompt_tokens=prompt_tokens,
+            builtin_calls=builtin_calls,
+            logprobs=True,
+        )
+        stream.feed_many(tokens, logprobs)
+        stream.finish(finished=finished, incomplete_reason=incomplete_reason)
+        if diagnostics is not None:
+            diagnostics += stream.diagnostics
+        return stream.response
     builder = ResponseBuilder(
         model=model,
         request=request,

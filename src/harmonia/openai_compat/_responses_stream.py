@@ -53,7 +53,12 @@ class ResponseStream(AssembledStream):
 
     Arguments are those of :func:`response_from_tokens`. :meth:`feed` (or
     :meth:`feed_many`) per token, then :meth:`finish`; the first call also
-    returns ``response.created`` and ``response.in_progress``.
+    returns ``response.created`` and ``response.in_progress``. ``logprobs=True``
+    (a request with ``top_logprobs`` or ``include:
+    ["message.output_text.logprobs"]``): feed each token with its
+    log-probability; a message's tokens' ones go out in its
+    ``response.output_text.delta`` / ``.done`` events and its ``output_text``
+    part.
 
     >>> import harmonia
     >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
@@ -76,8 +81,9 @@ class ResponseStream(AssembledStream):
         created_at: int | None = None,
         prompt_tokens: int | None = None,
         builtin_calls: BuiltinCalls = "function_call",
+        logprobs: bool = False,
     ) -> None:
-        super().__init__(encoding)
+        super().__init__(encoding, logprobs=logprobs)
         self._builder = ResponseBuilder(
             model=model,
             request=request,
@@ -159,7 +165,9 @@ class ResponseStream(AssembledStream):
             name = _DELTA.get(kind)
             if name is None:  # a web search: its arguments are not streamed
                 return []
-            extra: JsonDict = {"logprobs": []} if kind == "message" else {}
+            extra: JsonDict = {}
+            if kind == "message":
+                extra["logprobs"] = _event_logprobs(self._take_logprobs(item, event.text))
             part = {"content_index": 0} if kind in ("reasoning", "message") else {}
             return [self._event(name, **at, **part, delta=event.text, **extra)]
         return self._done(item, kind, at)
@@ -186,8 +194,15 @@ class ResponseStream(AssembledStream):
 
     def _done(self, item: OutputItem, kind: str, at: JsonDict) -> list[JsonDict]:
         full = self._builder.item_json(item)
-        self._output.append(full)
         out: list[JsonDict] = []
+        if kind == "message":
+            left = self._take_logprobs(item)
+            if left:  # tokens that added no text of their own: still reported
+                name = "response.output_text.delta"
+                shown = _event_logprobs(left)
+                out.append(self._event(name, **at, content_index=0, delta="", logprobs=shown))
+            full["content"][0]["logprobs"] = self.item_logprobs(item)
+        self._output.append(full)
         if kind == "reasoning":
             out.append(
                 self._event("response.reasoning_text.done", **at, content_index=0, text=item.text)
@@ -197,7 +212,11 @@ class ResponseStream(AssembledStream):
         elif kind == "message":
             out.append(
                 self._event(
-                    "response.output_text.done", **at, content_index=0, text=item.text, logprobs=[]
+                    "response.output_text.done",
+                    **at,
+                    content_index=0,
+                    text=item.text,
+                    logprobs=_event_logprobs(self.item_logprobs(item)),
                 )
             )
             part = full["content"][0]
@@ -222,3 +241,20 @@ class ResponseStream(AssembledStream):
             out.append(self._event("response.code_interpreter_call.completed", **at))
         out.append(self._event("response.output_item.done", output_index=item.index, item=full))
         return out
+
+
+def _event_logprobs(entries: list[JsonDict]) -> list[JsonDict]:
+    """``entries`` as the text events carry them: ``{token, logprob, top_logprobs}``.
+
+    The events' schema has no ``bytes`` (the ``output_text`` part's has).
+    """
+    return [
+        {
+            "token": entry["token"],
+            "logprob": entry["logprob"],
+            "top_logprobs": [
+                {"token": top["token"], "logprob": top["logprob"]} for top in entry["top_logprobs"]
+            ],
+        }
+        for entry in entries
+    ]

@@ -210,7 +210,9 @@ class Turn(RunHooks):
         if self._waiting is not None:  # the turn's first token
             self._service.metrics.first_token(time.monotonic() - self._waiting)
             self._waiting = None
-        out, read = self.stream.feed_read(ids)  # read once: shown is what runs
+        # Read once: what is shown is what runs. The chunk's log-probabilities are
+        # read right after the engine gave it (``last_logprobs`` is that chunk's).
+        out, read = self.stream.feed_read(ids, generation.last_logprobs)
         self._put(out)
         return read
 

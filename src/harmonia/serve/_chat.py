@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -16,7 +17,7 @@ from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
 from ._agent_driver import Turn
 from ._asgi import Disconnect, SSEResponse, dumps, json_response
 from ._errors import engine_error, from_exception
-from ._request import ChatBody, check_logprobs, read_json, validate
+from ._request import ChatBody, chat_logprobs, read_json, validate
 from ._service import Prepared, Service, log, log_diagnostics, tool_choice_option
 
 
@@ -47,11 +48,12 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
     data = await read_json(request, service.config.max_body_bytes)
     body: ChatBody = validate(ChatBody, data)
     service.check_model(body.model)
-    check_logprobs(service.engine, bool(body.logprobs) or bool(body.top_logprobs))
+    top_logprobs = chat_logprobs(service.engine, body)
     enc = service.enc
     params = service.sampling(
         body.max_completion_tokens or body.max_tokens, body.temperature, body.top_p, body.seed
     )
+    params = replace(params, top_logprobs=top_logprobs)
     prepared = await asyncio.to_thread(_prepare, service, data, body)
     stream = ChatCompletionStream(
         enc,
@@ -59,6 +61,7 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
         prompt_tokens=len(prepared.prompt),
         reasoning_field=service.config.chat_reasoning_field,
+        logprobs=top_logprobs is not None,
     )
     disconnect = Disconnect(request.receive)
     try:

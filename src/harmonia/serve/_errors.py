@@ -7,7 +7,7 @@ from typing import Any
 
 from harmonia import EngineError, HarmonyError, InputError
 
-from ..engines import EngineRefusedError, UnsupportedConstraintError
+from ..engines import EngineRefusedError, UnsupportedConstraintError, UnsupportedParameterError
 from ..openai_compat import RequestError
 
 _TYPES = {
@@ -74,6 +74,12 @@ def from_exception(exc: BaseException) -> APIError:
             400,
             f"this server's engine cannot enforce what the request asks for: {exc}",
             code="unsupported_constraint",
+        )
+    if isinstance(exc, UnsupportedParameterError):
+        return APIError(
+            400,
+            f"this server's engine cannot do what the request asks for: {exc}",
+            code="unsupported_parameter",
         )
     if isinstance(exc, InputError):
         return APIError(400, str(exc), code="invalid_value")

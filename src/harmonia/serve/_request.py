@@ -113,13 +113,9 @@ async def read_json(request: Request, limit: int) -> JsonDict:
     return data
 
 
-def check_logprobs(engine: object, wanted: bool) -> None:
-    """A 400 naming the engine when a request asks for log-probabilities it cannot give.
-
-    No harmonia engine returns per-token log-probabilities yet, so a request
-    that asks for them is refused rather than answered with ``logprobs: null``.
-    """
-    if wanted and not getattr(engine, "supports_logprobs", False):
+def _check_engine(engine: object) -> None:
+    """A 400 naming the engine when it cannot give log-probabilities."""
+    if not getattr(engine, "supports_logprobs", False):
         raise APIError(
             400,
             f"this server's engine ({getattr(engine, 'name', 'unknown')}) cannot return "
@@ -127,6 +123,42 @@ def check_logprobs(engine: object, wanted: bool) -> None:
             param="logprobs",
             code="unsupported_parameter",
         )
+
+
+def chat_logprobs(engine: object, body: ChatBody) -> int | None:
+    """The ``top_logprobs`` to ask the engine for (``None``: no log-probabilities).
+
+    ``logprobs: true`` turns them on, ``top_logprobs`` (0 to 20) adds that many
+    alternatives per token and, as with OpenAI, needs ``logprobs: true``. An
+    engine that cannot give them is a 400 naming it, never ``logprobs: null``.
+    """
+    if not body.logprobs:
+        if body.top_logprobs:
+            raise APIError(
+                400,
+                "top_logprobs needs logprobs: true",
+                param="top_logprobs",
+                code="invalid_value",
+            )
+        return None
+    _check_engine(engine)
+    return body.top_logprobs or 0
+
+
+#: The ``include`` value that asks Responses for the output text's log-probabilities.
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+
+
+def responses_logprobs(engine: object, body: ResponsesBody) -> int | None:
+    """The ``top_logprobs`` to ask the engine for (``None``: no log-probabilities).
+
+    ``include: ["message.output_text.logprobs"]`` or a ``top_logprobs`` above 0
+    turns them on; an engine that cannot give them is a 400 naming it.
+    """
+    if LOGPROBS_INCLUDE not in (body.include or ()) and not body.top_logprobs:
+        return None
+    _check_engine(engine)
+    return body.top_logprobs or 0
 
 
 def validate(model: type[_Lenient], data: JsonDict) -> Any:

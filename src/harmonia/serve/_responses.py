@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from starlette.requests import Request
@@ -24,7 +25,7 @@ from ._agent_driver import Turn
 from ._asgi import Disconnect, SSEResponse, json_response
 from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
 from ._errors import APIError, from_exception
-from ._request import ResponsesBody, check_logprobs, read_json, validate
+from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
 from ._service import Service, log, log_diagnostics
 from ._store import StoredResponse
@@ -100,10 +101,7 @@ class Responses:
         data = await read_json(request, service.config.max_body_bytes)
         body: ResponsesBody = validate(ResponsesBody, data)
         service.check_model(body.model)
-        check_logprobs(
-            service.engine,
-            bool(body.top_logprobs) or "message.output_text.logprobs" in (body.include or ()),
-        )
+        top_logprobs = responses_logprobs(service.engine, body)
         enc = service.enc
         data, body = self._omit_builtins(data, body, omitted, request_id)
         builtin = [t.get("type") for t in body.tools or () if is_builtin_type(t.get("type"))]
@@ -117,6 +115,7 @@ class Responses:
                 code="invalid_value",
             )
         params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
+        params = replace(params, top_logprobs=top_logprobs)
         tenant = tenant_of(request)
         context, previous = await expand_context(service, body, data, tenant)
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
@@ -132,6 +131,7 @@ class Responses:
             prompt_tokens=len(prepared.prompt),
             # A loop that runs browser/python calls shows them as the SDK's built-in items.
             builtin_calls="native" if builtin else "function_call",
+            logprobs=top_logprobs is not None,
         )
         opening = stream.start()
         response_id = opening[0]["response"]["id"]
