@@ -141,13 +141,17 @@ class Exchange:
         if self.client_gone():
             return False
         data = text.encode()
+        # Counted before the write: once the client has read the event, a test that
+        # looks at ``sent`` must find it there (after the write, the client's thread
+        # may look first).
+        self.sent.append(time.perf_counter())
         try:
             self._handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self._handler.wfile.flush()
         except OSError:
+            self.sent.pop()
             self.disconnected_at = time.perf_counter()
             return False
-        self.sent.append(time.perf_counter())
         return True
 
     def event(self, payload: Any) -> bool:
