@@ -23,7 +23,6 @@ from harmonia import (
 from ..engines import Constraint, Engine, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
-from ._asgi import Disconnect, SSEResponse
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._metrics import Metrics
@@ -31,6 +30,7 @@ from ._store import ResponseStore, check_tenancy, open_store
 
 if TYPE_CHECKING:
     from ._agent_driver import Turn
+    from ._asgi import Disconnect, SSEResponse
     from ._tool_loop import ToolLoop
 
 log = logging.getLogger("harmonia.serve")
@@ -225,6 +225,8 @@ class Service:
         self, frames: AsyncIterator[bytes], disconnect: Disconnect, turn: Turn | None = None
     ) -> SSEResponse:
         """A streamed answer; ``turn``'s slot is given back when the stream ends."""
+        from ._asgi import SSEResponse  # the web framework: only once a request is answered
+
         return SSEResponse(
             frames,
             disconnect,
