@@ -167,3 +167,14 @@ def test_metrics_count_each_generation_once_on_both_paths(make_server, corpus):
     client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}])
     after = [metric(server, name) for name in counts]
     assert after[0] - middle[0] == 1 and after[1] - middle[1] == len(harmony(FINAL))
+
+
+def test_importing_the_server_package_loads_no_web_framework() -> None:
+    # Turn and the stores are importable without paying for starlette/FastAPI (create_app
+    # imports them when it is called), so the routes' shared helpers import them lazily.
+    import subprocess
+    import sys
+
+    code = "import sys, harmonia.serve; print(sorted({'starlette', 'fastapi'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

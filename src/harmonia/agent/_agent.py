@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 
 from harmonia import (
-    Author,
     Conversation,
     EngineError,
     HarmonyEncoding,
@@ -24,8 +23,6 @@ from harmonia import (
     HarmonyError,
     Message,
     OutputEvent,
-    Role,
-    TextContent,
     load_harmony_encoding,
 )
 from harmonia._runtime import run_sync
@@ -37,7 +34,7 @@ from harmonia.engines import (
     Generation,
     SamplingParams,
 )
-from harmonia.tools import Toolbox
+from harmonia.tools import Toolbox, tool_reply
 
 from ._events import AgentEvent, AgentResult, Done, StopReason
 from ._limits import AgentLimits
@@ -184,7 +181,7 @@ class Agent:
             answer = f"Error: {call.recipient} failed: {type(exc).__name__}: {exc}"
         if answer is None or isinstance(answer, Message):
             return answer
-        return _reply(call, str(answer))
+        return tool_reply(call, str(answer))
 
 
 class RunHooks:
@@ -405,13 +402,3 @@ class AgentRun:
 
 def _failed(exc: HarmonyError) -> GenerationFinished:
     return GenerationFinished(Finish(FinishReason.ERROR, message=str(exc)), exc)
-
-
-def _reply(call: Message, text: str) -> Message:
-    """A tool reply to ``call`` written by the caller's callback."""
-    return Message(
-        author=Author(Role.TOOL, call.recipient),
-        content=[TextContent(text)],
-        channel=call.channel,
-        recipient="assistant",
-    )

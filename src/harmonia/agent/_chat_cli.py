@@ -142,10 +142,7 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         if args.save and not (args.load and Path(args.load).resolve() == Path(args.save).resolve()):
             refuse_existing(args.save, args.force)
         return asyncio.run(_session(args, out))
-    except HarmonyError as exc:
-        print(f"harmonia chat: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a missing --load file is a refused input, as everywhere
+    except (HarmonyError, OSError) as exc:  # a missing --load file is a refused input too
         print(f"harmonia chat: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat

@@ -198,10 +198,8 @@ class Turn(RunHooks):
     def step(self, number: int) -> None:
         self._steps, self._began = number, time.monotonic()
         if number > 1:
-            self._put(self.stream.feed_many(self._header()))  # no item events
-
-    def _header(self) -> list[int]:
-        return self.encoding.encode("<|start|>assistant", allowed_special="all")
+            header = self.encoding.encode("<|start|>assistant", allowed_special="all")
+            self._put(self.stream.feed_many(header))  # no item events
 
     def sampled(
         self, generation: Generation, ids: Sequence[int], start: int

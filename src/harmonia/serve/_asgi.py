@@ -87,6 +87,14 @@ class Disconnect:
             await task
         raise ClientGone
 
+    async def race_or_close(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """:meth:`race`, closing the watch when it fails (no answer will use it then)."""
+        try:
+            return await self.race(coroutine)
+        except BaseException:
+            self.close()
+            raise
+
 
 class SSEResponse(Response):
     """A ``text/event-stream`` answer from an async iterator of ready-made frames."""
@@ -98,23 +106,18 @@ class SSEResponse(Response):
         *,
         send_timeout_s: float,
         ping_interval_s: float,
-        cancel_on_disconnect: bool = True,
         on_disconnect: Callable[[], None] | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
-        headers: dict[str, str] | None = None,
     ) -> None:
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
         self.media_type = "text/event-stream"
         self.background = None
-        self.init_headers(
-            {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **(headers or {})}
-        )
+        self.init_headers({"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self.frames = frames
         self.disconnect = disconnect
         self.send_timeout_s = send_timeout_s
         self.ping_interval_s = ping_interval_s
-        self.cancel_on_disconnect = cancel_on_disconnect
         self.on_disconnect = on_disconnect
         self.on_close = on_close
         self._lock = asyncio.Lock()
@@ -133,8 +136,7 @@ class SSEResponse(Response):
             if gone.done() and not stream.done():
                 if self.on_disconnect is not None:
                     self.on_disconnect()
-                if self.cancel_on_disconnect:
-                    stream.cancel()
+                stream.cancel()
                 with contextlib.suppress(asyncio.CancelledError, OSError):
                     await stream
             elif stream.done() and not stream.cancelled():

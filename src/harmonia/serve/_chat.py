@@ -15,8 +15,8 @@ from harmonia import EngineError
 from .._runtime import SSE_DONE, sse_frame
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
 from ._agent_driver import Turn
-from ._asgi import Disconnect, SSEResponse, dumps, json_response
-from ._errors import engine_error, from_exception
+from ._asgi import Disconnect, dumps, json_response
+from ._errors import engine_error
 from ._request import ChatBody, chat_logprobs, read_json, validate
 from ._service import Prepared, Service, log, log_diagnostics, tool_choice_option
 
@@ -64,36 +64,12 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
         logprobs=top_logprobs is not None,
     )
     disconnect = Disconnect(request.receive)
-    try:
-        turn = await disconnect.race(service.admit(prepared, params, stream))
-    except BaseException:
-        disconnect.close()
-        raise
+    turn = await disconnect.race_or_close(service.admit(prepared, params, stream))
     if body.stream:
-        return SSEResponse(
-            _frames(turn, stream, request_id),
-            disconnect,
-            send_timeout_s=service.config.send_timeout_s,
-            ping_interval_s=service.config.ping_interval_s,
-            on_close=turn.close,
-            on_disconnect=service.note_disconnect,
-        )
-    try:
-        return json_response(await disconnect.race(_complete(turn, stream, request_id)))
-    finally:
-        disconnect.close()
-        await turn.close()
-
-
-async def _complete(turn: Turn, stream: ChatCompletionStream, request_id: str) -> dict[str, Any]:
-    try:
-        async for _ in turn.events():
-            pass
-    except EngineError as exc:
-        log.error("[%s] engine failed: %s", request_id, exc)
-        raise from_exception(exc) from None
+        return service.sse(_frames(turn, stream, request_id), disconnect, turn)
+    await service.run_to_end(turn.events(), disconnect, turn, request_id)
     log_diagnostics(stream, request_id)
-    return stream.completion
+    return json_response(stream.completion)
 
 
 async def _frames(

@@ -13,12 +13,12 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
 
-from .._names import COT_POLICY_NAMES
 from .._options import add_options, from_args
 from ..engines import EngineSpec
 from ..tools import ToolsSpec
@@ -66,52 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, EngineSpec, title="engine")
 
     server = parser.add_argument_group("server")
-    server.add_argument("--host", default=_DEFAULTS.host, help="address to listen on")
-    server.add_argument("--port", type=int, default=_DEFAULTS.port, help="port to listen on")
-    server.add_argument("--model", default=_DEFAULTS.model, help="the model name to serve")
+    add_options(server, ServerConfig)
     server.add_argument("--alias", action="append", default=[], help="another accepted name")
     server.add_argument(
         "--api-key", action="append", default=[], help="an accepted Bearer key (repeatable)"
-    )
-    server.add_argument(
-        "--max-concurrent",
-        type=int,
-        default=_DEFAULTS.max_concurrent,
-        help="generations at once; more wait in the queue",
-    )
-    server.add_argument(
-        "--queue-size",
-        type=int,
-        default=_DEFAULTS.queue_size,
-        help="requests that may wait; beyond, 429 with Retry-After",
-    )
-    server.add_argument(
-        "--max-body-bytes", type=int, default=_DEFAULTS.max_body_bytes, help="request size limit"
-    )
-    server.add_argument(
-        "--max-input-tokens",
-        type=int,
-        default=_DEFAULTS.max_input_tokens,
-        help="prompt tokens a request may render to",
-    )
-    server.add_argument(
-        "--max-output-tokens",
-        type=int,
-        default=_DEFAULTS.max_output_tokens,
-        help="the cap on a request's max_tokens / max_output_tokens "
-        "(default: the model's context, 131072)",
-    )
-    server.add_argument(
-        "--send-timeout",
-        type=float,
-        default=_DEFAULTS.send_timeout_s,
-        help="seconds a client may stop reading before it is dropped",
-    )
-    server.add_argument(
-        "--ping-interval",
-        type=float,
-        default=_DEFAULTS.ping_interval_s,
-        help="seconds between SSE keep-alive comments while the engine is silent",
     )
     server.add_argument(
         "--store",
@@ -120,35 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exit), sqlite:PATH, redis://HOST:PORT/DB or none",
     )
     server.add_argument(
-        "--memory-store-size",
-        type=int,
-        default=_DEFAULTS.memory_store_size,
-        help="responses the memory store keeps (the least recently used go first)",
-    )
-    server.add_argument(
-        "--cancel-wait",
-        type=float,
-        default=_DEFAULTS.cancel_wait_s,
-        help="seconds a cancel of a background response another replica runs waits for "
-        "that replica to confirm it (then 504)",
-    )
-    server.add_argument(
-        "--cot-policy",
-        default=_DEFAULTS.cot_policy,
-        choices=COT_POLICY_NAMES,
-        help="which earlier reasoning the prompt keeps",
-    )
-    server.add_argument(
         "--date",
         default="today",
         help="the system message's 'Current date:' line: today (default; the UTC date of "
         "each request, so cached prefixes change at midnight), a fixed YYYY-MM-DD, or none",
-    )
-    server.add_argument(
-        "--reasoning-field",
-        default=_DEFAULTS.chat_reasoning_field,
-        choices=("reasoning_content", "reasoning"),
-        help="the Chat field that carries reasoning",
     )
     server.add_argument(
         "--cors-origin",
@@ -164,26 +97,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace) -> ServerConfig:
-    date = None if args.date in ("none", "") else args.date
-    return ServerConfig(
-        model=args.model,
+    # The flags named after a field are read by from_args; these are spelled otherwise.
+    return replace(
+        from_args(ServerConfig, args),
         model_aliases=tuple(args.alias),
-        host=args.host,
-        port=args.port,
         api_keys=tuple(args.api_key) or api_keys_from_env(),
-        max_concurrent=args.max_concurrent,
-        queue_size=args.queue_size,
-        max_body_bytes=args.max_body_bytes,
-        max_input_tokens=args.max_input_tokens,
-        max_output_tokens=args.max_output_tokens,
-        send_timeout_s=args.send_timeout,
-        ping_interval_s=args.ping_interval,
-        store=args.store,
-        memory_store_size=args.memory_store_size,
-        cancel_wait_s=args.cancel_wait,
-        cot_policy=args.cot_policy,
-        current_date=date,
-        chat_reasoning_field=args.reasoning_field,
+        current_date=None if args.date in ("none", "") else args.date,
         cors_origins=tuple(args.cors_origin),
         warmup=not args.no_warmup,
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from harmonia import InputError
 
+from .._options import option
 from .._runtime import TIMEOUTS, api_keys
 from ..openai_compat import PromptOptions
 from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
@@ -30,46 +31,69 @@ class ServerConfig:
     """
 
     #: The model name ``/v1/models`` lists and requests must name (or an alias).
-    model: str = "gpt-oss-120b"
+    model: str = option("gpt-oss-120b", help="the model name to serve")
     model_aliases: tuple[str, ...] = ()
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = option("127.0.0.1", help="address to listen on")
+    port: int = option(8000, help="port to listen on")
     #: Accepted Bearer tokens; empty: no authentication. Each key is a tenant: the
     #: responses it makes are its own (another key gets a 404, as for a missing id).
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     #: Generations running at once; more wait in a queue of ``queue_size``, then 429.
-    max_concurrent: int = 64
-    queue_size: int = 256
+    max_concurrent: int = option(64, help="generations at once; more wait in the queue")
+    queue_size: int = option(256, help="requests that may wait; beyond, 429 with Retry-After")
     #: Seconds a client is told to wait (``Retry-After``) when the queue is full.
     retry_after_s: int = 1
     #: Largest request body, in bytes (413 beyond).
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = option(4 * 1024 * 1024, help="request size limit")
     #: Largest rendered prompt, in tokens (400 ``context_length_exceeded`` beyond).
-    max_input_tokens: int = 120_000
+    max_input_tokens: int = option(120_000, help="prompt tokens a request may render to")
     #: The model's context window in tokens (gpt-oss: 131,072): prompt and output together.
     #: A generation stops (``length`` / ``incomplete``) where the context runs out.
     context_tokens: int = 131_072
     #: Largest ``max_tokens`` / ``max_output_tokens`` a request may ask for (400 beyond);
     #: ``None``: the context (gpt-oss's evals ask for 131,072).
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = option(
+        None,
+        help="the cap on a request's max_tokens / max_output_tokens "
+        "(default: the model's context, 131072)",
+    )
     #: A client that takes longer than this to accept one SSE write is dropped.
-    send_timeout_s: float = TIMEOUTS.client_send
+    send_timeout_s: float = option(
+        TIMEOUTS.client_send,
+        flag="--send-timeout",
+        help="seconds a client may stop reading before it is dropped",
+    )
     #: An SSE comment is sent after this long without data (long prefills).
-    ping_interval_s: float = 15.0
+    ping_interval_s: float = option(
+        15.0,
+        flag="--ping-interval",
+        help="seconds between SSE keep-alive comments while the engine is silent",
+    )
     #: ``"memory"`` (the default: bounded, lost on restart, writes no file),
     #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas) or ``"none"``.
     #: Not in the repr: a URL may hold a password.
     store: str = field(default="memory", repr=False)
     #: Responses the in-memory store keeps (least recently used go first).
-    memory_store_size: int = 1000
+    memory_store_size: int = option(
+        1000, help="responses the memory store keeps (the least recently used go first)"
+    )
     #: How often a replica running background responses looks in the store for cancel
     #: requests other replicas recorded (one query per interval, only while some run).
     cancel_poll_s: float = 0.25
     #: How long a cancel sent to another replica than the one running the response waits
     #: for that one to record ``cancelled`` before answering 504 ``cancel_not_confirmed``.
-    cancel_wait_s: float = 5.0
+    cancel_wait_s: float = option(
+        5.0,
+        flag="--cancel-wait",
+        help="seconds a cancel of a background response another replica runs waits for "
+        "that replica to confirm it (then 504)",
+    )
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
-    cot_policy: str = DEFAULT_COT_POLICY
+    cot_policy: str = option(
+        DEFAULT_COT_POLICY,
+        choices=COT_POLICY_NAMES,
+        help="which earlier reasoning the prompt keeps",
+    )
     #: What the system message says beyond the request (identity, date, ...).
     prompt_options: PromptOptions = field(default_factory=PromptOptions)
     #: The system message's ``Current date:`` line, as vLLM and gpt-oss's server write it:
@@ -83,7 +107,12 @@ class ServerConfig:
     )
     #: The Chat message/delta field that carries reasoning: ``"reasoning_content"`` (the
     #: older vLLM/DeepSeek name most clients read) or ``"reasoning"`` (vLLM's newer one).
-    chat_reasoning_field: str = "reasoning_content"
+    chat_reasoning_field: str = option(
+        "reasoning_content",
+        flag="--reasoning-field",
+        choices=("reasoning_content", "reasoning"),
+        help="the Chat field that carries reasoning",
+    )
     #: Allowed CORS origins; empty: no CORS headers at all.
     cors_origins: tuple[str, ...] = ()
     #: Run a one-token generation before ``/health`` turns green.

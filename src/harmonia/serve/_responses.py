@@ -22,9 +22,9 @@ from harmonia import EngineError
 
 from ..openai_compat import ResponseStream
 from ._agent_driver import Turn
-from ._asgi import Disconnect, SSEResponse, json_response
+from ._asgi import Disconnect, json_response
 from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
-from ._errors import APIError, from_exception
+from ._errors import APIError
 from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
 from ._service import Service, log, log_diagnostics
@@ -33,8 +33,6 @@ from ._tool_loop import ToolLoop
 
 JsonDict = dict[str, Any]
 
-#: Tool types that need a tool-running loop (the model calls them and the server runs them).
-BUILTIN_TOOL_TYPES = ("web_search", "web_search_preview", "code_interpreter")
 #: The response header naming the built-in tools a request declared that were left out.
 OMITTED_TOOLS_HEADER = "x-harmonia-omitted-tools"
 
@@ -158,15 +156,11 @@ class Responses:
             assert self._watch is not None
             self._watch.wake()
             if body.stream:
-                return self._sse(run.follow(-1), Disconnect(request.receive), None)
+                return service.sse(run.follow(-1), Disconnect(request.receive))
             return json_response(queued)
 
         disconnect = Disconnect(request.receive)
-        try:
-            job = await disconnect.race(admit())
-        except BaseException:
-            disconnect.close()
-            raise
+        job = await disconnect.race_or_close(admit())
 
         async def events() -> AsyncIterator[list[JsonDict]]:
             yield opening
@@ -179,34 +173,9 @@ class Responses:
 
         if body.stream:
             frames = self._frames(events(), opening[0]["response"], request_id)
-            return self._sse(frames, disconnect, job)
-
-        async def drain() -> None:
-            async for _ in events():
-                pass
-
-        try:
-            await disconnect.race(drain())
-        except EngineError as exc:
-            log.error("[%s] engine failed: %s", request_id, exc)
-            raise from_exception(exc) from None
-        finally:
-            disconnect.close()
-            await job.close()
+            return service.sse(frames, disconnect, job)
+        await service.run_to_end(events(), disconnect, job, request_id)
         return json_response(stream.response)
-
-    def _sse(
-        self, frames: AsyncIterator[bytes], disconnect: Disconnect, job: Turn | None
-    ) -> SSEResponse:
-        config = self.service.config
-        return SSEResponse(
-            frames,
-            disconnect,
-            send_timeout_s=config.send_timeout_s,
-            ping_interval_s=config.ping_interval_s,
-            on_close=None if job is None else job.close,
-            on_disconnect=self.service.note_disconnect,
-        )
 
     async def _frames(
         self, events: AsyncIterator[list[JsonDict]], snapshot: JsonDict, request_id: str
@@ -248,14 +217,13 @@ class Responses:
             if job is not None:  # the engine stops before the store says it has
                 await job.close()
             await service.store.put(record({**snapshot, "status": "cancelled"}))
-        except EngineError as exc:
-            log.error("[%s] engine failed in background: %s", request_id, exc)
-            failure = _failure(snapshot, last, str(exc))
-            await service.store.put(record(failure[0]["response"]))
-            run.publish(failure)
-        except Exception:
-            log.exception("[%s] background response failed", request_id)
-            failure = _failure(snapshot, last, "internal server error")
+        except Exception as exc:
+            if isinstance(exc, EngineError):
+                log.error("[%s] engine failed in background: %s", request_id, exc)
+            else:
+                log.exception("[%s] background response failed", request_id)
+            message = str(exc) if isinstance(exc, EngineError) else "internal server error"
+            failure = _failure(snapshot, last, message)
             await service.store.put(record(failure[0]["response"]))
             run.publish(failure)
         finally:
@@ -281,7 +249,7 @@ class Responses:
             after = request.query_params.get("starting_after", "-1")
             if not after.lstrip("-").isdigit():
                 raise APIError(400, "starting_after must be an integer", param="starting_after")
-            return self._sse(run.follow(int(after)), Disconnect(request.receive), None)
+            return self.service.sse(run.follow(int(after)), Disconnect(request.receive))
         return json_response(record.response)
 
     async def delete(self, request: Request, response_id: str) -> Response:

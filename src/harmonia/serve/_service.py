@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harmonia import (
     Conversation,
+    EngineError,
     HarmonyEncoding,
     HarmonyEncodingName,
     HarmonyError,
@@ -23,12 +24,13 @@ from ..engines import Constraint, Engine, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
 from ._config import ServerConfig
-from ._errors import APIError
+from ._errors import APIError, from_exception
 from ._metrics import Metrics
 from ._store import ResponseStore, check_tenancy, open_store
 
 if TYPE_CHECKING:
     from ._agent_driver import Turn
+    from ._asgi import Disconnect, SSEResponse
     from ._tool_loop import ToolLoop
 
 log = logging.getLogger("harmonia.serve")
@@ -218,6 +220,39 @@ class Service:
             await turn.close()
             raise
         return turn
+
+    def sse(
+        self, frames: AsyncIterator[bytes], disconnect: Disconnect, turn: Turn | None = None
+    ) -> SSEResponse:
+        """A streamed answer; ``turn``'s slot is given back when the stream ends."""
+        from ._asgi import SSEResponse  # the web framework: only once a request is answered
+
+        return SSEResponse(
+            frames,
+            disconnect,
+            send_timeout_s=self.config.send_timeout_s,
+            ping_interval_s=self.config.ping_interval_s,
+            on_close=None if turn is None else turn.close,
+            on_disconnect=self.note_disconnect,
+        )
+
+    async def run_to_end(
+        self, events: AsyncIterator[object], disconnect: Disconnect, turn: Turn, request_id: str
+    ) -> None:
+        """Drain an answer that is not streamed; an engine failure is its 4xx/502, not a 500."""
+
+        async def drain() -> None:
+            async for _ in events:
+                pass
+
+        try:
+            await disconnect.race(drain())
+        except EngineError as exc:
+            log.error("[%s] engine failed: %s", request_id, exc)
+            raise from_exception(exc) from None
+        finally:
+            disconnect.close()
+            await turn.close()
 
     def note_disconnect(self) -> None:
         self.metrics.disconnects += 1

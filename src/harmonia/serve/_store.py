@@ -74,17 +74,7 @@ class StoredResponse:
         return str(self.response.get("status", ""))
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "id": self.id,
-                "response": self.response,
-                "context": self.context,
-                "prompt_tokens": list(self.prompt_tokens),
-                "completion_tokens": list(self.completion_tokens),
-                "tenant": self.tenant,
-            },
-            separators=(",", ":"),
-        )
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))  # tuples: lists
 
     @classmethod
     def from_json(cls, text: str) -> StoredResponse:

@@ -258,8 +258,10 @@ def _reading(message: Message) -> Reading:
     return classify(message.author.role, message.channel, message.recipient, message.content_type)
 
 
-def tool_reply(call: ToolCall, output: ToolOutput | str) -> Message:
+def tool_reply(call: ToolCall | Message, output: ToolOutput | str) -> Message:
     """The reply message for ``call``: from the tool, to the assistant, on the call's channel.
+
+    ``call`` may be the call's message itself (an agent's own callback answers that).
 
     >>> call = ToolCall("python", "python", None, "print(1)", channel="analysis")
     >>> reply = tool_reply(call, "1\\n")
