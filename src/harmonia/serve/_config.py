@@ -61,12 +61,14 @@ class ServerConfig:
     send_timeout_s: float = option(
         TIMEOUTS.client_send,
         flag="--send-timeout",
+        metavar="SECONDS",
         help="seconds a client may stop reading before it is dropped",
     )
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = option(
         15.0,
         flag="--ping-interval",
+        metavar="SECONDS",
         help="seconds between SSE keep-alive comments while the engine is silent",
     )
     #: ``"memory"`` (the default: bounded, lost on restart, writes no file),
@@ -85,6 +87,7 @@ class ServerConfig:
     cancel_wait_s: float = option(
         5.0,
         flag="--cancel-wait",
+        metavar="SECONDS",
         help="seconds a cancel of a background response another replica runs waits for "
         "that replica to confirm it (then 504)",
     )
