@@ -354,6 +354,42 @@ def test_the_token_limit_spans_steps(turns: Any, fake_python: Any) -> None:
     assert result.partial not in result.conversation.messages
 
 
+def _second_prompt_length(turns: Any, fake_python: Any) -> int:
+    """The ids of the prompt a tool call's reply makes for the next step."""
+    call = turns("<|channel|>analysis to=python code<|message|>1 + 1<|call|>")
+    answer = turns("<|channel|>final<|message|>2<|return|>")
+    engine = ScriptedEngine([call, answer])
+    box = Toolbox([fake_python()])
+    Agent(engine, box).run_sync(new_conversation("think", toolbox=box))
+    return len(engine.prompts[1])
+
+
+def test_each_step_fits_the_context_window(turns: Any, fake_python: Any) -> None:
+    second = _second_prompt_length(turns, fake_python)
+    call = turns("<|channel|>analysis to=python code<|message|>1 + 1<|call|>")
+    rambling = Script(turns("<|channel|>analysis<|message|>") + turns("hmm ") * 3, repeat=True)
+    engine = ScriptedEngine([call, rambling])
+    box = Toolbox([fake_python()])
+    # Room for 5 ids after the second prompt: that step is cut there, not refused.
+    agent = Agent(engine, box, limits=AgentLimits(context_tokens=second + 5))
+    result = agent.run_sync(new_conversation("think", toolbox=box))
+    assert len(engine.prompts[1]) == second
+    assert result.stop_reason is StopReason.LENGTH
+    assert result.usage.completion_tokens == len(call) + 5
+
+
+def test_a_prompt_that_fills_the_context_window_ends_the_run(turns: Any, fake_python: Any) -> None:
+    second = _second_prompt_length(turns, fake_python)
+    call = turns("<|channel|>analysis to=python code<|message|>1 + 1<|call|>")
+    engine = ScriptedEngine([call, call])
+    box = Toolbox([fake_python()])
+    agent = Agent(engine, box, limits=AgentLimits(context_tokens=second))
+    result = agent.run_sync(new_conversation("think", toolbox=box))
+    assert result.stop_reason is StopReason.LENGTH
+    assert result.steps == 1 and len(engine.prompts) == 1
+    assert result.conversation.messages[-1].author.name == "python"  # the reply is kept
+
+
 def test_one_generation_hitting_its_max_tokens_is_length(turns: Any) -> None:
     rambling = turns("<|channel|>final<|message|>") + turns("la") * 50
     agent = Agent(ScriptedEngine([rambling]), params=SamplingParams(max_tokens=9))

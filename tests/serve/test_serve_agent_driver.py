@@ -178,3 +178,20 @@ def test_importing_the_server_package_loads_no_web_framework() -> None:
     code = "import sys, harmonia.serve; print(sorted({'starlette', 'fastapi'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_each_tool_step_fits_the_context_window(make_server, corpus):
+    probe = tools_server(make_server, corpus)
+    probe.book.add(SEARCH_STEP)
+    probe.book.add(FINAL)
+    probe.client().responses.create(model=MODEL, input="Tides?", tools=SEARCH)
+    second = len(probe.engine.prompts[-1])  # the prompt after the search's reply
+    # Three ids of room after that prompt: the answer is cut there (incomplete), where a
+    # step asked for the whole response's budget would overrun the model's context.
+    server = tools_server(make_server, corpus, context_tokens=second + 3)
+    server.book.add(SEARCH_STEP)
+    server.book.add(FINAL)
+    cut = server.client().responses.create(model=MODEL, input="Tides?", tools=SEARCH)
+    assert len(server.engine.prompts[-1]) == second
+    assert server.engine.generations[-1].params.max_tokens == 3
+    assert cut.status == "incomplete"

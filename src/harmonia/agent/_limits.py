@@ -23,7 +23,12 @@ class AgentLimits:
     * ``max_tokens``: completion tokens summed over the steps (each step's
       ``SamplingParams.max_tokens`` is lowered to what is left);
     * ``max_seconds``: wall time from the start of the run, tools included
-      (``None``: no limit).
+      (``None``: no limit);
+    * ``context_tokens``: the model's context window (``None``: not known). Each
+      step's prompt grows by the last step's output and tool reply, so each
+      step's ``max_tokens`` is also lowered to what the window leaves after its
+      prompt, and a prompt that fills the window ends the run (``LENGTH``)
+      rather than a request the engine would refuse.
 
     >>> AgentLimits(max_steps=4).max_tokens
     32768
@@ -36,10 +41,13 @@ class AgentLimits:
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens: int = DEFAULT_MAX_TOKENS
     max_seconds: float | None = DEFAULT_MAX_SECONDS
+    context_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_tokens"):
+        for name in ("max_steps", "max_tokens", "context_tokens"):
             value = getattr(self, name)
+            if name == "context_tokens" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"AgentLimits.{name} must be an int >= 1, not {value!r}")
         seconds = self.max_seconds

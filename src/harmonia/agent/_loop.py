@@ -372,6 +372,10 @@ class AgentLoop:
                     conversation, Role.ASSISTANT, self._config
                 )
             )
+        if self._limits.context_tokens is not None:  # the window left after this prompt
+            left = min(left, self._limits.context_tokens - len(prompt))
+            if left <= 0:
+                return self._finish(StopReason.LENGTH)
         constraint = self._constraint(conversation) if self._constraint else None
         params = self._params
         if params.max_tokens > left:

@@ -122,9 +122,11 @@ class Turn(RunHooks):
             limits = (
                 AgentLimits(max_steps=1, max_seconds=None) if toolbox is None else AgentLimits()
             )
-        # max_output_tokens bounds the whole response (every step), as OpenAI's does.
+        # max_output_tokens bounds the whole response (every step), as OpenAI's does; each
+        # step's prompt, grown by the tool replies, must leave room in the context.
         limits = replace(
             limits,
+            context_tokens=self._service.config.context_tokens,
             max_tokens=self.params.max_tokens
             if toolbox is None
             else min(limits.max_tokens, self.params.max_tokens),
