@@ -186,7 +186,9 @@ def test_a_cancelled_call_kills_its_cell_and_the_next_call_says_so(aio: Any, sha
     assert after.text.endswith("next\n")
 
 
-def test_a_call_cancelled_while_its_kernel_starts_leaves_no_process(aio: Any, tools: Any) -> None:
+def test_a_call_cancelled_while_its_kernel_starts_leaves_no_process(
+    aio: Any, tools: Any, sandbox: None
+) -> None:
     tool = tools.make()
     session_root = str(tool.data_dir.parent)
 
