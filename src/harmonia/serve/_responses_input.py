@@ -9,7 +9,7 @@ exactly the ids the engine has cached.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._runtime import new_id as _new_id
@@ -65,16 +65,23 @@ def _items(raw: object) -> list[JsonDict]:
 
 
 async def expand_context(
-    service: Service, body: ResponsesBody, data: JsonDict, tenant: str
+    service: Service,
+    body: ResponsesBody,
+    data: JsonDict,
+    tenant: str,
+    local: Mapping[str, StoredResponse] | None = None,
 ) -> tuple[list[JsonDict], StoredResponse | None]:
     """Earlier turns (``previous_response_id``, ``tenant``'s) then this input, references
-    resolved."""
+    resolved. ``local``: a WebSocket connection's own responses, looked up first (they
+    need not be stored)."""
     earlier: list[JsonDict] = []
     record = None
     if body.previous_response_id is not None:
-        record = await get_record(
-            service, body.previous_response_id, tenant, param="previous_response_id"
-        )
+        record = (local or {}).get(body.previous_response_id)
+        if record is None:
+            record = await get_record(
+                service, body.previous_response_id, tenant, param="previous_response_id"
+            )
         if record.status in RUNNING:
             raise APIError(
                 409,
