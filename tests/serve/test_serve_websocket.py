@@ -93,8 +93,10 @@ def test_request_failures_are_in_band_and_a_failed_continuation_forgets(srv: Any
         # The failed continuation evicted the connection's cache: the id is gone.
         (gone,) = create(socket, input="Q", previous_response_id=first["id"])
         assert gone["error"]["code"] == "previous_response_not_found"
-        (http_only,) = create(socket, input="Q", stream=True)
-        assert http_only["status"] == 400 and http_only["error"]["param"] == "stream"
+        (http_only,) = create(socket, input="Q", background=True)
+        assert http_only["status"] == 400 and http_only["error"]["param"] == "background"
+        (not_streamed,) = create(socket, input="Q", stream=False)
+        assert not_streamed["error"]["param"] == "stream"
         socket.send("not json")
         assert json.loads(socket.recv(timeout=20))["error"]["code"] == "invalid_json"
         # The connection still serves.

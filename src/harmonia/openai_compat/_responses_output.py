@@ -234,6 +234,24 @@ class ResponseBuilder:
         return out
 
 
+def response_with_every_key(response: Mapping[str, Any]) -> JsonDict:
+    """``response`` with every key the spec lists, as :class:`ResponseBuilder` writes them:
+    for response objects kept by an older version (a store's records), which lack some.
+
+    >>> sorted(set(response_with_every_key({"id": "resp_1"})) - {"id"})[:4]
+    ['background', 'completed_at', 'error', 'frequency_penalty']
+    """
+    out: JsonDict = {key: None for key in (*_ECHOED, "completed_at", "error", "usage")}
+    out.update(_DEFAULTED, incomplete_details=None, presence_penalty=0.0, frequency_penalty=0.0)
+    out.update(tool_choice="auto", parallel_tool_calls=True, output=[])
+    out.update(response)
+    out["tools"] = [echoed_tool(tool) for tool in response.get("tools") or ()]
+    out["text"] = _echoed_text(response.get("text"))
+    out["reasoning"] = _echoed_reasoning(response.get("reasoning"))
+    out["metadata"] = response.get("metadata") or {}
+    return out
+
+
 def echoed_tool(tool: Any) -> Any:
     """A declared tool as a response repeats it: a function tool with all four of
     ``name``, ``description``, ``parameters`` and ``strict`` (the last three ``null``

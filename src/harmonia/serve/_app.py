@@ -22,6 +22,7 @@ from .._runtime import new_id
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response
 from ._chat import chat_completions
+from ._compact import compact
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._responses import Responses
@@ -105,6 +106,11 @@ def create_app(
     async def create_response(request: Request) -> Response:
         rid = request.state.request_id
         return await guarded(request, lambda: responses.create(request, rid))
+
+    @app.post("/v1/responses/compact")
+    async def compact_responses(request: Request) -> Response:
+        rid = request.state.request_id
+        return await guarded(request, lambda: compact(responses, request, rid))
 
     @app.websocket("/v1/responses")
     async def responses_socket(websocket: WebSocket) -> None:
@@ -286,7 +292,8 @@ class _Guard:
             if not response_started:
                 await error_response(from_exception(RuntimeError()))(scope, receive, send_wrapper)
         finally:
-            route = path if not path.startswith("/v1/responses/") else "/v1/responses/{id}"
+            by_id = path.startswith("/v1/responses/") and path != "/v1/responses/compact"
+            route = "/v1/responses/{id}" if by_id else path
             self.service.metrics.request(route, status)
             log.info(
                 "[%s] %s %s %d %.1f ms",

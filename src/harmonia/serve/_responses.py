@@ -22,6 +22,7 @@ from harmonia import EngineError
 
 from ..engines import SamplingParams
 from ..openai_compat import ResponseStream, ending_events
+from ..openai_compat._responses_output import response_with_every_key
 from ._agent_driver import Turn
 from ._asgi import Disconnect, json_response
 from ._background import DONE_FRAME, BackgroundRun, CancelWatch, cancel_elsewhere, frame
@@ -167,7 +168,9 @@ class Responses:
         context, previous = await expand_context(service, body, data, tenant, local)
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
-        prepared = await asyncio.to_thread(prepare_responses, service, render, body, previous)
+        prepared = await asyncio.to_thread(
+            prepare_responses, service, render, body, previous, tenant
+        )
         params = service.fit(params, len(prepared.prompt))
         echo = dict(data)
         echo["store"] = store
@@ -184,6 +187,14 @@ class Responses:
         return Plan(
             body, store, stream, stream.start(), context, prepared, params, tenant, tool_loop
         )
+
+    async def context_of(self, data: JsonDict, tenant: str) -> list[JsonDict]:
+        """Every input item of a request (``model``, ``input``, ``previous_response_id``),
+        earlier turns expanded: what ``/v1/responses/compact`` summarises."""
+        body: ResponsesBody = validate(ResponsesBody, data)
+        self.service.check_model(body.model)
+        context, _ = await expand_context(self.service, body, data, tenant)
+        return context
 
     async def _create(self, request: Request, request_id: str, omitted: list[str]) -> Response:
         service = self.service
@@ -305,7 +316,7 @@ class Responses:
             if not after.lstrip("-").isdigit():
                 raise APIError(400, "starting_after must be an integer", param="starting_after")
             return self.service.sse(run.follow(int(after)), Disconnect(request.receive))
-        return json_response(record.response)
+        return json_response(response_with_every_key(record.response))
 
     async def delete(self, request: Request, response_id: str) -> Response:
         record = await get_record(self.service, response_id, tenant_of(request))
@@ -331,7 +342,7 @@ class Responses:
                 "background responses can be cancelled",
                 code="invalid_value",
             )
-        return json_response((await self._stop(record)).response)
+        return json_response(response_with_every_key((await self._stop(record)).response))
 
     async def _stop(self, record: StoredResponse) -> StoredResponse:
         """Cancel ``record``'s run if it still runs, here or on another replica; its record."""

@@ -18,6 +18,7 @@ from ..vocabulary import CALL_ID as _CALL
 from ..vocabulary import END_ID as _END
 from ..vocabulary import MESSAGE_ID as _MESSAGE
 from ..vocabulary import RETURN_ID as _RETURN
+from ._compact import expand_compactions
 from ._errors import APIError
 from ._request import ResponsesBody
 from ._service import Prepared, Service, tool_choice_option
@@ -135,13 +136,21 @@ def _strict(body: ResponsesBody) -> bool:
 
 
 def prepare_responses(
-    service: Service, request: JsonDict, body: ResponsesBody, previous: StoredResponse | None
+    service: Service,
+    request: JsonDict,
+    body: ResponsesBody,
+    previous: StoredResponse | None,
+    tenant: str,
 ) -> Prepared:
+    """The prompt (spliced onto ``previous``'s sampled ids) and constraint of a request;
+    ``compaction`` items are expanded into what they stand for (``tenant``'s only)."""
     options = service.config.prompt_options_now()
+    request = {**request, "input": expand_compactions(request["input"], service.sealer, tenant)}
     conversation = responses_request_to_conversation(request, options)
     prompt = service.render(conversation)
     if previous is not None:
-        earlier = {**request, "input": previous.context + list(previous.response["output"])}
+        history = previous.context + list(previous.response["output"])
+        earlier = {**request, "input": expand_compactions(history, service.sealer, tenant)}
         middle = service.render(responses_request_to_conversation(earlier, options))
         prompt = splice(prompt, middle, previous.prompt_tokens, previous.completion_tokens)
     choice = tool_choice_option(body.tool_choice) if body.tools else None

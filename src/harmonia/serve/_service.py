@@ -24,6 +24,7 @@ from .._names import BROWSER, PYTHON
 from ..engines import Constraint, Engine, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
+from ._compact import Sealer
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._metrics import Metrics
@@ -66,6 +67,8 @@ class Service:
         if self.store is not None:
             check_tenancy(self.store)
         self.admission = Admission(config.max_concurrent, config.queue_size, config.retry_after_s)
+        #: Signs compaction items (``HARMONIA_COMPACTION_KEY``, else a key of this process).
+        self.sealer = Sealer.from_env()
         self.metrics = Metrics()
         self.encoding: HarmonyEncoding | None = None
         self.ready = False

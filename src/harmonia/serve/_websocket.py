@@ -35,8 +35,13 @@ Message = MutableMapping[str, Any]
 
 #: The metrics' route of a request made over the socket (the same as over HTTP).
 ROUTE = "/v1/responses"
-#: Fields of an HTTP request that mean nothing on a socket (the spec: MUST NOT be sent).
-_HTTP_ONLY = ("stream", "stream_options", "background")
+#: HTTP fields and the value a socket can honour (the spec says a client MUST NOT send
+#: them; Codex sends ``stream: true``): these values are ignored, any other is a 400.
+_HTTP_ONLY: dict[str, tuple[object, ...]] = {
+    "stream": (None, True),
+    "stream_options": (),  # any value: nothing to choose on a socket
+    "background": (None, False),
+}
 
 
 class ResponsesSocket:
@@ -135,12 +140,13 @@ class ResponsesSocket:
                 code="invalid_value",
             )
         del data["type"]
-        for key in _HTTP_ONLY:
-            if data.get(key) is not None:
+        for key, honoured in _HTTP_ONLY.items():
+            value = data.pop(key, None)
+            if honoured and value not in honoured:
                 raise APIError(
                     400,
-                    f"{key} is an HTTP field: a WebSocket response always streams, in the "
-                    "foreground; leave it out",
+                    f"{key}={json.dumps(value)} cannot be honoured: a WebSocket response "
+                    "always streams, in the foreground; leave it out",
                     param=key,
                     code="invalid_value",
                 )
