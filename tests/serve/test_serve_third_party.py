@@ -413,3 +413,47 @@ def test_codex_compacts_a_long_session_over_websocket(make_server, tmp_path):
     # The last turn is prompted from the model's summary, not from the first turn's answer.
     assert summary in _last_prompt(server)
     assert "First answer." not in _last_prompt(server)
+
+
+# -- the Vercel AI SDK's Open Responses provider (a strict client: zod schemas) ------------
+
+AI_SDK_DIR_ENV = "HARMONIA_AI_SDK_DIR"
+
+
+def test_vercel_ai_sdk_open_responses_provider(make_server):
+    """``@ai-sdk/open-responses`` (npm), which parses every object and event with the
+    spec's zod schemas: generateText, streamText and a tool-call round trip."""
+    folder = Path(os.environ.get(AI_SDK_DIR_ENV, Path.home() / ".cache" / "harmonia-ai-sdk"))
+    node = shutil.which("node")
+    if node is None or not (folder / "node_modules" / "@ai-sdk" / "open-responses").is_dir():
+        pytest.skip(
+            f"the AI SDK is not installed in {folder} (npm install --prefix {folder} "
+            "ai@7.0.173 @ai-sdk/open-responses@2.0.36 zod@4.6.7; .ci/run does)"
+        )
+    server = make_server()
+    server.book.add(
+        "<|channel|>analysis<|message|>Easy.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>"
+    )
+    server.book.add("<|channel|>final<|message|>Hello there!<|return|>")
+    server.book.add(
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city":"Paris"}<|call|>'
+    )
+    server.book.add("<|channel|>final<|message|>It is sunny in Paris.<|return|>")
+    # ESM resolves packages from the script's folder: the script runs from the install.
+    script = folder / "harmonia_ai_sdk_client.mjs"
+    shutil.copy(Path(__file__).parent / "js" / "ai_sdk_client.mjs", script)
+    done = subprocess.run(
+        [node, str(script), server.base_url, MODEL],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["generated"] == {"text": "Paris.", "finishReason": "stop"}
+    assert "".join(seen["streamed"]["pieces"]) == seen["streamed"]["text"] == "Hello there!"
+    assert seen["streamed"]["finishReason"] == "stop"
+    assert seen["tool"] == {"calls": ["Paris"], "text": "It is sunny in Paris.", "steps": 2}
+    # The tool's result reached the model as the call's answer.
+    assert "get_weather to=assistant" in _last_prompt(server)
+    assert "Sunny in Paris, 21 C" in _last_prompt(server)
