@@ -20,6 +20,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from starlette.websockets import WebSocketDisconnect
+
 from harmonia import EngineError, HarmonyError
 
 from ._asgi import ClientGone, Disconnect, dumps
@@ -92,10 +94,10 @@ class ResponsesSocket:
             omitted: list[str] = []
             try:
                 plan = await self.responses.plan(data, self.tenant, request_id, omitted, self.local)
-            except APIError as exc:
+            except Exception:
                 if data.get("previous_response_id") is not None:
                     self.local.clear()  # a failed continuation: the cache is stale
-                raise exc
+                raise
             if generate is False:
                 await self._prewarm(plan)
             else:
@@ -210,7 +212,12 @@ class ResponsesSocket:
         return receive
 
     async def _send_json(self, data: JsonDict) -> None:
-        await self._send({"type": "websocket.send", "text": dumps(data).decode()})
+        try:
+            await self._send({"type": "websocket.send", "text": dumps(data).decode()})
+        except (OSError, RuntimeError, WebSocketDisconnect):
+            # The socket closed under us (the ASGI server's ClientDisconnected is an
+            # OSError; Starlette refuses a send after the close): the client is gone.
+            raise ClientGone from None
 
 
 def error_frame(error: APIError) -> JsonDict:
