@@ -67,6 +67,12 @@ COT_POLICY_NAMES: Final[tuple[CotPolicyName, ...]] = get_args(CotPolicyName)
 #: (a bare render's default stays the reference's, for byte-exactness).
 DEFAULT_COT_POLICY: Final[CotPolicyName] = "guide"
 
+#: The sampling defaults (gpt-oss is meant to be sampled at temperature 1.0, top-p off):
+#: the engines' ``SamplingParams`` and what a Responses object reports when a request
+#: sets neither.
+DEFAULT_TEMPERATURE: Final = 1.0
+DEFAULT_TOP_P: Final = 1.0
+
 EngineName = Literal["auto", "python", "quicktok", "tiktoken"]
 """The BPE engines the tokenizer can run on."""
 ENGINE_NAMES: Final[tuple[EngineName, ...]] = get_args(EngineName)

@@ -34,8 +34,24 @@ from openai.types.responses import Response, ResponseStreamEvent  # noqa: E402
 #: Keys we add on purpose that the openai models do not declare: the reasoning of a
 #: chat message, and fields only some ``openai`` releases declare (``phase`` and
 #: ``cache_write_tokens`` are recent; ``name`` of ``function_call_arguments.done`` is
-#: required by 3.0 and gone by 3.54).
-EXTRA_OK = frozenset({"reasoning_content", "reasoning", "phase", "cache_write_tokens", "name"})
+#: required by 3.0 and gone by 3.54); and the keys the OpenResponses spec requires of
+#: a response that the openai ``Response`` model does not declare (``store`` and the
+#: two penalties), the spec's nested ``error`` of an ``error`` event, and the ``bytes``
+#: of the text events' log-probabilities (the spec requires them there).
+EXTRA_OK = frozenset(
+    {
+        "reasoning_content",
+        "reasoning",
+        "phase",
+        "cache_write_tokens",
+        "name",
+        "store",
+        "presence_penalty",
+        "frequency_penalty",
+        "error",
+        "bytes",
+    }
+)
 
 _EVENT = TypeAdapter(ResponseStreamEvent)
 
@@ -95,7 +111,7 @@ def assistant_turn(
 
 def reassemble_chat(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Join chunk deltas into the message a client would build."""
-    message: dict[str, Any] = {"role": None, "content": None}
+    message: dict[str, Any] = {"role": None, "content": None, "refusal": None}
     calls: dict[int, dict[str, Any]] = {}
     finish = None
     for chunk in chunks:

@@ -650,6 +650,7 @@ def test_guide_chat_output(enc: HarmonyEncoding) -> None:
         "message": {
             "role": "assistant",
             "content": "2 + 2 = 4.",
+            "refusal": None,
             "reasoning_content": 'User asks: "What is 2 + 2?" Simple arithmetic. Provide answer.',
         },
         "finish_reason": "stop",
@@ -774,17 +775,21 @@ def test_hallucinated_tool_result_is_not_content(enc: HarmonyEncoding) -> None:
 def test_final_json_is_not_a_tool_call(enc: HarmonyEncoding) -> None:
     for header in ("<|channel|>final json", "<|channel|>final <|constrain|>json"):
         data = completion_of(enc, header + '<|message|>{"a":1}<|return|>')
-        assert data["choices"][0]["message"] == {"role": "assistant", "content": '{"a":1}'}
+        assert data["choices"][0]["message"] == {
+            "role": "assistant",
+            "content": '{"a":1}',
+            "refusal": None,
+        }
         assert data["choices"][0]["finish_reason"] == "stop"
     data = completion_of(enc, "<|channel|>commentary json<|message|>{}<|end|>")
-    assert data["choices"][0]["message"] == {"role": "assistant", "content": "{}"}
+    assert data["choices"][0]["message"] == {"role": "assistant", "content": "{}", "refusal": None}
     data = completion_of(enc, "<|channel|>commentary to=get_time<|message|>{}<|call|>")
     assert data["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time"
 
 
 def test_empty_output(enc: HarmonyEncoding) -> None:
     data = completion_of(enc, "")
-    assert data["choices"][0]["message"] == {"role": "assistant", "content": None}
+    assert data["choices"][0]["message"] == {"role": "assistant", "content": None, "refusal": None}
 
 
 # -- round trip -------------------------------------------------------------------------------
@@ -828,5 +833,5 @@ def test_round_trip_final_answer(enc: HarmonyEncoding) -> None:
     _, completion = assistant_turn(enc, conv, 2)
     data = chat_completion_from_tokens(enc, completion, model="m")
     valid_completion(data)
-    assert data["choices"][0]["message"] == turn
+    assert data["choices"][0]["message"] == {**turn, "refusal": None}
     assert data["choices"][0]["finish_reason"] == "stop"

@@ -313,6 +313,10 @@ def sse(server: Server, path: str, body: dict[str, Any]) -> list[Any]:
             if line.startswith("data: "):
                 data = line[6:]
                 payloads.append(data if data == "[DONE]" else json.loads(data))
+    if path.startswith("/responses"):
+        # A Responses stream ends with [DONE] (the OpenResponses spec); the events before it.
+        assert payloads and payloads[-1] == "[DONE]", payloads[-1:]
+        return payloads[:-1]
     return payloads
 
 
@@ -346,8 +350,13 @@ def check_sdk_types(method: str, path: str, status: int, content_type: str, body
                 _check_error(payload)
             elif path.startswith("/chat/completions"):
                 ChatCompletionChunk.model_validate(payload)
+                check_chat_keys(payload, chunk=True)
             else:
                 events.validate_python(payload)
+                check_spec_event(payload)
+        if not path.startswith("/chat/completions") and body.strip():
+            # Every Responses stream ends with ``data: [DONE]`` (the OpenResponses spec).
+            assert body.rstrip().endswith(b"data: [DONE]"), body[-200:]
         return
     if not content_type.startswith("application/json"):
         return
@@ -356,15 +365,166 @@ def check_sdk_types(method: str, path: str, status: int, content_type: str, body
         _check_error(payload)
     elif path == "/chat/completions":
         ChatCompletion.model_validate(payload)
+        check_chat_keys(payload, chunk=False)
     elif path.endswith("/input_items"):
         ResponseItemList.model_validate(payload)
+    elif path == "/responses/compact":
+        from openai.types.responses import CompactedResponse
+
+        # OpenAI documents the output as the user messages then a compaction item, but the
+        # SDK's output-item union only holds assistant messages: it checks the rest.
+        others = [i for i in payload["output"] if i.get("role") != "user"]
+        CompactedResponse.model_validate({**payload, "output": others})
+        spec = _spec()
+        if spec is not None:
+            spec.CompactResource.model_validate(payload)
     elif path == "/responses" or _is_one_response(method, path):
         Response.model_validate(payload)
+        check_spec_response(payload)
     elif path == "/models":
         for model in payload["data"]:
             Model.model_validate(model)
     elif path.startswith("/models/"):
         Model.model_validate(payload)
+
+
+# -- the OpenResponses spec's own published types (openresponses-types) ---------------------
+
+#: Output items and tools of OpenAI's API that the OpenResponses spec does not define
+#: (the built-in tools' calls, ``namespace`` tools): the openai SDK's types check them,
+#: the spec's types check the rest of the object around them.
+_BEYOND_SPEC_ITEMS = frozenset({"web_search_call", "code_interpreter_call"})
+
+
+def _spec() -> Any:
+    """The ``openresponses_types`` module, or ``None`` where it is not installed (pass 1:
+    tests/serve/test_serve_openresponses.py then skips, saying so)."""
+    try:
+        import openresponses_types
+    except ImportError:
+        return None
+    return openresponses_types
+
+
+def spec_view(response: dict[str, Any]) -> dict[str, Any]:
+    """``response`` as the spec's types can read it: the items and tools of OpenAI's API
+    that the spec does not define left out, and the ``schema`` of a ``json_schema``
+    text format set to ``None``, because openresponses-types 2.4.0 types it as ``null``
+    (its generator's reading of the spec's untyped schema object)."""
+    view = dict(response)
+    if isinstance(response.get("output"), list):
+        view["output"] = [i for i in response["output"] if i.get("type") not in _BEYOND_SPEC_ITEMS]
+    if isinstance(response.get("tools"), list):
+        view["tools"] = [t for t in response["tools"] if t.get("type") == "function"]
+    choice = response.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") not in ("function", "allowed_tools"):
+        view["tool_choice"] = "auto"  # a built-in tool's choice: not in the spec
+    text = response.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        view["text"] = {**text, "format": {**fmt, "schema": None}}
+    return view
+
+
+def check_spec_response(payload: dict[str, Any]) -> None:
+    """A ``response`` object against the spec's ``ResponseResource`` (every required key)."""
+    spec = _spec()
+    if spec is not None:
+        spec.ResponseResource.model_validate(spec_view(payload))
+
+
+def check_spec_event(payload: dict[str, Any]) -> None:
+    """A Responses stream event against the spec's model of its type.
+
+    The built-in tools' events are not in the spec (the openai SDK's types check
+    them). openresponses-types 2.4.0 names the reasoning text events
+    ``response.reasoning.delta`` / ``.done``; the spec itself (its
+    ``ResponseReasoningDeltaStreamingEvent`` schema) and OpenAI name them
+    ``response.reasoning_text.*``, which is what is sent: they are checked with
+    the package's models under the package's name.
+    """
+    spec = _spec()
+    if spec is None:
+        return
+    kind = payload["type"]
+    models = {
+        "response.created": spec.ResponseCreatedStreamingEvent,
+        "response.queued": spec.ResponseQueuedStreamingEvent,
+        "response.in_progress": spec.ResponseInProgressStreamingEvent,
+        "response.completed": spec.ResponseCompletedStreamingEvent,
+        "response.failed": spec.ResponseFailedStreamingEvent,
+        "response.incomplete": spec.ResponseIncompleteStreamingEvent,
+        "response.output_item.added": spec.ResponseOutputItemAddedStreamingEvent,
+        "response.output_item.done": spec.ResponseOutputItemDoneStreamingEvent,
+        "response.content_part.added": spec.ResponseContentPartAddedStreamingEvent,
+        "response.content_part.done": spec.ResponseContentPartDoneStreamingEvent,
+        "response.output_text.delta": spec.ResponseOutputTextDeltaStreamingEvent,
+        "response.output_text.done": spec.ResponseOutputTextDoneStreamingEvent,
+        "response.output_text.annotation.added": (
+            spec.ResponseOutputTextAnnotationAddedStreamingEvent
+        ),
+        "response.reasoning_text.delta": spec.ResponseReasoningDeltaStreamingEvent,
+        "response.reasoning_text.done": spec.ResponseReasoningDoneStreamingEvent,
+        "response.function_call_arguments.delta": (
+            spec.ResponseFunctionCallArgumentsDeltaStreamingEvent
+        ),
+        "response.function_call_arguments.done": (
+            spec.ResponseFunctionCallArgumentsDoneStreamingEvent
+        ),
+        "error": spec.ErrorStreamingEvent,
+    }
+    model = models.get(kind)
+    if model is None:
+        assert kind.startswith(("response.web_search_call.", "response.code_interpreter_call")), (
+            f"an event type neither the spec nor this check knows: {kind}"
+        )
+        return
+    event = dict(payload)
+    if kind.startswith("response.reasoning_text."):
+        event["type"] = kind.replace("reasoning_text", "reasoning")
+    if "response" in event:
+        event["response"] = spec_view(event["response"])
+    item = event.get("item")
+    if isinstance(item, dict) and item.get("type") in _BEYOND_SPEC_ITEMS:
+        return
+    model.model_validate(event)
+
+
+# -- Chat Completions: every key OpenAI's OpenAPI spec requires --------------------------
+
+#: The ``required`` lists of OpenAI's OpenAPI spec (openai/openai-openapi):
+#: CreateChatCompletionResponse, its choices and ChatCompletionResponseMessage;
+#: CreateChatCompletionStreamResponse and its choices; CompletionUsage; a tool call.
+#: The SDK's pydantic models make most of these optional, so they are checked here.
+CHAT_REQUIRED = {
+    "completion": {"id", "choices", "created", "model", "object"},
+    "choice": {"finish_reason", "index", "message", "logprobs"},
+    "message": {"content", "refusal", "role"},
+    "chunk": {"id", "choices", "created", "model", "object"},
+    "chunk_choice": {"delta", "finish_reason", "index"},
+    "usage": {"completion_tokens", "prompt_tokens", "total_tokens"},
+    "tool_call": {"id", "type", "function"},
+    "function": {"name", "arguments"},
+}
+
+
+def check_chat_keys(payload: dict[str, Any], *, chunk: bool) -> None:
+    """Every key OpenAI's schema requires of a completion (or a chunk) is present."""
+
+    def need(obj: dict[str, Any], what: str) -> None:
+        missing = CHAT_REQUIRED[what] - set(obj)
+        assert not missing, f"{what} lacks {sorted(missing)}: {obj}"
+
+    need(payload, "chunk" if chunk else "completion")
+    if payload.get("usage") is not None:
+        need(payload["usage"], "usage")
+    for choice in payload["choices"]:
+        need(choice, "chunk_choice" if chunk else "choice")
+        if not chunk:
+            need(choice["message"], "message")
+            for call in choice["message"].get("tool_calls") or ():
+                need(call, "tool_call")
+                need(call["function"], "function")
 
 
 def _is_one_response(method: str, path: str) -> bool:

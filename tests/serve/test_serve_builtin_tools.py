@@ -442,3 +442,71 @@ def test_logprobs_come_through_the_tool_loop(ts):
     assert "".join(entry.token for entry in logprobs) == answer
     assert all(len(entry.top_logprobs) == 1 for entry in logprobs)
     assert all(g.params.top_logprobs == 1 for g in ts.engine.generations[-3:])
+
+
+# -- built-in tool choices and include values (issue 33) ------------------------------------
+
+
+def test_tool_choice_web_search_forces_a_search_and_include_lists_sources(ts, corpus):
+    """``tool_choice: {"type": "web_search"}`` is accepted and forces the first step's
+    browser call; ``include: ["web_search_call.action.sources"]`` lists the result pages.
+
+    Raw HTTP: the openai SDK's ``ToolChoiceTypes`` knows ``web_search_preview`` but not
+    ``web_search``, so the echoed choice is outside its types (the rest is checked)."""
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    body = {
+        "model": MODEL,
+        "input": "When is high water?",
+        "tools": [{"type": "web_search"}],
+        "tool_choice": {"type": "web_search"},
+        "include": ["web_search_call.action.sources"],
+    }
+    raw = httpx.post(ts.base_url + "/responses", json=body, timeout=20)
+    assert raw.status_code == 200, raw.text
+    data = raw.json()
+    assert data["tool_choice"] == {"type": "web_search"}
+    Response.model_validate({**data, "tool_choice": "auto"})
+    search, opened = data["output"][0]["action"], data["output"][1]["action"]
+    assert search["type"] == "search"
+    assert search["sources"] == [{"type": "url", "url": (corpus / "tides.md").as_uri()}]
+    assert "sources" not in opened  # only a search has result pages
+    # The first step was constrained to a browser search; the later ones were not forced.
+    first = ts.engine.constraints[-3]
+    assert first is not None and "to=browser.search" in first.grammar
+    assert "to=browser.open" not in first.grammar
+
+
+def test_sources_are_left_out_unless_included(ts, corpus):
+    script(ts, *SEARCH_STEPS, f"<|channel|>final<|message|>{ANSWER}<|return|>")
+    response = ts.client().responses.create(model=MODEL, input="When is high water?", tools=SEARCH)
+    assert response.output[0].action.sources is None
+
+
+def test_tool_choice_code_interpreter_is_accepted(ts, sandbox):
+    script(
+        ts,
+        "<|channel|>analysis to=python code<|message|>print(6 * 7)<|call|>",
+        "<|channel|>final<|message|>42<|return|>",
+    )
+    response = ts.client().responses.create(
+        model=MODEL, input="6*7?", tools=PYTHON, tool_choice={"type": "code_interpreter"}
+    )
+    assert [item.type for item in response.output] == ["code_interpreter_call", "message"]
+    assert response.tool_choice.type == "code_interpreter"
+
+
+def test_tool_choice_of_an_undeclared_or_unrunnable_builtin_is_a_clear_400(make_server):
+    server = make_server()  # no tool loop: web_search cannot run here
+    client = server.client()
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model=MODEL,
+            input="Q",
+            tools=[{"type": "web_search_preview"}],
+            tool_choice={"type": "web_search_preview"},
+        )
+    assert refused.value.body["param"] == "tool_choice"
+    assert "cannot run it" in refused.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as undeclared:
+        client.responses.create(model=MODEL, input="Q", tool_choice={"type": "code_interpreter"})
+    assert "do not declare it" in undeclared.value.body["message"]

@@ -279,11 +279,9 @@ def test_background_response_streams_again_from_a_sequence_number(srv):
     queued = client.responses.create(model=MODEL, input="Capital?", background=True)
     url = f"{srv.base_url}/responses/{queued.id}?stream=true&starting_after=2"
     with httpx.stream("GET", url, timeout=10) as response:
-        events = [
-            EVENTS.validate_python(json.loads(line[6:]))
-            for line in response.iter_lines()
-            if line.startswith("data: ")
-        ]
+        data = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"  # a re-stream ends as the stream did
+    events = [EVENTS.validate_python(json.loads(text)) for text in data[:-1]]
     assert events[0].sequence_number == 3
     assert [e.sequence_number for e in events] == list(range(3, 3 + len(events)))
     assert events[-1].type == "response.completed"
@@ -320,14 +318,13 @@ def test_the_sdk_type_check_refuses_a_wrong_body():
     from pydantic import ValidationError
     from serve_support import check_sdk_types
 
-    good = Response.model_validate(
-        {"id": "resp_1", "object": "response", "created_at": 1, "model": MODEL, "output": [],
-         "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
-    )  # fmt: skip
-    body = good.model_dump_json().encode()
+    from harmonia.openai_compat import response_from_tokens
+
+    good = response_from_tokens(ENC, [], model=MODEL, finished=True, ids=1, created_at=1)
+    body = json.dumps(good, separators=(",", ":")).encode()
     check_sdk_types("POST", "/v1/responses", 200, "application/json", body)
     with pytest.raises(ValidationError):
-        wrong = body.replace(b'"created_at":1.0', b'"created_at":"yesterday"')
+        wrong = body.replace(b'"created_at":1', b'"created_at":"yesterday"')
         check_sdk_types("POST", "/v1/responses", 200, "application/json", wrong)
     with pytest.raises(ValidationError):
         event = b'data: {"type": "response.output_text.delta", "sequence_number": 0}\n\n'

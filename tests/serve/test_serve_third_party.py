@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -333,3 +334,126 @@ def test_codex_exec_shell_round_trip(make_server, tmp_path):
     assert "harmonia-42" in _last_prompt(server).split("to=functions.exec_command", 1)[1]
     assert "echo harmonia-$((6*7))" in _last_prompt(server)
     assert Path(work).exists()
+
+
+def test_codex_exec_over_websocket_two_turns(make_server, tmp_path, caplog):
+    """``supports_websockets = true``: Codex dials ws://.../v1/responses, and both turns
+    (``codex exec``, then ``codex exec resume --last``) go over the socket, no HTTP
+    fallback (the server's log shows the upgrades and no POST /v1/responses)."""
+    codex = shutil.which("codex")
+    if codex is None:
+        pytest.skip("the Codex CLI is not installed (npm i -g @openai/codex)")
+    caplog.set_level(logging.INFO, logger="harmonia.serve")
+    server = make_server()
+    server.book.add(CODEX_CALL)
+    server.book.add(CODEX_ANSWER)
+    server.book.add("<|channel|>final<|message|>Second turn: still 42.<|return|>")
+    home, work, temp = tmp_path / "codex-home", tmp_path / "work", tmp_path / "tmp"
+    for folder in (home, work, temp):
+        folder.mkdir()
+    config = codex_config(server.base_url) + "supports_websockets = true\n"
+    (home / "config.toml").write_text(config)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env.update(CODEX_HOME=str(home), TMPDIR=str(temp))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [codex, "exec", *args], cwd=work, env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+
+    first = run("--skip-git-repo-check", "Print the answer with the shell.")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "The shell printed harmonia-42." in first.stdout
+    second = run("resume", "--last", "--skip-git-repo-check", "And again?")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Second turn: still 42." in second.stdout
+    log = "\n".join(record.getMessage() for record in caplog.records)
+    assert "WebSocket /v1/responses open" in log
+    assert "POST /v1/responses " not in log, log  # no fallback to HTTP
+    # The second turn's prompt holds the first turn's tool result.
+    assert "harmonia-42" in _last_prompt(server) and "And again?" in _last_prompt(server)
+
+
+def test_codex_compacts_a_long_session_over_websocket(make_server, tmp_path):
+    """Codex's own compaction against the server: with a tiny auto-compact limit the
+    second turn starts with Codex asking the model for a summary (over the socket), and
+    the turn after it is prompted from that summary. Codex 0.171 compacts this way
+    for a provider other than OpenAI's; it does not call /v1/responses/compact."""
+    codex = shutil.which("codex")
+    if codex is None:
+        pytest.skip("the Codex CLI is not installed (npm i -g @openai/codex)")
+    server = make_server()
+    summary = "Summary-7Q: the user said hello twice."
+    server.book.add("<|channel|>final<|message|>First answer.<|return|>")
+    server.book.add(f"<|channel|>final<|message|>{summary}<|return|>")
+    server.book.add("<|channel|>final<|message|>After compaction.<|return|>")
+    home, work, temp = tmp_path / "codex-home", tmp_path / "work", tmp_path / "tmp"
+    for folder in (home, work, temp):
+        folder.mkdir()
+    config = codex_config(server.base_url).replace(
+        'model_provider = "harmonia"\n',
+        'model_provider = "harmonia"\nmodel_auto_compact_token_limit = 200\n',
+    )
+    (home / "config.toml").write_text(config + "supports_websockets = true\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env.update(CODEX_HOME=str(home), TMPDIR=str(temp))
+    outputs = []
+    for args in (["Hello"], ["resume", "--last", "Hello again"]):
+        done = subprocess.run(
+            [codex, "exec", "--skip-git-repo-check", *args] if args[0] != "resume"
+            else [codex, "exec", "resume", "--last", "--skip-git-repo-check", *args[2:]],
+            cwd=work, env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout + done.stderr)
+    assert "context compacted" in outputs[1]
+    assert "After compaction." in outputs[1]
+    # The last turn is prompted from the model's summary, not from the first turn's answer.
+    assert summary in _last_prompt(server)
+    assert "First answer." not in _last_prompt(server)
+
+
+# -- the Vercel AI SDK's Open Responses provider (a strict client: zod schemas) ------------
+
+AI_SDK_DIR_ENV = "HARMONIA_AI_SDK_DIR"
+
+
+def test_vercel_ai_sdk_open_responses_provider(make_server):
+    """``@ai-sdk/open-responses`` (npm), which parses every object and event with the
+    spec's zod schemas: generateText, streamText and a tool-call round trip."""
+    folder = Path(os.environ.get(AI_SDK_DIR_ENV, Path.home() / ".cache" / "harmonia-ai-sdk"))
+    node = shutil.which("node")
+    if node is None or not (folder / "node_modules" / "@ai-sdk" / "open-responses").is_dir():
+        pytest.skip(
+            f"the AI SDK is not installed in {folder} (npm install --prefix {folder} "
+            "ai@7.0.173 @ai-sdk/open-responses@2.0.36 zod@4.6.7; .ci/run does)"
+        )
+    server = make_server()
+    server.book.add(
+        "<|channel|>analysis<|message|>Easy.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>"
+    )
+    server.book.add("<|channel|>final<|message|>Hello there!<|return|>")
+    server.book.add(
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city":"Paris"}<|call|>'
+    )
+    server.book.add("<|channel|>final<|message|>It is sunny in Paris.<|return|>")
+    # ESM resolves packages from the script's folder: the script runs from the install.
+    script = folder / "harmonia_ai_sdk_client.mjs"
+    shutil.copy(Path(__file__).parent / "js" / "ai_sdk_client.mjs", script)
+    done = subprocess.run(
+        [node, str(script), server.base_url, MODEL],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["generated"] == {"text": "Paris.", "finishReason": "stop"}
+    assert "".join(seen["streamed"]["pieces"]) == seen["streamed"]["text"] == "Hello there!"
+    assert seen["streamed"]["finishReason"] == "stop"
+    assert seen["tool"] == {"calls": ["Paris"], "text": "It is sunny in Paris.", "steps": 2}
+    # The tool's result reached the model as the call's answer.
+    assert "get_weather to=assistant" in _last_prompt(server)
+    assert "Sunny in Paris, 21 C" in _last_prompt(server)

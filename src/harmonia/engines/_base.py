@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from harmonia import EngineError, InputError
+from harmonia._names import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from harmonia.vocabulary import ACTION_STOP_IDS
 
 if TYPE_CHECKING:
@@ -123,8 +124,8 @@ class SamplingParams:
     """
 
     max_tokens: int = 4096
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = HARMONY_STOP_TOKEN_IDS
     top_logprobs: int | None = None

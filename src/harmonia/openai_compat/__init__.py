@@ -24,7 +24,7 @@ from ._errors import RequestError, ToolCallMatchError, UnsupportedContentError
 from ._ids import IdGenerator, seed_from_tokens
 from ._responses import render_responses_request, responses_request_to_conversation
 from ._responses_output import BuiltinCalls, response_from_tokens
-from ._responses_stream import ResponseStream
+from ._responses_stream import ResponseStream, ending_events
 
 __all__ = [
     "BuiltinCalls",
@@ -44,6 +44,7 @@ __all__ = [
     "UnsupportedContentError",
     "chat_completion_from_tokens",
     "chat_request_to_conversation",
+    "ending_events",
     "render_chat_request",
     "render_responses_request",
     "response_from_tokens",

@@ -279,7 +279,12 @@ def chat_message_from_items(
     """
     texts = [i.text for i in items if i.kind == "text" and i.text]
     reasoning = [i.text for i in items if i.kind == "reasoning" and i.text]
-    message: JsonDict = {"role": "assistant", "content": SEPARATOR.join(texts) if texts else None}
+    # ``refusal`` is required by OpenAI's schema; gpt-oss writes no refusal channel.
+    message: JsonDict = {
+        "role": "assistant",
+        "content": SEPARATOR.join(texts) if texts else None,
+        "refusal": None,
+    }
     if reasoning:
         message[reasoning_field] = SEPARATOR.join(reasoning)
     calls = [i for i in items if i.kind == "call"]
@@ -338,7 +343,7 @@ def chat_completion_from_tokens(
     ...                  "<|channel|>final<|message|>4<|return|>", allowed_special="all")
     >>> c = chat_completion_from_tokens(enc, out, model="gpt-oss-120b", ids="seed", created=0)
     >>> c["choices"][0]["message"], c["choices"][0]["finish_reason"]
-    ({'role': 'assistant', 'content': '4', 'reasoning_content': 'Easy.'}, 'stop')
+    ({'role': 'assistant', 'content': '4', 'refusal': None, 'reasoning_content': 'Easy.'}, 'stop')
     """
     override = checked_finish_reason(finish_reason)
     if logprobs is not None:

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
-from .._names import BROWSER, COMMENTARY, PYTHON
+from .._names import BROWSER, COMMENTARY, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, PYTHON
 from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
 from ._common import JsonDict
 from ._finish import checked_incomplete_reason, response_status
@@ -35,26 +35,26 @@ from ._logprobs import LogprobLike
 
 BuiltinCalls = Literal["function_call", "native"]
 
-#: Request fields a response repeats when the request has them.
+#: Request fields a response repeats as given, ``null`` when the request has none
+#: (the OpenResponses spec and OpenAI's API list every one of them in every response).
 _ECHOED: Final = (
     "instructions",
-    "metadata",
-    "temperature",
-    "top_p",
     "max_output_tokens",
-    "previous_response_id",
-    "reasoning",
-    "text",
-    "truncation",
-    "user",
-    "store",
-    "background",
-    "service_tier",
-    "top_logprobs",
     "max_tool_calls",
+    "previous_response_id",
     "prompt_cache_key",
     "safety_identifier",
 )
+#: Request fields a response reports with the value used when the request has none.
+_DEFAULTED: Final = {
+    "temperature": DEFAULT_TEMPERATURE,
+    "top_p": DEFAULT_TOP_P,
+    "top_logprobs": 0,
+    "truncation": "disabled",
+    "service_tier": "default",
+    "store": True,
+    "background": False,
+}
 _PREFIX: Final = {
     "reasoning": "rs",
     "message": "msg",
@@ -87,6 +87,7 @@ class ResponseBuilder:
         self.model = model
         self.request = request or {}
         self.created_at = int(time.time()) if created_at is None else created_at
+        self._fixed_time = created_at is not None
         self.prompt_tokens = prompt_tokens
         self.native = builtin_calls == "native"
         #: The names of the request's ``namespace`` tools (their calls carry ``namespace``).
@@ -191,10 +192,18 @@ class ResponseBuilder:
         output_tokens: int = 0,
         incomplete_reason: str | None = None,
     ) -> JsonDict:
+        """The ``response`` object: every key the OpenResponses spec lists, ``null`` where
+        unset (``usage`` too while the response is in progress)."""
+        request = self.request
+        ended = status not in ("queued", "in_progress")
         out: JsonDict = {
             "id": self.id,
             "object": "response",
             "created_at": self.created_at,
+            # Now; or ``created_at`` when the caller fixed the time (reproducible output).
+            "completed_at": (self.created_at if self._fixed_time else int(time.time()))
+            if status == "completed"
+            else None,
             "status": status,
             "error": None,
             "incomplete_details": {"reason": incomplete_reason or "max_output_tokens"}
@@ -202,16 +211,85 @@ class ResponseBuilder:
             else None,
             "model": self.model,
             "output": output,
-            "parallel_tool_calls": self.request.get("parallel_tool_calls", True),
-            "tool_choice": self.request.get("tool_choice", "auto"),
-            "tools": list(self.request.get("tools") or []),
+            "parallel_tool_calls": request.get("parallel_tool_calls", True),
+            "tool_choice": request.get("tool_choice", "auto"),
+            "tools": [echoed_tool(tool) for tool in request.get("tools") or ()],
+            "reasoning": _echoed_reasoning(request.get("reasoning")),
+            "text": _echoed_text(request.get("text")),
+            "metadata": request.get("metadata") or {},
+            "usage": usage(self.prompt_tokens, items, output_tokens)
+            if self.prompt_tokens is not None and ended
+            else None,
         }
         for key in _ECHOED:
-            if self.request.get(key) is not None:
-                out[key] = self.request[key]
-        if self.prompt_tokens is not None and status != "in_progress":
-            out["usage"] = usage(self.prompt_tokens, items, output_tokens)
+            out[key] = request.get(key)
+        for key, default in _DEFAULTED.items():
+            value = request.get(key)
+            out[key] = default if value is None else value
+        # The penalties used: none (harmony's engines apply no penalties; a request's
+        # are not applied, so they are not reported as used).
+        out["presence_penalty"] = out["frequency_penalty"] = 0.0
+        if request.get("user") is not None:  # deprecated by OpenAI; kept when sent
+            out["user"] = request["user"]
         return out
+
+
+def response_with_every_key(response: Mapping[str, Any]) -> JsonDict:
+    """``response`` with every key the spec lists, as :class:`ResponseBuilder` writes them:
+    for response objects kept by an older version (a store's records), which lack some.
+
+    >>> sorted(set(response_with_every_key({"id": "resp_1"})) - {"id"})[:4]
+    ['background', 'completed_at', 'error', 'frequency_penalty']
+    """
+    out: JsonDict = {key: None for key in (*_ECHOED, "completed_at", "error", "usage")}
+    out.update(_DEFAULTED, incomplete_details=None, presence_penalty=0.0, frequency_penalty=0.0)
+    out.update(tool_choice="auto", parallel_tool_calls=True, output=[])
+    out.update(response)
+    out["tools"] = [echoed_tool(tool) for tool in response.get("tools") or ()]
+    out["text"] = _echoed_text(response.get("text"))
+    out["reasoning"] = _echoed_reasoning(response.get("reasoning"))
+    out["metadata"] = response.get("metadata") or {}
+    return out
+
+
+def echoed_tool(tool: Any) -> Any:
+    """A declared tool as a response repeats it: a function tool with all four of
+    ``name``, ``description``, ``parameters`` and ``strict`` (the last three ``null``
+    when not given; ``strict`` as enforced: function tools are strict unless they say
+    ``strict: false``); any other tool as given."""
+    if not isinstance(tool, Mapping) or tool.get("type") != "function":
+        return tool
+    strict = tool.get("strict")
+    return {
+        **tool,
+        "name": tool.get("name"),
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": strict is not False,
+    }
+
+
+def _echoed_reasoning(reasoning: object) -> JsonDict | None:
+    if not isinstance(reasoning, Mapping):
+        return None
+    return {**reasoning, "effort": reasoning.get("effort"), "summary": reasoning.get("summary")}
+
+
+def _echoed_text(text: object) -> JsonDict:
+    """``text`` with its ``format`` (plain text when not given); a ``json_schema`` format
+    with all of ``name``, ``description``, ``schema`` and ``strict``."""
+    out: JsonDict = dict(text) if isinstance(text, Mapping) else {}
+    fmt = out.get("format")
+    if not isinstance(fmt, Mapping):
+        out["format"] = {"type": "text"}
+    elif fmt.get("type") == "json_schema":
+        out["format"] = {
+            **fmt,
+            "description": fmt.get("description"),
+            "schema": fmt.get("schema"),
+            "strict": fmt.get("strict") is True,
+        }
+    return out
 
 
 def reasoning_part(text: str) -> JsonDict:

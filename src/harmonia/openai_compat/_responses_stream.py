@@ -244,17 +244,59 @@ class ResponseStream(AssembledStream):
 
 
 def _event_logprobs(entries: list[JsonDict]) -> list[JsonDict]:
-    """``entries`` as the text events carry them: ``{token, logprob, top_logprobs}``.
+    """``entries`` as the text events carry them: ``{token, logprob, bytes, top_logprobs}``.
 
-    The events' schema has no ``bytes`` (the ``output_text`` part's has).
+    The OpenResponses spec requires ``bytes`` here (as in the ``output_text`` part);
+    OpenAI's event schema does not declare it, and its clients ignore it.
     """
-    return [
-        {
-            "token": entry["token"],
-            "logprob": entry["logprob"],
-            "top_logprobs": [
-                {"token": top["token"], "logprob": top["logprob"]} for top in entry["top_logprobs"]
-            ],
+    return list(entries)
+
+
+def ending_events(
+    snapshot: Mapping[str, Any],
+    after: int,
+    *,
+    status: str = "failed",
+    message: str = "",
+    code: str = "server_error",
+    reason: str | None = None,
+) -> list[JsonDict]:
+    """The terminal events of a stream ended from outside the model, numbered after
+    event ``after``: ``response.failed`` then ``error`` (``status="failed"``, with
+    ``code`` and ``message``), or ``response.incomplete`` (``status="incomplete"``,
+    ``incomplete_details.reason`` = ``reason``, ``max_output_tokens`` by default).
+
+    ``snapshot`` is the response as last sent (``response.created``'s will do); the
+    one place terminal events are built, for an engine failure mid-stream, a
+    background run that failed, or a server that ends in-flight streams.
+
+    >>> [e["type"] for e in ending_events({"id": "resp_1"}, 7, message="boom")]
+    ['response.failed', 'error']
+    >>> ending_events({"id": "resp_1"}, 7, status="incomplete", reason="shutdown")[0][
+    ...     "response"]["incomplete_details"]
+    {'reason': 'shutdown'}
+    """
+    if status == "incomplete":
+        response = {
+            **snapshot,
+            "status": "incomplete",
+            "incomplete_details": {"reason": reason or "max_output_tokens"},
         }
-        for entry in entries
+        return [{"type": "response.incomplete", "sequence_number": after + 1, "response": response}]
+    if status != "failed":
+        raise InputError(f"ending_events: status must be 'failed' or 'incomplete', not {status!r}")
+    error = {"code": code, "message": message}
+    response = {**snapshot, "status": "failed", "error": error}
+    return [
+        {"type": "response.failed", "sequence_number": after + 1, "response": response},
+        {
+            "type": "error",
+            "sequence_number": after + 2,
+            # OpenAI's event (and the openai SDK) has the fields at the top; the
+            # OpenResponses spec nests them in ``error``: both are sent.
+            "code": code,
+            "message": message,
+            "param": None,
+            "error": {"type": code, "code": code, "message": message, "param": None},
+        },
     ]

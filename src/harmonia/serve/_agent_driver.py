@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 JsonDict = dict[str, Any]
 
+#: The ``include`` value that asks for a web search's result pages in its ``action``.
+SOURCES_INCLUDE = "web_search_call.action.sources"
+
 _BUILTIN_COMPLETED = (
     "response.web_search_call.completed",
     "response.code_interpreter_call.completed",
@@ -142,7 +145,10 @@ class Turn(RunHooks):
             constraint=lambda _: next(constraints, later),
             cot_policy=self.cot_policy,
         )
-        self._shaper = None if toolbox is None else _Shaper(browser)
+        request = self.stream.request if isinstance(self.stream, ResponseStream) else {}
+        include = request.get("include")
+        sources = isinstance(include, list) and SOURCES_INCLUDE in include
+        self._shaper = None if toolbox is None else _Shaper(browser, sources=sources)
         self._waiting = time.monotonic()
         self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self)
         self._run.begin()
@@ -246,8 +252,10 @@ class Turn(RunHooks):
 class _Shaper:
     """A tools turn's Responses events: built-in calls held until their tool ran, citations."""
 
-    def __init__(self, browser: BrowserTool | None) -> None:
+    def __init__(self, browser: BrowserTool | None, *, sources: bool = False) -> None:
         self.browser = browser
+        #: Whether a search's ``action`` lists the result pages (``include`` asked for it).
+        self.sources = sources
         self._seq: int | None = None
         self._held: list[JsonDict] = []
         self._held_ids: set[str] = set()
@@ -265,6 +273,13 @@ class _Shaper:
                 item["outputs"] = [{"type": "logs", "logs": text}]
             action = item.get("action")
             if (
+                self.sources
+                and item.get("type") == "web_search_call"
+                and isinstance(action, dict)
+                and action.get("type") == "search"
+            ):
+                action["sources"] = self._sources()
+            if (
                 item.get("type") == "web_search_call"
                 and isinstance(action, dict)
                 and action.get("type") in ("open_page", "find_in_page")
@@ -275,6 +290,15 @@ class _Shaper:
                 if url:  # a page the call opened (a search-results page has none)
                     action["url"] = url
         return self.release()
+
+    def _sources(self) -> list[JsonDict]:
+        """The result pages of the search that just ran (its results page's links)."""
+        if self.browser is None or len(self.browser.state) <= self._pages:
+            return []
+        page = self.browser.state.page()
+        if page.kind != "search":
+            return []
+        return [{"type": "url", "url": url} for url in page.links.values()]
 
     def release(self) -> list[JsonDict]:
         held, self._held = self._held, []

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
+from starlette.websockets import WebSocket
 
 from harmonia import HarmonyError
 
@@ -21,12 +22,14 @@ from .._runtime import new_id
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response
 from ._chat import chat_completions
+from ._compact import compact
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._responses import Responses
 from ._service import Service, log
 from ._store import SINGLE_TENANT, ResponseStore, tenant_id
 from ._tool_loop import ToolLoop
+from ._websocket import ResponsesSocket, deny
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 Handler = Callable[[], Awaitable[Response]]
@@ -104,6 +107,39 @@ def create_app(
         rid = request.state.request_id
         return await guarded(request, lambda: responses.create(request, rid))
 
+    @app.post("/v1/responses/compact")
+    async def compact_responses(request: Request) -> Response:
+        rid = request.state.request_id
+        return await guarded(request, lambda: compact(responses, request, rid))
+
+    @app.websocket("/v1/responses")
+    async def responses_socket(websocket: WebSocket) -> None:
+        scope = websocket.scope
+        state = scope["state"]
+        await websocket.receive()  # websocket.connect
+        if not config.websocket:
+            await deny(websocket.send, scope, _websocket_off())
+            return
+        tenant = state.get("tenant")
+        if tenant is None:
+            await deny(websocket.send, scope, _bad_key())
+            return
+        await websocket.accept()
+        log.info("[%s] WebSocket /v1/responses open", state["request_id"])
+        socket = ResponsesSocket(
+            responses, tenant, state["request_id"], websocket.receive, websocket.send
+        )
+        await socket.run()
+        log.info("[%s] WebSocket /v1/responses closed", state["request_id"])
+
+    @app.get("/v1/responses")
+    async def responses_get(request: Request) -> Response:
+        # An upgrade the ASGI server did not take (no WebSocket library) arrives as a
+        # plain GET: 426 tells Codex at once to use HTTP.
+        if request.headers.get("upgrade", "").lower() == "websocket":
+            return error_response(_websocket_off())
+        return error_response(APIError(405, "method not allowed", code="unknown_route"))
+
     @app.get("/v1/responses/{response_id}")
     async def retrieve_response(request: Request, response_id: str) -> Response:
         return await guarded(request, lambda: responses.retrieve(request, response_id))
@@ -180,6 +216,21 @@ def create_app(
     return app
 
 
+def _websocket_off() -> APIError:
+    return APIError(
+        426,
+        "WebSocket mode is off on this server (--no-websocket, or no WebSocket library: "
+        "pip install 'uvicorn[standard]'); use HTTP POST /v1/responses",
+        code="websocket_unavailable",
+    )
+
+
+def _bad_key() -> APIError:
+    return APIError(
+        401, "missing or invalid API key: send Authorization: Bearer <key>", code="invalid_api_key"
+    )
+
+
 class _Guard:
     """Pure ASGI (no per-chunk cost): request ids, API keys, access log, metrics, a last 500.
 
@@ -194,7 +245,7 @@ class _Guard:
         self.service = service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or ())
@@ -206,6 +257,12 @@ class _Guard:
         tenant = SINGLE_TENANT if not self.keys else self._tenant(headers) if v1 else None
         if tenant is not None:  # the open routes (/health, /metrics) belong to no tenant
             state["tenant"] = tenant
+        if scope["type"] == "websocket":
+            # The route refuses a bad key on the upgrade (401) and counts each request
+            # made over the socket; the connection itself is only logged.
+            log.info("[%s] WebSocket upgrade %s", request_id, scope["path"])
+            await self.app(scope, receive, send)
+            return
         # The SSE writer sends body chunks here, past the framework's per-message wrappers
         # (they only act on the response start, which still goes through all of them).
         scope["harmonia.body_send"] = send
@@ -227,13 +284,7 @@ class _Guard:
 
         try:
             if tenant is None and v1:
-                await error_response(
-                    APIError(
-                        401,
-                        "missing or invalid API key: send Authorization: Bearer <key>",
-                        code="invalid_api_key",
-                    )
-                )(scope, receive, send_wrapper)
+                await error_response(_bad_key())(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
         except Exception:
@@ -241,7 +292,8 @@ class _Guard:
             if not response_started:
                 await error_response(from_exception(RuntimeError()))(scope, receive, send_wrapper)
         finally:
-            route = path if not path.startswith("/v1/responses/") else "/v1/responses/{id}"
+            by_id = path.startswith("/v1/responses/") and path != "/v1/responses/compact"
+            route = "/v1/responses/{id}" if by_id else path
             self.service.metrics.request(route, status)
             log.info(
                 "[%s] %s %s %d %.1f ms",

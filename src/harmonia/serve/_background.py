@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from .._runtime import sse_frame
+from .._runtime import SSE_DONE, sse_frame
 from ._asgi import dumps
 from ._errors import APIError
 from ._responses_input import RUNNING
@@ -59,8 +59,13 @@ class BackgroundRun:
                 if event.get("sequence_number", -1) > after:
                     yield frame(event)
             if self.done:
+                yield DONE_FRAME
                 return
             await self._changed.wait()
+
+
+#: The last frame of every Responses stream (the OpenResponses spec: a server MUST send it).
+DONE_FRAME = SSE_DONE
 
 
 def frame(event: JsonDict) -> bytes:

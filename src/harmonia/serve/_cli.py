@@ -92,6 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     server.add_argument(
         "--no-warmup", action="store_true", help="report healthy without a warm-up generation"
     )
+    server.add_argument(
+        "--no-websocket",
+        action="store_true",
+        help="refuse WebSocket upgrades of /v1/responses with 426 (clients then use HTTP)",
+    )
     server.add_argument("--log-level", default="info", help="debug, info, warning or error")
     add_options(parser, ToolsSpec, scope=SERVE_SCOPE, title="built-in tools (Responses API)")
 
@@ -105,6 +110,7 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
         current_date=None if args.date in ("none", "") else args.date,
         cors_origins=tuple(args.cors_origin),
         warmup=not args.no_warmup,
+        websocket=not args.no_websocket,
     )
 
 

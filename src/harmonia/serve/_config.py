@@ -120,6 +120,9 @@ class ServerConfig:
     cors_origins: tuple[str, ...] = ()
     #: Run a one-token generation before ``/health`` turns green.
     warmup: bool = True
+    #: Serve ``/v1/responses`` over WebSocket too (when the ASGI server has a WebSocket
+    #: library: uvicorn[standard] brings ``websockets``); off, an upgrade is a 426.
+    websocket: bool = True
     #: The BPE engine (``load_harmony_encoding(engine=...)``). ``"quicktok"`` builds its
     #: tables at start-up (~2 s); ``"auto"`` would start in pure Python, where one long
     #: run of a letter takes seconds and holds the GIL, stalling every request.

@@ -11,8 +11,8 @@ from exactly what the model saw. Built-in tools (``web_search*``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.requests import Request
@@ -20,14 +20,16 @@ from starlette.responses import Response
 
 from harmonia import EngineError
 
-from ..openai_compat import ResponseStream
+from ..engines import SamplingParams
+from ..openai_compat import ResponseStream, ending_events
+from ..openai_compat._responses_output import response_with_every_key
 from ._agent_driver import Turn
 from ._asgi import Disconnect, json_response
-from ._background import BackgroundRun, CancelWatch, cancel_elsewhere, frame
+from ._background import DONE_FRAME, BackgroundRun, CancelWatch, cancel_elsewhere, frame
 from ._errors import APIError
 from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
-from ._service import Service, log, log_diagnostics
+from ._service import Prepared, Service, builtin_recipient, log, log_diagnostics
 from ._store import StoredResponse
 from ._tool_loop import ToolLoop
 
@@ -35,6 +37,45 @@ JsonDict = dict[str, Any]
 
 #: The response header naming the built-in tools a request declared that were left out.
 OMITTED_TOOLS_HEADER = "x-harmonia-omitted-tools"
+
+
+@dataclass
+class Plan:
+    """A create request made ready to run (:meth:`Responses.plan`)."""
+
+    body: ResponsesBody
+    #: Whether the finished response goes to the store.
+    store: bool
+    stream: ResponseStream
+    #: ``response.created`` and ``response.in_progress``.
+    opening: list[JsonDict]
+    #: Every input item the model sees (earlier turns expanded).
+    context: list[JsonDict]
+    prepared: Prepared
+    params: SamplingParams
+    tenant: str
+    tool_loop: ToolLoop | None
+
+    @property
+    def snapshot(self) -> JsonDict:
+        """The response as ``response.created`` announced it."""
+        response: JsonDict = self.opening[0]["response"]
+        return response
+
+    @property
+    def id(self) -> str:
+        return str(self.snapshot["id"])
+
+    def record(self, response: JsonDict, completion: Sequence[int] = ()) -> StoredResponse:
+        """The store's record of ``response`` (with the ids sampled for it)."""
+        prompt = tuple(self.prepared.prompt)
+        return StoredResponse(
+            self.id, response, self.context, prompt, tuple(completion), self.tenant
+        )
+
+    def admit(self, service: Service) -> Coroutine[Any, Any, Turn]:
+        """Wait for a generation slot (429 when the queue is full); the turn holding it."""
+        return service.admit(self.prepared, self.params, self.stream, self.tool_loop)
 
 
 class Responses:
@@ -94,14 +135,24 @@ class Responses:
         data = {**data, "tools": kept}
         return data, body.model_copy(update={"tools": kept})
 
-    async def _create(self, request: Request, request_id: str, omitted: list[str]) -> Response:
+    async def plan(
+        self,
+        data: JsonDict,
+        tenant: str,
+        request_id: str,
+        omitted: list[str],
+        local: Mapping[str, StoredResponse] | None = None,
+    ) -> Plan:
+        """A create request (``data``, ``tenant``'s) checked and made ready to run: every
+        transport's one path (HTTP and WebSocket). ``local``: responses a WebSocket
+        connection keeps for ``previous_response_id`` (found there before the store)."""
         service = self.service
-        data = await read_json(request, service.config.max_body_bytes)
         body: ResponsesBody = validate(ResponsesBody, data)
         service.check_model(body.model)
         top_logprobs = responses_logprobs(service.engine, body)
         enc = service.enc
         data, body = self._omit_builtins(data, body, omitted, request_id)
+        _check_builtin_choice(body, omitted)
         builtin = [t.get("type") for t in body.tools or () if is_builtin_type(t.get("type"))]
         store = body.store is not False and service.store is not None
         if body.background and not store:
@@ -114,11 +165,12 @@ class Responses:
             )
         params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
         params = replace(params, top_logprobs=top_logprobs)
-        tenant = tenant_of(request)
-        context, previous = await expand_context(service, body, data, tenant)
+        context, previous = await expand_context(service, body, data, tenant, local)
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
-        prepared = await asyncio.to_thread(prepare_responses, service, render, body, previous)
+        prepared = await asyncio.to_thread(
+            prepare_responses, service, render, body, previous, tenant
+        )
         params = service.fit(params, len(prepared.prompt))
         echo = dict(data)
         echo["store"] = store
@@ -131,25 +183,36 @@ class Responses:
             builtin_calls="native" if builtin else "function_call",
             logprobs=top_logprobs is not None,
         )
-        opening = stream.start()
-        response_id = opening[0]["response"]["id"]
+        tool_loop = self.tool_loop if builtin else None
+        return Plan(
+            body, store, stream, stream.start(), context, prepared, params, tenant, tool_loop
+        )
 
-        def record(response: JsonDict, completion: Sequence[int] = ()) -> StoredResponse:
-            return StoredResponse(
-                response_id, response, context, tuple(prepared.prompt), tuple(completion), tenant
-            )
+    async def context_of(self, data: JsonDict, tenant: str) -> list[JsonDict]:
+        """Every input item of a request (``model``, ``input``, ``previous_response_id``),
+        earlier turns expanded: what ``/v1/responses/compact`` summarises."""
+        body: ResponsesBody = validate(ResponsesBody, data)
+        self.service.check_model(body.model)
+        context, _ = await expand_context(self.service, body, data, tenant)
+        return context
+
+    async def _create(self, request: Request, request_id: str, omitted: list[str]) -> Response:
+        service = self.service
+        data = await read_json(request, service.config.max_body_bytes)
+        plan = await self.plan(data, tenant_of(request), request_id, omitted)
+        body, stream, opening, record = plan.body, plan.stream, plan.opening, plan.record
 
         def admit() -> Coroutine[Any, Any, Turn]:
-            return service.admit(prepared, params, stream, self.tool_loop if builtin else None)
+            return plan.admit(service)
 
         if body.background:
             service.admission.check()
-            queued = {**opening[0]["response"], "status": "queued"}
+            queued = {**plan.snapshot, "status": "queued"}
             assert service.store is not None
             await service.store.put(record(queued))
             run = BackgroundRun()
             run.publish(opening)
-            self.background[response_id] = run
+            self.background[plan.id] = run
             run.task = asyncio.ensure_future(
                 self._background(run, admit, stream, record, request_id)
             )
@@ -161,21 +224,23 @@ class Responses:
 
         disconnect = Disconnect(request.receive)
         job = await disconnect.race_or_close(admit())
-
-        async def events() -> AsyncIterator[list[JsonDict]]:
-            yield opening
-            async for batch in job.events():
-                if stream_finished(batch) and store:
-                    assert service.store is not None
-                    await service.store.put(record(stream.response, job.tokens))
-                yield batch
-            log_diagnostics(stream, request_id)
-
+        events = self.events(plan, job, request_id)
         if body.stream:
-            frames = self._frames(events(), opening[0]["response"], request_id)
+            frames = self._frames(events, plan.snapshot, request_id)
             return service.sse(frames, disconnect, job)
-        await service.run_to_end(events(), disconnect, job, request_id)
+        await service.run_to_end(events, disconnect, job, request_id)
         return json_response(stream.response)
+
+    async def events(self, plan: Plan, job: Turn, request_id: str) -> AsyncIterator[list[JsonDict]]:
+        """The response's events in batches, from ``response.created`` to its end; the
+        finished response is stored (when it is to be) before its last batch goes out."""
+        yield plan.opening
+        async for batch in job.events():
+            if stream_finished(batch) and plan.store:
+                assert self.service.store is not None
+                await self.service.store.put(plan.record(plan.stream.response, job.tokens))
+            yield batch
+        log_diagnostics(plan.stream, request_id)
 
     async def _frames(
         self, events: AsyncIterator[list[JsonDict]], snapshot: JsonDict, request_id: str
@@ -190,6 +255,7 @@ class Responses:
             log.error("[%s] engine failed mid-stream: %s", request_id, exc)
             for event in _failure(snapshot, last, str(exc)):
                 yield frame(event)
+        yield DONE_FRAME
 
     async def _background(
         self,
@@ -250,7 +316,7 @@ class Responses:
             if not after.lstrip("-").isdigit():
                 raise APIError(400, "starting_after must be an integer", param="starting_after")
             return self.service.sse(run.follow(int(after)), Disconnect(request.receive))
-        return json_response(record.response)
+        return json_response(response_with_every_key(record.response))
 
     async def delete(self, request: Request, response_id: str) -> Response:
         record = await get_record(self.service, response_id, tenant_of(request))
@@ -276,7 +342,7 @@ class Responses:
                 "background responses can be cancelled",
                 code="invalid_value",
             )
-        return json_response((await self._stop(record)).response)
+        return json_response(response_with_every_key((await self._stop(record)).response))
 
     async def _stop(self, record: StoredResponse) -> StoredResponse:
         """Cancel ``record``'s run if it still runs, here or on another replica; its record."""
@@ -338,7 +404,30 @@ class Responses:
 
 def is_builtin_type(kind: object) -> bool:
     """Whether a tool type is a built-in the server runs (dated variants included)."""
-    return isinstance(kind, str) and (kind.startswith("web_search") or kind == "code_interpreter")
+    return builtin_recipient(kind) is not None
+
+
+def _check_builtin_choice(body: ResponsesBody, omitted: Sequence[str]) -> None:
+    """A ``tool_choice`` naming a built-in tool needs that tool declared and runnable."""
+    choice = body.tool_choice
+    wanted = builtin_recipient(choice.get("type")) if isinstance(choice, dict) else None
+    if wanted is None:
+        return
+    declared = {builtin_recipient(tool.get("type")) for tool in body.tools or ()}
+    if wanted in declared:
+        return
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    why = (
+        "this server cannot run it (see the x-harmonia-omitted-tools header)"
+        if any(builtin_recipient(k) == wanted for k in omitted)
+        else "the request's tools do not declare it"
+    )
+    raise APIError(
+        400,
+        f"tool_choice asks for the built-in tool {kind!r}, but {why}",
+        param="tool_choice",
+        code="invalid_value",
+    )
 
 
 def tenant_of(request: Request) -> str:
@@ -353,15 +442,4 @@ def stream_finished(batch: Sequence[JsonDict]) -> bool:
 
 def _failure(snapshot: JsonDict, last: int, message: str) -> list[JsonDict]:
     """``response.failed`` then ``error``, numbered after event ``last``."""
-    text = f"the engine failed: {message}"
-    response = {**snapshot, "status": "failed", "error": {"code": "server_error", "message": text}}
-    return [
-        {"type": "response.failed", "sequence_number": last + 1, "response": response},
-        {
-            "type": "error",
-            "sequence_number": last + 2,
-            "code": "server_error",
-            "message": text,
-            "param": None,
-        },
-    ]
+    return ending_events(snapshot, last, message=f"the engine failed: {message}")

@@ -9,7 +9,7 @@ exactly the ids the engine has cached.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._runtime import new_id as _new_id
@@ -18,6 +18,7 @@ from ..vocabulary import CALL_ID as _CALL
 from ..vocabulary import END_ID as _END
 from ..vocabulary import MESSAGE_ID as _MESSAGE
 from ..vocabulary import RETURN_ID as _RETURN
+from ._compact import expand_compactions
 from ._errors import APIError
 from ._request import ResponsesBody
 from ._service import Prepared, Service, tool_choice_option
@@ -65,16 +66,23 @@ def _items(raw: object) -> list[JsonDict]:
 
 
 async def expand_context(
-    service: Service, body: ResponsesBody, data: JsonDict, tenant: str
+    service: Service,
+    body: ResponsesBody,
+    data: JsonDict,
+    tenant: str,
+    local: Mapping[str, StoredResponse] | None = None,
 ) -> tuple[list[JsonDict], StoredResponse | None]:
     """Earlier turns (``previous_response_id``, ``tenant``'s) then this input, references
-    resolved."""
+    resolved. ``local``: a WebSocket connection's own responses, looked up first (they
+    need not be stored)."""
     earlier: list[JsonDict] = []
     record = None
     if body.previous_response_id is not None:
-        record = await get_record(
-            service, body.previous_response_id, tenant, param="previous_response_id"
-        )
+        record = (local or {}).get(body.previous_response_id)
+        if record is None:
+            record = await get_record(
+                service, body.previous_response_id, tenant, param="previous_response_id"
+            )
         if record.status in RUNNING:
             raise APIError(
                 409,
@@ -128,13 +136,21 @@ def _strict(body: ResponsesBody) -> bool:
 
 
 def prepare_responses(
-    service: Service, request: JsonDict, body: ResponsesBody, previous: StoredResponse | None
+    service: Service,
+    request: JsonDict,
+    body: ResponsesBody,
+    previous: StoredResponse | None,
+    tenant: str,
 ) -> Prepared:
+    """The prompt (spliced onto ``previous``'s sampled ids) and constraint of a request;
+    ``compaction`` items are expanded into what they stand for (``tenant``'s only)."""
     options = service.config.prompt_options_now()
+    request = {**request, "input": expand_compactions(request["input"], service.sealer, tenant)}
     conversation = responses_request_to_conversation(request, options)
     prompt = service.render(conversation)
     if previous is not None:
-        earlier = {**request, "input": previous.context + list(previous.response["output"])}
+        history = previous.context + list(previous.response["output"])
+        earlier = {**request, "input": expand_compactions(history, service.sealer, tenant)}
         middle = service.render(responses_request_to_conversation(earlier, options))
         prompt = splice(prompt, middle, previous.prompt_tokens, previous.completion_tokens)
     choice = tool_choice_option(body.tool_choice) if body.tools else None

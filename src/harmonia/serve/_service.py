@@ -20,9 +20,11 @@ from harmonia import (
     load_harmony_encoding,
 )
 
+from .._names import BROWSER, PYTHON
 from ..engines import Constraint, Engine, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
+from ._compact import Sealer
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._metrics import Metrics
@@ -65,6 +67,8 @@ class Service:
         if self.store is not None:
             check_tenancy(self.store)
         self.admission = Admission(config.max_concurrent, config.queue_size, config.retry_after_s)
+        #: Signs compaction items (``HARMONIA_COMPACTION_KEY``, else a key of this process).
+        self.sealer = Sealer.from_env()
         self.metrics = Metrics()
         self.encoding: HarmonyEncoding | None = None
         self.ready = False
@@ -293,12 +297,30 @@ def log_diagnostics(stream: ResponseStream | ChatCompletionStream, request_id: s
         log.warning("[%s] model output repaired: %s", request_id, diagnostic)
 
 
+def builtin_recipient(kind: object) -> str | None:
+    """The harmony tool a built-in Responses tool type runs as (``web_search``,
+    ``web_search_preview`` and their dated variants: the browser, whose turn begins
+    with ``browser.search``; ``code_interpreter``: ``python``), else ``None``."""
+    if isinstance(kind, str) and kind.startswith("web_search"):
+        return f"{BROWSER}.search"
+    if kind == "code_interpreter":
+        return PYTHON
+    return None
+
+
 def tool_choice_option(choice: object) -> str | None:
-    """A request's ``tool_choice`` as ``GrammarOptions.tool_choice`` (``None``: not given)."""
+    """A request's ``tool_choice`` as ``GrammarOptions.tool_choice`` (``None``: not given).
+
+    A built-in tool's type (``{"type": "web_search"}``) forces a call to its harmony
+    tool on the first step, as a named function does.
+    """
     if choice is None or isinstance(choice, str):
         return choice
     if isinstance(choice, Mapping):
         kind = choice.get("type")
+        recipient = builtin_recipient(kind)
+        if recipient is not None:
+            return recipient
         if kind == "function":
             function = choice.get("function")
             name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
@@ -309,7 +331,8 @@ def tool_choice_option(choice: object) -> str | None:
             return mode if isinstance(mode, str) else None
     raise APIError(
         400,
-        "tool_choice must be 'auto', 'none', 'required' or name a function",
+        "tool_choice must be 'auto', 'none', 'required', name a function, or be a "
+        "built-in tool's type (web_search, code_interpreter)",
         param="tool_choice",
         code="invalid_value",
     )
