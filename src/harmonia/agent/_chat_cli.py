@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -230,15 +232,37 @@ def _on_sigint(loop: asyncio.AbstractEventLoop, callback: Any) -> bool:
 
 
 async def _read_line(prompt: str) -> str | None:
-    """A line from standard input (off the event loop), or ``None`` at end of input."""
+    """A line from standard input (off the event loop), or ``None`` at end of input.
 
-    def read() -> str | None:
+    The line is read in a daemon thread of its own, not the loop's executor:
+    ``asyncio.run`` waits for its executor's threads before it returns, so a
+    Ctrl-C at the prompt would wait for Enter (the thread sits in ``input``).
+    """
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(value: str | None, error: BaseException | None) -> None:
+        if line.done():  # cancelled by Ctrl-C: nobody waits for this line
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(value)
+
+    def read() -> None:
+        value: str | None = None
+        error: BaseException | None = None
         try:
-            return input(prompt)
+            value = input(prompt)
         except EOFError:
-            return None
+            value = None
+        except BaseException as exc:  # handed to the waiting coroutine
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: the chat has left
+            loop.call_soon_threadsafe(deliver, value, error)
 
-    return await asyncio.get_running_loop().run_in_executor(None, read)
+    threading.Thread(target=read, name="harmonia-chat-prompt", daemon=True).start()
+    return await line
 
 
 def _with_user(conversation: Conversation, text: str) -> Conversation:
