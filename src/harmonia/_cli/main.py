@@ -240,10 +240,10 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 _EPILOG = """\
 examples:
-  harmonia render request.json --format text   a Chat request or harmony JSON -> prompt
-  harmonia parse completion.txt                 model output -> messages (JSON)
-  harmonia inspect completion.ids --html a.html a page showing every token
-  harmonia schema tools.json                    tools -> the TypeScript the model sees
+  harmonia render request.json --format text    a Chat request or harmony JSON -> prompt
+  harmonia parse completion.txt                  model output -> messages (JSON)
+  harmonia inspect completion.ids --html a.html  a page showing every token
+  harmonia schema tools.json                     tools -> the TypeScript the model sees
 
 exit status: 0 success; 1 an input was refused (one line on stderr says what,
 where and how to fix it); 2 a usage error.
