@@ -210,5 +210,10 @@ def test_every_harmonia_example_runs_as_written(line: str, workspace: Path) -> N
         env=env,
         timeout=300,  # a hang guard, not a speed limit
     )
+    if "--engine random" in line and result.returncode == 1:
+        # random weights seldom end an answer within the turn's tokens: a run cut at
+        # --max-tokens exits 1 (not an answer), and says so on its last line
+        assert re.search(r"\[max_tokens: \d+ prompt \+ \d+ completion", result.stdout), line
+        return
     assert result.returncode == 0, (line, result.stderr)
     assert result.stdout.strip() or "--html" in line, line

@@ -7,13 +7,13 @@ print it as one line.
 
 from __future__ import annotations
 
-import codecs
 import json
 import sys
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from .._errors import InputError
+from .._files import cannot_read, describe, not_utf8
 from .._message import Conversation
 
 InputFormat = Literal["auto", "harmony", "chat"]
@@ -35,10 +35,6 @@ _CHAT_KEYS: Final = (
 _SHARED_PARTS: Final = frozenset({"text"})
 
 
-def describe(path: str) -> str:
-    return "standard input" if path == "-" else path
-
-
 def read_input(path: str) -> str:
     """The text of ``path``, or of standard input for ``-``."""
     try:
@@ -49,7 +45,7 @@ def read_input(path: str) -> str:
     except UnicodeDecodeError as exc:
         raise InputError(not_utf8(path, exc)) from None
     except OSError as exc:
-        raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
+        raise cannot_read(path, exc) from None
 
 
 def read_json(path: str) -> Any:
@@ -114,30 +110,3 @@ def load_conversation(data: Any, kind: Literal["harmony", "chat"]) -> Conversati
     from ..openai_compat import chat_request_to_conversation
 
     return chat_request_to_conversation(data)
-
-
-def not_utf8(path: str, exc: UnicodeDecodeError) -> str:
-    """One line for a file that is not UTF-8: the first bad byte and its offset."""
-    where = f"byte {exc.object[exc.start]:#04x}"
-    offset = None if path == "-" else _first_bad_byte(path)
-    if offset is not None:
-        where += f" at offset {offset}"
-    return f"{describe(path)} is not UTF-8 text ({where}); give a UTF-8 text or JSON file"
-
-
-def _first_bad_byte(path: str) -> int | None:
-    """The file offset of the first byte that is not UTF-8 (the error's is per buffer)."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 16):
-                pending = len(decoder.getstate()[0])
-                try:
-                    decoder.decode(chunk)
-                except UnicodeDecodeError as exc:
-                    return offset - pending + exc.start
-                offset += len(chunk)
-    except OSError:
-        return None
-    return None

@@ -21,7 +21,7 @@ from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
-from .._files import atomic_file, refuse_existing
+from .._files import atomic_file, check_output_file, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
 from .._options import add_force, add_progress, progress_on_terminal
@@ -48,6 +48,11 @@ def _note(args: argparse.Namespace, text: str) -> None:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
+    if args.next_role is not None and args.mode != "completion":
+        raise InputError(
+            f"--next-role is the role --mode completion ends with; --mode {args.mode} "
+            "ends with the last message: leave --next-role out, or use --mode completion"
+        )
     data = read_json(args.file)
     kind = args.input_format
     if kind == "auto":
@@ -64,7 +69,8 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     policy = args.cot_policy or (DEFAULT_COT_POLICY if kind == "chat" else None)
     config = RenderConversationConfig(cot_policy=policy, typescript=args.typescript)
     if args.mode == "completion":
-        tokens = enc.render_conversation_for_completion(conv, Role(args.next_role), config)
+        role = Role(args.next_role or Role.ASSISTANT.value)
+        tokens = enc.render_conversation_for_completion(conv, role, config)
     elif args.mode == "training":
         tokens = enc.render_conversation_for_training(conv, config)
     else:
@@ -178,7 +184,8 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     if args.html:
-        refuse_existing(args.html, args.force)
+        refuse_same({"--html": args.html}, {"the input": args.file})
+        check_output_file(args.html, args.force)
     enc = _encoding()
     tokens, expected = read_tokens(args.file, enc, text=args.text, ids=args.ids)
     role, tokens = completion_role(args.role, tokens)
@@ -298,9 +305,10 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     )
     render.add_argument(
         "--next-role",
-        default=Role.ASSISTANT.value,
+        default=None,
         choices=[r.value for r in Role],
-        help="the role of the message to complete (--mode completion)",
+        help=f"the role of the message to complete (--mode completion; default: "
+        f"{Role.ASSISTANT.value})",
     )
     render.add_argument(
         "--cot-policy",

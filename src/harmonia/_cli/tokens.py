@@ -17,8 +17,9 @@ from typing import Final, TextIO
 from .._encoding import HarmonyEncoding
 from .._enums import Role
 from .._errors import InputError
+from .._files import cannot_read, describe, not_utf8
 from .._tokenizer.special_tokens import MESSAGE, START
-from .io import describe, not_utf8, read_input
+from .io import read_input
 
 #: How far ``--role auto`` looks for the first <|start|> or <|message|>.
 _HEADER_SCAN: Final = 4096
@@ -50,7 +51,7 @@ class TokenFile:
         except UnicodeDecodeError as exc:
             raise InputError(not_utf8(path, exc)) from None
         except OSError as exc:
-            raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
+            raise cannot_read(path, exc) from None
         if _looks_like_ids(first):
             return cls(path, f, first, _size(f)), ""
         try:

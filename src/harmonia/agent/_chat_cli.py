@@ -28,8 +28,16 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
-from harmonia._files import refuse_existing, write_text
-from harmonia._options import DeprecatedAlias, add_force, add_options, flag_of, from_args
+from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
+from harmonia._options import (
+    DeprecatedAlias,
+    add_force,
+    add_options,
+    flag_of,
+    flag_words,
+    flags_of,
+    from_args,
+)
 from harmonia.engines import EngineSpec, SamplingParams
 from harmonia.tools import ToolsSpec
 from harmonia.tools._spec import CHAT_SCOPE
@@ -141,16 +149,38 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         print("harmonia chat: --json needs --prompt (one message, one answer)", file=sys.stderr)
         return 2
     try:
-        if args.save and not (args.load and Path(args.load).resolve() == Path(args.save).resolve()):
-            refuse_existing(args.save, args.force)
+        _check_flags(args)
         return asyncio.run(_session(args, out))
-    except (HarmonyError, OSError) as exc:  # a missing --load file is a refused input too
-        print(f"harmonia chat: {exc}", file=sys.stderr)
+    except HarmonyError as exc:
+        print(f"harmonia chat: {flag_words(str(exc), _FLAG_NAMES)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a missing --load file is a refused input too
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"harmonia chat: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat
         print(file=out)
         print("harmonia chat: interrupted", file=sys.stderr)
         return 130
+
+
+#: The settings an error may name, as the flags that set them.
+_FLAG_NAMES = {
+    **flags_of(EngineSpec),
+    **flags_of(ToolsSpec),
+    "AgentLimits.max_steps": "--max-steps",
+    "AgentLimits.max_tokens": "--max-tokens",
+}
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse, before the engine starts, an output that cannot be
+    written (checked before the answer, not after it)."""
+    if args.save:
+        inputs = {"--script": args.script, "--functions": args.functions}
+        refuse_same({"--save": args.save}, inputs)
+        same_as_load = args.load and Path(args.load).resolve() == Path(args.save).resolve()
+        check_output_file(args.save, args.force or bool(same_as_load))
 
 
 async def _session(args: argparse.Namespace, out: TextIO) -> int:
@@ -171,7 +201,7 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
         constraint=args.constrain or args.engine == "random",
     )
     if args.load:
-        conversation = Conversation.from_json(Path(args.load).read_text(encoding="utf-8"))
+        conversation = Conversation.from_json(read_text_file(args.load))
     else:
         conversation = new_conversation(
             toolbox=box, instructions=args.instructions, reasoning_effort=args.reasoning_effort
