@@ -115,6 +115,8 @@ def test_the_demo_prints_commands_that_run_as_shown() -> None:
         # the input comes on stdin: no file the demo created and deleted
         assert command.startswith("$ echo ") and command.endswith(tail)
     assert "/tmp" not in text
+    # make demo does not activate .venv: the demo says how to get the command
+    assert "`. .venv/bin/activate`" in text and "`.venv/bin/harmonia`" in text
 
 
 def test_the_readme_command_lines_run() -> None:

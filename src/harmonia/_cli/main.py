@@ -21,7 +21,7 @@ from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
-from .._files import atomic_file, check_output_file, refuse_same
+from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
 from .._options import add_force, add_progress, progress_on_terminal
@@ -32,7 +32,7 @@ from .._render.schema_check import check_schema
 from .._tokenizer.special_tokens import STOP_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
 from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
-from .io import FORMAT_NAMES, INPUT_FORMATS, describe, detect_format, load_conversation, read_json
+from .io import FORMAT_NAMES, INPUT_FORMATS, detect_format, load_conversation, read_json
 from .tokens import completion_role, progress, read_tokens
 
 
