@@ -169,6 +169,11 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    # mkdtemp makes it 0700; the finished folder gets the mode mkdir would give it
+    # (as data build's), not one that hides it from the rest of a team.
+    umask = os.umask(0)
+    os.umask(umask)
+    temporary.chmod(0o777 & ~umask)
     try:
         yield temporary
         if target.exists() or target.is_symlink():

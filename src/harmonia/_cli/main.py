@@ -381,6 +381,15 @@ _APPS: Final = {
 }
 
 
+def _innermost(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)command parser ``argv`` names: ``harmonia data build`` -> build's."""
+    for word in argv:
+        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if commands and word in commands[0].choices:
+            parser = commands[0].choices[word]
+    return parser
+
+
 def _chosen_command(argv: Sequence[str]) -> str:
     """The command word of ``argv`` (the first that is not an option), or ``""``."""
     return next((word for word in argv if not word.startswith("-")), "")
@@ -414,7 +423,9 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
     words_in = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser(_chosen_command(words_in))
     try:
-        args = parser.parse_args(words_in)
+        args, extra = parser.parse_known_args(words_in)
+        if extra:  # said by the command they were given to, not by "harmonia"
+            _innermost(parser, words_in).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
     words = command_words(args)

@@ -67,8 +67,12 @@ class TokenFile:
 
     def __iter__(self) -> Iterator[int]:
         chunk, tail = self._first, ""
+        # A JSON list must end with its ']': without it the file was cut short,
+        # and its last id may be cut too ("173" of "1734").
+        bracketed, last = self._first.lstrip().startswith("["), ""
         with self._f if self._f is not sys.stdin else contextlib.nullcontext():
             while chunk:
+                last = chunk.rstrip()[-1:] or last
                 if not _INT_LIST.match(chunk):
                     raise InputError(
                         f"{describe(self.path)} is not a list of token ids after character "
@@ -82,6 +86,11 @@ class TokenFile:
                     chunk = self._f.read(_CHUNK)
                 except UnicodeDecodeError as exc:
                     raise InputError(not_utf8(self.path, exc)) from None
+        if bracketed and last != "]":
+            raise InputError(
+                f"{describe(self.path)} starts a JSON list of token ids with '[' but has no "
+                "closing ']': it was cut short; give the whole list"
+            )
         if tail:
             yield self._int(tail)
 

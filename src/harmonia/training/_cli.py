@@ -67,6 +67,13 @@ _EXAMPLES = """examples:
 exit status: 0 success; 1 an input was refused, nothing was written, or more rows
 were rejected than --max-reject-rate allows; 2 a usage error; 130 interrupted (Ctrl-C)"""
 
+#: The epilog of the commands without --max-reject-rate (stats, inspect, pack, export).
+_EXAMPLES_NO_REJECTS = (
+    _EXAMPLES.split("exit status:")[0]
+    + """exit status: 0 success; 1 an input was refused or nothing was written; 2 a usage
+error; 130 interrupted (Ctrl-C)"""
+)
+
 
 def add_subcommand(
     subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
@@ -87,8 +94,13 @@ def add_subcommand(
     )
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
+        rejects = name in ("validate", "build")  # the commands with --max-reject-rate
         return sub.add_parser(
-            name, help=help, description=help, epilog=_EXAMPLES, formatter_class=formatter_class
+            name,
+            help=help,
+            description=help,
+            epilog=_EXAMPLES if rejects else _EXAMPLES_NO_REJECTS,
+            formatter_class=formatter_class,
         )
 
     validate = command("validate", "check input rows; report problems by code")
@@ -469,11 +481,16 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
     for channel, count in stats.get("trained_by_channel", {}).items():
         out.write(f"{'trained ' + channel:>15}: {count}\n")
     if stats.get("lengths"):
-        buckets = ", ".join(f"<={k}: {v}" for k, v in stats["lengths"].items())
+        buckets = ", ".join(f"<={k}: {v}" for k, v in _by_length(stats["lengths"]).items())
         out.write(f"{'lengths':>15}: {buckets}\n")
     if stats["formats"]:
         chosen = ", ".join(f"{k} ({v})" for k, v in stats["formats"].items())
         out.write(f"{'formats':>15}: {chosen}\n")
+
+
+def _by_length(lengths: dict[str, int]) -> dict[str, int]:
+    """Length buckets in order of length (a manifest's JSON keeps them as strings)."""
+    return {k: lengths[k] for k in sorted(lengths, key=int)}
 
 
 def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
@@ -584,6 +601,8 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
         stats = json.loads((first / MANIFEST).read_text(encoding="utf-8"))["stats"]
     else:
         stats = _scan(args, args.paths, io.StringIO()).to_dict()
+    if stats.get("lengths"):
+        stats["lengths"] = _by_length(stats["lengths"])
     if args.json:
         out.write(json.dumps(stats, indent=1) + "\n")
     else:
@@ -602,8 +621,10 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     name = "<stdin>" if args.input == STDIN else args.input
     try:
         row = json.loads(line)
-    except ValueError as exc:
-        raise InputError(f"{name}:{args.row}: not JSON: {exc}") from None
+    except json.JSONDecodeError as exc:  # as validate and rejects.jsonl say it
+        raise InputError(
+            f"{name}:{args.row}: E101 not JSON: {exc.msg} at column {exc.colno}"
+        ) from None
     options = _options_of(args)
     enc = default_encoding()
     if options.dialect == "hf":

@@ -117,10 +117,15 @@ def detect_format(row: Mapping[str, Any]) -> InputFormat:
         return "prompt-completion"
     if any(key in row for key in DEFAULT_COLUMNS.values()):
         return "columns"
-    raise RowError(
-        "E103",
-        f"no 'messages', 'conversations' or 'input' key (keys: {', '.join(sorted(row)) or 'none'})",
-    )
+    keys = ", ".join(sorted(row)) or "none"
+    if ("prompt" in row) != ("completion" in row):  # TRL's prompt-completion, half of it
+        missing = "completion" if "prompt" in row else "prompt"
+        raise RowError(
+            "E103",
+            f"a prompt-completion row needs 'prompt' and 'completion'; {missing!r} is "
+            f"missing (keys: {keys})",
+        )
+    raise RowError("E103", f"no 'messages', 'conversations' or 'input' key (keys: {keys})")
 
 
 def _is_harmony(message: object) -> bool:
