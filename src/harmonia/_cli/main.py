@@ -150,6 +150,8 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     read, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids, strict=not args.lenient)
     role, read = completion_role(args.role, read)
     tokens = list(read)
+    if not tokens:
+        raise InputError(f"{describe(args.file)} is empty: no tokens to parse")
     try:
         result = parse_completion(enc, tokens, role, strict=not args.lenient)
     except ParseError as exc:

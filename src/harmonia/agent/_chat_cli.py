@@ -24,6 +24,7 @@ from harmonia import (
     Conversation,
     HarmonyEncodingName,
     HarmonyError,
+    InputError,
     Message,
     Role,
     load_harmony_encoding,
@@ -201,7 +202,7 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
         constraint=args.constrain or args.engine == "random",
     )
     if args.load:
-        conversation = Conversation.from_json(read_text_file(args.load))
+        conversation = _load(args.load)
     else:
         conversation = new_conversation(
             toolbox=box, instructions=args.instructions, reasoning_effort=args.reasoning_effort
@@ -293,6 +294,19 @@ async def _read_line(prompt: str) -> str | None:
 
     threading.Thread(target=read, name="harmonia-chat-prompt", daemon=True).start()
     return await line
+
+
+def _load(path: str) -> Conversation:
+    """The conversation of a ``--load`` file (harmony JSON, as ``--save`` writes it)."""
+    text = read_text_file(path)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+            "--load takes a conversation --save wrote"
+        ) from None
+    return Conversation.from_json(text)
 
 
 def _with_user(conversation: Conversation, text: str) -> Conversation:

@@ -423,6 +423,7 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
         rejects = stack.enter_context(atomic_file(rejects_path)) if rejects_path else None
         with _stdin_spooled(paths) as files:
             _scan_files(policy, options, paths, files, stats, out, rejects)
+        _no_rows(stats.to_dict(), paths)  # inside: no rows, no --rejects file either
     return stats
 
 
@@ -516,7 +517,6 @@ def _readable(path: str) -> None:
 def _validate(args: argparse.Namespace, out: TextIO) -> int:
     _check_flags(args)
     stats = _scan(args, args.inputs, out).to_dict()
-    _no_rows(stats, args.inputs)
     _print_stats(stats, out)
     if args.report:
         write_text(args.report, json.dumps(stats, indent=1) + "\n")
@@ -580,8 +580,9 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
         if not existed:
             shutil.rmtree(output, ignore_errors=True)
         raise
-    if not manifest["stats"]["rows"] and fresh:
-        shutil.rmtree(output, ignore_errors=True)  # nothing written is not a build
+    if not manifest["stats"]["rows_ok"] and fresh:
+        # Nothing to train is not a build (data validate --rejects lists why).
+        shutil.rmtree(output, ignore_errors=True)
     _no_rows(manifest["stats"], args.inputs)
     _print_stats(manifest["stats"], out)
     out.write(

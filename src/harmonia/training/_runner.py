@@ -92,6 +92,12 @@ def compression_problem(name: str) -> str | None:
 
 def missing_manifest(build_dir: Path) -> InputError:
     """A folder without a manifest: an interrupted build says how to finish it."""
+    if not build_dir.exists():
+        return InputError(f"cannot read {build_dir}: No such file or directory")
+    if not build_dir.is_dir():
+        return InputError(
+            f"{build_dir} is a file, not a build: give the directory 'harmonia data build' wrote"
+        )
     if (build_dir / PROGRESS_FILE).exists():
         return InputError(
             f"{build_dir} is an interrupted build (no {MANIFEST} yet): the same "
