@@ -307,3 +307,36 @@ def test_nonsense_combinations_are_refused(
                    "--seq-len", "99999999999999999999")  # fmt: skip
     assert "--seq-len must be from 1 to" in line
     assert _files(tmp_path) == {"rows.jsonl"}
+
+
+# -- item 6: chat --load reads a Chat Completions request as render does ---------------
+
+
+def test_chat_load_reads_a_chat_request_as_render_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    request = {
+        "model": "gpt-oss-20b",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"},
+        ],
+        "tools": [tool],
+    }
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(request))
+    argv = ["chat", "--engine", "scripted", "--load", str(path), "--prompt", "Again", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        f"harmonia chat: read {path} as a Chat Completions request (field 'model')"
+    )
+    system, developer, *rest = json.loads(captured.out)["conversation"]["messages"]
+    assert system["role"] == "system" and "model_identity" in system["content"][0]
+    assert developer["role"] == "developer"
+    assert developer["content"][0]["instructions"] == "You are terse."
+    tools = developer["content"][0]["tools"]["functions"]["tools"]
+    assert [t["name"] for t in tools] == ["get_weather"]
+    assert [m["role"] for m in rest[:3]] == ["user", "assistant", "user"]

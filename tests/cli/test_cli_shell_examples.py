@@ -32,7 +32,7 @@ from harmonia._cli.main import _build_parser, _chosen_command
 ROOT = Path(__file__).resolve().parents[2]
 SRC = Path(harmonia.__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SHELL_BLOCK = re.compile(r"```(?:sh|bash|shell|console)\n(.*?)```", re.S)
+SHELL_LANGUAGES = ("sh", "bash", "shell", "console")
 
 #: ``harmonia`` lines that are parsed but not run, and why.
 NOT_RUN = {
@@ -70,13 +70,34 @@ NEEDS = {
 }
 
 
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """Each fenced block of a page: its language word and its text."""
+    found, language, lines = [], None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if language is None:
+                language, lines = line[3:].strip(), []
+            else:
+                found.append((language, "\n".join(lines)))
+                language = None
+        elif language is not None:
+            lines.append(line)
+    return found
+
+
 def _doc_lines() -> list[tuple[str, str]]:
+    """Every line of a shell block, and every ``harmonia`` line of a plain text block."""
     found = []
     for doc in DOCS:
-        for block in SHELL_BLOCK.findall(doc.read_text(encoding="utf-8")):
+        for language, block in _blocks(doc.read_text(encoding="utf-8")):
+            shell = language in SHELL_LANGUAGES
+            if not shell and language not in ("text", ""):
+                continue
             for line in block.replace("\\\n", " ").splitlines():
                 line = re.sub(r"\s+", " ", line.split("  #")[0].split(" # ")[0]).strip()
-                if line and not line.startswith("#"):
+                if not line or line.startswith("#"):
+                    continue
+                if shell or re.match(r"(echo .*\| *)?harmonia [a-z]", line):
                     found.append((doc.name, line))
     return found
 
@@ -189,9 +210,10 @@ def test_every_harmonia_example_runs_as_written(line: str, workspace: Path) -> N
         pytest.skip(f"needs {', '.join(missing)} (CI's pass 2 installs it)")
     if "tools python" in line and shutil.which("bwrap") is None:
         pytest.skip("needs bubblewrap (CI's pass 2 installs it)")
-    if "data pack" in line and not (workspace / "out").is_dir():
-        # the pack example packs what the build example wrote
-        build = next(x for x in RUN if x.startswith("harmonia data build") and " out/" in x)
+    if "data pack" in line:
+        # the pack example packs what the (canonical) build example writes
+        build = next(x for x in RUN if re.fullmatch(r"harmonia data build \S+ -o out/.*", x))
+        assert "--columns" not in build
         test_every_harmonia_example_runs_as_written(build, workspace)
     for made in ("page.html", "a.html", "row3.html", "row17.html", "rejects.jsonl", "packed"):
         target = workspace / made

@@ -40,6 +40,7 @@ from harmonia._options import (
     from_args,
 )
 from harmonia.engines import EngineSpec, SamplingParams
+from harmonia.openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 from harmonia.tools import ToolsSpec
 from harmonia.tools._spec import CHAT_SCOPE
 
@@ -108,7 +109,12 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     talk.add_argument(
         "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
     )
-    talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
+    talk.add_argument(
+        "--load",
+        metavar="FILE",
+        help="continue a conversation: harmony JSON (as --save writes it) or a Chat "
+        "Completions request (read as harmonia render reads it)",
+    )
     talk.add_argument(
         "--save",
         metavar="FILE",
@@ -297,16 +303,20 @@ async def _read_line(prompt: str) -> str | None:
 
 
 def _load(path: str) -> Conversation:
-    """The conversation of a ``--load`` file (harmony JSON, as ``--save`` writes it)."""
+    """The conversation of a ``--load`` file: harmony JSON (as ``--save`` writes it) or a
+    Chat Completions request, told apart as ``harmonia render`` does."""
     text = read_text_file(path)
     try:
-        json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(
             f"{path} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "--load takes a conversation --save wrote"
+            "--load takes a conversation (harmony JSON, as --save writes, or a Chat request)"
         ) from None
-    return Conversation.from_json(text)
+    kind, why = detect_format(data)
+    if kind == "chat":  # said, as render says it: its system text and tools are kept
+        print(f"harmonia chat: read {path} as {FORMAT_NAMES[kind]} ({why})", file=sys.stderr)
+    return load_conversation(data, kind)
 
 
 def _with_user(conversation: Conversation, text: str) -> Conversation:
