@@ -40,7 +40,8 @@ _EXAMPLES = """examples:
   harmonia serve --engine random            # random weights, the real format (torch)
   harmonia serve --engine vllm --url http://127.0.0.1:8001 --browser ./notes --python
 
-exit status: 0 after a clean shutdown; 1 a bad option, or an engine that cannot start
+exit status: 0 after a clean shutdown; 1 a bad option (a --port out of range or in
+use too), or an engine that cannot start
 (the warm-up generation fails: the server logs why and exits, without retrying);
 2 a usage error"""
 
