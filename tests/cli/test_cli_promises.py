@@ -281,6 +281,7 @@ def test_stats_of_an_interrupted_build_suggests_resume(
     (build / ".progress.json").write_text("{}")
     line = refused(capsys, "data", "stats", str(build))
     assert "interrupted build" in line and "--resume" in line
+    pytest.importorskip("pyarrow", reason="data pack needs the parquet extra")
     line = refused(capsys, "data", "pack", str(build), "-o", str(tmp_path / "p"), "--seq-len", "8")
     assert "interrupted build" in line and "--resume" in line
 

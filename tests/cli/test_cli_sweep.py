@@ -165,8 +165,8 @@ def test_a_bad_input_is_one_line_and_leaves_nothing(
         pytest.importorskip("uvicorn", reason="serve needs the serve extra")
     if name == "tools serve-mcp":
         pytest.importorskip("mcp", reason="serve-mcp needs the mcp extra")
-    if name in ("data build",) and kind == "binary":
-        pytest.importorskip("pyarrow", reason="data build needs the parquet extra")
+    if name in ("data build", "data pack", "data export"):
+        pytest.importorskip("pyarrow", reason=f"{name} needs the parquet extra")
     monkeypatch.chdir(tmp_path)
     given = _make(kind, tmp_path)
     before = _listing(tmp_path)
