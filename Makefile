@@ -19,6 +19,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py
 	$(PY) examples/agent_demo.py
+	@echo "harmonia is installed in $(VENV): '. $(VENV)/bin/activate' puts it on PATH"
 
 test: lint typecheck unit corpus
 

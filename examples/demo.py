@@ -112,7 +112,13 @@ def main() -> None:
             deltas.append(parser.last_content_delta)
     print(" ", deltas)
 
-    print("\n== The command line (run these from anywhere harmonia is installed) ==")
+    print("\n== The command line ==")
+    # make demo installs harmonia into .venv without activating it: say how to get
+    # the command, since these lines are meant to be typed in a shell.
+    print(
+        "(`harmonia` is on PATH where harmonia is installed: after `make demo`, run\n"
+        " `. .venv/bin/activate` first, or type `.venv/bin/harmonia` for `harmonia`)"
+    )
     ids = " ".join(map(str, GUIDE_COMPLETION))
     shell(f"echo {ids} | harmonia inspect -", ["inspect", "-", "--color", "never"], ids)
     tool_call = (

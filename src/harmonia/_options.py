@@ -9,8 +9,9 @@ An older spelling is kept as a deprecated alias that says what to write instead.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar, get_args, get_origin, get_type_hints
 
@@ -156,6 +157,23 @@ def flag_of(cls: type, name: str) -> str:
     (item,) = [f for f in fields(cls) if f.name == name]
     spec: Option = item.metadata["option"]
     return spec.flag or "--" + name.replace("_", "-")
+
+
+def flag_words(text: str, names: Mapping[str, str]) -> str:
+    """An error about a settings field (``AgentLimits.max_tokens``), said with the flag
+    that sets it (``--max-tokens``): a command-line user never wrote the field's name."""
+    for internal in sorted(names, key=len, reverse=True):  # max_tokens_x before max_tokens
+        text = re.sub(rf"\b{re.escape(internal)}\b", names[internal], text)
+    return text
+
+
+def flags_of(cls: type) -> dict[str, str]:
+    """``{"Cls.field": "--flag"}`` for every field of ``cls`` that is a command-line option."""
+    return {
+        f"{cls.__name__}.{item.name}": flag_of(cls, item.name)
+        for item in fields(cls)
+        if "option" in item.metadata
+    }
 
 
 def add_options(

@@ -212,6 +212,15 @@ def test_ctrl_c_stops_the_answer_not_the_chat(tmp_path: Path, terminal: Any) -> 
     assert term.wait() == 0
 
 
+def test_ctrl_c_at_the_prompt_leaves_with_130(terminal: Any) -> None:
+    """docs/cli.md: at the prompt Ctrl-C leaves (130), without waiting for Enter."""
+    term = terminal(["--engine", "scripted"])
+    term.expect("> ")
+    term.type("\x03")  # Ctrl-C, and no Enter after it
+    assert term.wait() == 130
+    assert "harmonia chat: interrupted" in term.seen
+
+
 def test_functions_from_a_python_file(tmp_path: Path) -> None:
     module = tmp_path / "mytools.py"
     module.write_text(

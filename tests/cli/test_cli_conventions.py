@@ -93,13 +93,13 @@ def test_a_completion_prompt_end_is_not_a_truncated_message(
         "  ⟦<|start|>⟧user⟦<|message|>⟧Hi⟦<|end|>⟧",
         "[1] assistant · the prompt ends here: the model writes this message · 2 tokens from #5",
         "  ⟦<|start|>⟧assistant",
-        "7 tokens, 1 messages, 0 diagnostics",
+        "7 tokens, 1 message, 0 diagnostics",
     ]
     # a header cut anywhere else is still reported
     path.write_text(json.dumps(prompt + enc.encode("<|channel|>", allowed_special="all")))
     out = io.StringIO()
     assert main(["inspect", str(path), "--color", "never"], stdout=out) == 0
-    assert out.getvalue().splitlines()[-1] == "8 tokens, 1 messages, 1 diagnostics"
+    assert out.getvalue().splitlines()[-1] == "8 tokens, 1 message, 1 diagnostic"
 
 
 def test_the_demo_prints_commands_that_run_as_shown() -> None:
@@ -115,6 +115,8 @@ def test_the_demo_prints_commands_that_run_as_shown() -> None:
         # the input comes on stdin: no file the demo created and deleted
         assert command.startswith("$ echo ") and command.endswith(tail)
     assert "/tmp" not in text
+    # make demo does not activate .venv: the demo says how to get the command
+    assert "`. .venv/bin/activate`" in text and "`.venv/bin/harmonia`" in text
 
 
 def test_the_readme_command_lines_run() -> None:

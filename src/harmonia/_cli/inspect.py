@@ -79,7 +79,14 @@ class Totals:
     diagnostics: int = 0
 
     def __str__(self) -> str:
-        return f"{self.tokens} tokens, {self.messages} messages, {self.diagnostics} diagnostics"
+        return ", ".join(
+            plural(n, word)
+            for n, word in (
+                (self.tokens, "token"),
+                (self.messages, "message"),
+                (self.diagnostics, "diagnostic"),
+            )
+        )
 
 
 def _texts(enc: EncodingLike) -> Callable[[int], str]:
@@ -150,6 +157,8 @@ def walk(
         block.role, block.prompt_end = role_at_end, True
         yield block
         return
+    if not totals.tokens:
+        return  # an empty input: nothing in it is cut short
     yield from note(parser.feed_eos())
     if block.count:
         yield block
@@ -162,6 +171,11 @@ def _completion_role(enc: EncodingLike, tokens: Sequence[int]) -> str | None:
     table = enc.tokenizer.token_bytes_table
     word = b"".join(table[t] for t in tokens[1:]).decode("utf-8", "replace")
     return word if word in {r.value for r in Role} else None
+
+
+def plural(count: int, word: str) -> str:
+    """``1 token``, ``2 tokens``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 # -- terminal ----------------------------------------------------------------------
@@ -190,7 +204,9 @@ def write_terminal(
             continue
         block = event
         code = _CHANNEL_COLOURS.get(block.channel or "", _ROLE_COLOURS.get(block.role or "", "31"))
-        head = f"[{block.number}] {block.label} · {block.count} tokens from #{block.start}"
+        head = (
+            f"[{block.number}] {block.label} · {plural(block.count, 'token')} from #{block.start}"
+        )
         pieces = []
         for t in pending:
             shown = t.text if not ids else f"{t.text}({t.token})"
@@ -274,11 +290,11 @@ def write_html(
         diags = "".join(f'<div class="diag">{html.escape(str(d))}</div>' for d in b.diagnostics)
         write(
             f'</div>{diags}<header class="{classes}">[{b.number}] {html.escape(b.label)}'
-            f'<span class="count">{b.count} tokens</span></header></section>\n'
+            f'<span class="count">{plural(b.count, "token")}</span></header></section>\n'
         )
         in_block = False
     write(
-        f'<div class="summary">{totals.tokens} tokens · {totals.messages} messages · '
-        f"{totals.diagnostics} diagnostics · hover a token for its index and id</div>"
+        f'<div class="summary">{str(totals).replace(", ", " · ")} · '
+        "hover a token for its index and id</div>"
         "\n</body></html>\n"
     )

@@ -21,7 +21,7 @@ from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
-from .._files import atomic_file, refuse_existing
+from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
 from .._options import add_force, add_progress, progress_on_terminal
@@ -32,7 +32,7 @@ from .._render.schema_check import check_schema
 from .._tokenizer.special_tokens import STOP_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
 from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
-from .io import FORMAT_NAMES, INPUT_FORMATS, describe, detect_format, load_conversation, read_json
+from .io import FORMAT_NAMES, INPUT_FORMATS, detect_format, load_conversation, read_json
 from .tokens import completion_role, progress, read_tokens
 
 
@@ -48,6 +48,11 @@ def _note(args: argparse.Namespace, text: str) -> None:
 
 
 def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
+    if args.next_role is not None and args.mode != "completion":
+        raise InputError(
+            f"--next-role is the role --mode completion ends with; --mode {args.mode} "
+            "ends with the last message: leave --next-role out, or use --mode completion"
+        )
     data = read_json(args.file)
     kind = args.input_format
     if kind == "auto":
@@ -64,7 +69,8 @@ def _cmd_render(args: argparse.Namespace, out: TextIO) -> int:
     policy = args.cot_policy or (DEFAULT_COT_POLICY if kind == "chat" else None)
     config = RenderConversationConfig(cot_policy=policy, typescript=args.typescript)
     if args.mode == "completion":
-        tokens = enc.render_conversation_for_completion(conv, Role(args.next_role), config)
+        role = Role(args.next_role or Role.ASSISTANT.value)
+        tokens = enc.render_conversation_for_completion(conv, role, config)
     elif args.mode == "training":
         tokens = enc.render_conversation_for_training(conv, config)
     else:
@@ -144,6 +150,8 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     read, _ = read_tokens(args.file, enc, text=args.text, ids=args.ids, strict=not args.lenient)
     role, read = completion_role(args.role, read)
     tokens = list(read)
+    if not tokens:
+        raise InputError(f"{describe(args.file)} is empty: no tokens to parse")
     try:
         result = parse_completion(enc, tokens, role, strict=not args.lenient)
     except ParseError as exc:
@@ -178,7 +186,8 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     if args.html:
-        refuse_existing(args.html, args.force)
+        refuse_same({"--html": args.html}, {"the input": args.file})
+        check_output_file(args.html, args.force)
     enc = _encoding()
     tokens, expected = read_tokens(args.file, enc, text=args.text, ids=args.ids)
     role, tokens = completion_role(args.role, tokens)
@@ -240,10 +249,10 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 _EPILOG = """\
 examples:
-  harmonia render request.json --format text   a Chat request or harmony JSON -> prompt
-  harmonia parse completion.txt                 model output -> messages (JSON)
-  harmonia inspect completion.ids --html a.html a page showing every token
-  harmonia schema tools.json                    tools -> the TypeScript the model sees
+  harmonia render request.json --format text    a Chat request or harmony JSON -> prompt
+  harmonia parse completion.txt                  model output -> messages (JSON)
+  harmonia inspect completion.ids --html a.html  a page showing every token
+  harmonia schema tools.json                     tools -> the TypeScript the model sees
 
 exit status: 0 success; 1 an input was refused (one line on stderr says what,
 where and how to fix it); 2 a usage error.
@@ -298,9 +307,10 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     )
     render.add_argument(
         "--next-role",
-        default=Role.ASSISTANT.value,
+        default=None,
         choices=[r.value for r in Role],
-        help="the role of the message to complete (--mode completion)",
+        help=f"the role of the message to complete (--mode completion; default: "
+        f"{Role.ASSISTANT.value})",
     )
     render.add_argument(
         "--cot-policy",
@@ -373,6 +383,15 @@ _APPS: Final = {
 }
 
 
+def _innermost(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)command parser ``argv`` names: ``harmonia data build`` -> build's."""
+    for word in argv:
+        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if commands and word in commands[0].choices:
+            parser = commands[0].choices[word]
+    return parser
+
+
 def _chosen_command(argv: Sequence[str]) -> str:
     """The command word of ``argv`` (the first that is not an option), or ``""``."""
     return next((word for word in argv if not word.startswith("-")), "")
@@ -406,7 +425,9 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
     words_in = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser(_chosen_command(words_in))
     try:
-        args = parser.parse_args(words_in)
+        args, extra = parser.parse_known_args(words_in)
+        if extra:  # said by the command they were given to, not by "harmonia"
+            _innermost(parser, words_in).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
     words = command_words(args)

@@ -17,8 +17,9 @@ from typing import Final, TextIO
 from .._encoding import HarmonyEncoding
 from .._enums import Role
 from .._errors import InputError
+from .._files import cannot_read, describe, not_utf8
 from .._tokenizer.special_tokens import MESSAGE, START
-from .io import describe, not_utf8, read_input
+from .io import read_input
 
 #: How far ``--role auto`` looks for the first <|start|> or <|message|>.
 _HEADER_SCAN: Final = 4096
@@ -50,7 +51,7 @@ class TokenFile:
         except UnicodeDecodeError as exc:
             raise InputError(not_utf8(path, exc)) from None
         except OSError as exc:
-            raise InputError(f"cannot read {describe(path)}: {exc.strerror or exc}") from None
+            raise cannot_read(path, exc) from None
         if _looks_like_ids(first):
             return cls(path, f, first, _size(f)), ""
         try:
@@ -66,8 +67,12 @@ class TokenFile:
 
     def __iter__(self) -> Iterator[int]:
         chunk, tail = self._first, ""
+        # A JSON list must end with its ']': without it the file was cut short,
+        # and its last id may be cut too ("173" of "1734").
+        bracketed, last = self._first.lstrip().startswith("["), ""
         with self._f if self._f is not sys.stdin else contextlib.nullcontext():
             while chunk:
+                last = chunk.rstrip()[-1:] or last
                 if not _INT_LIST.match(chunk):
                     raise InputError(
                         f"{describe(self.path)} is not a list of token ids after character "
@@ -81,6 +86,11 @@ class TokenFile:
                     chunk = self._f.read(_CHUNK)
                 except UnicodeDecodeError as exc:
                     raise InputError(not_utf8(self.path, exc)) from None
+        if bracketed and last != "]":
+            raise InputError(
+                f"{describe(self.path)} starts a JSON list of token ids with '[' but has no "
+                "closing ']': it was cut short; give the whole list"
+            )
         if tail:
             yield self._int(tail)
 

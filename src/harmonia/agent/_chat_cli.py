@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,13 +24,23 @@ from harmonia import (
     Conversation,
     HarmonyEncodingName,
     HarmonyError,
+    InputError,
     Message,
     Role,
     load_harmony_encoding,
 )
-from harmonia._files import refuse_existing, write_text
-from harmonia._options import DeprecatedAlias, add_force, add_options, flag_of, from_args
+from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
+from harmonia._options import (
+    DeprecatedAlias,
+    add_force,
+    add_options,
+    flag_of,
+    flag_words,
+    flags_of,
+    from_args,
+)
 from harmonia.engines import EngineSpec, SamplingParams
+from harmonia.openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 from harmonia.tools import ToolsSpec
 from harmonia.tools._spec import CHAT_SCOPE
 
@@ -97,7 +109,12 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     talk.add_argument(
         "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
     )
-    talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
+    talk.add_argument(
+        "--load",
+        metavar="FILE",
+        help="continue a conversation: harmony JSON (as --save writes it) or a Chat "
+        "Completions request (read as harmonia render reads it)",
+    )
     talk.add_argument(
         "--save",
         metavar="FILE",
@@ -139,16 +156,38 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         print("harmonia chat: --json needs --prompt (one message, one answer)", file=sys.stderr)
         return 2
     try:
-        if args.save and not (args.load and Path(args.load).resolve() == Path(args.save).resolve()):
-            refuse_existing(args.save, args.force)
+        _check_flags(args)
         return asyncio.run(_session(args, out))
-    except (HarmonyError, OSError) as exc:  # a missing --load file is a refused input too
-        print(f"harmonia chat: {exc}", file=sys.stderr)
+    except HarmonyError as exc:
+        print(f"harmonia chat: {flag_words(str(exc), _FLAG_NAMES)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a missing --load file is a refused input too
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"harmonia chat: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat
         print(file=out)
         print("harmonia chat: interrupted", file=sys.stderr)
         return 130
+
+
+#: The settings an error may name, as the flags that set them.
+_FLAG_NAMES = {
+    **flags_of(EngineSpec),
+    **flags_of(ToolsSpec),
+    "AgentLimits.max_steps": "--max-steps",
+    "AgentLimits.max_tokens": "--max-tokens",
+}
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse, before the engine starts, an output that cannot be
+    written (checked before the answer, not after it)."""
+    if args.save:
+        inputs = {"--script": args.script, "--functions": args.functions}
+        refuse_same({"--save": args.save}, inputs)
+        same_as_load = args.load and Path(args.load).resolve() == Path(args.save).resolve()
+        check_output_file(args.save, args.force or bool(same_as_load))
 
 
 async def _session(args: argparse.Namespace, out: TextIO) -> int:
@@ -169,7 +208,7 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
         constraint=args.constrain or args.engine == "random",
     )
     if args.load:
-        conversation = Conversation.from_json(Path(args.load).read_text(encoding="utf-8"))
+        conversation = _load(args.load)
     else:
         conversation = new_conversation(
             toolbox=box, instructions=args.instructions, reasoning_effort=args.reasoning_effort
@@ -230,15 +269,54 @@ def _on_sigint(loop: asyncio.AbstractEventLoop, callback: Any) -> bool:
 
 
 async def _read_line(prompt: str) -> str | None:
-    """A line from standard input (off the event loop), or ``None`` at end of input."""
+    """A line from standard input (off the event loop), or ``None`` at end of input.
 
-    def read() -> str | None:
+    The line is read in a daemon thread of its own, not the loop's executor:
+    ``asyncio.run`` waits for its executor's threads before it returns, so a
+    Ctrl-C at the prompt would wait for Enter (the thread sits in ``input``).
+    """
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str | None] = loop.create_future()
+
+    def deliver(value: str | None, error: BaseException | None) -> None:
+        if line.done():  # cancelled by Ctrl-C: nobody waits for this line
+            return
+        if error is not None:
+            line.set_exception(error)
+        else:
+            line.set_result(value)
+
+    def read() -> None:
+        value: str | None = None
+        error: BaseException | None = None
         try:
-            return input(prompt)
+            value = input(prompt)
         except EOFError:
-            return None
+            value = None
+        except BaseException as exc:  # handed to the waiting coroutine
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: the chat has left
+            loop.call_soon_threadsafe(deliver, value, error)
 
-    return await asyncio.get_running_loop().run_in_executor(None, read)
+    threading.Thread(target=read, name="harmonia-chat-prompt", daemon=True).start()
+    return await line
+
+
+def _load(path: str) -> Conversation:
+    """The conversation of a ``--load`` file: harmony JSON (as ``--save`` writes it) or a
+    Chat Completions request, told apart as ``harmonia render`` does."""
+    text = read_text_file(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+            "--load takes a conversation (harmony JSON, as --save writes, or a Chat request)"
+        ) from None
+    kind, why = detect_format(data)
+    if kind == "chat":  # said, as render says it: its system text and tools are kept
+        print(f"harmonia chat: read {path} as {FORMAT_NAMES[kind]} ({why})", file=sys.stderr)
+    return load_conversation(data, kind)
 
 
 def _with_user(conversation: Conversation, text: str) -> Conversation:

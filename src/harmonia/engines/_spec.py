@@ -12,9 +12,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .. import InputError
+from .._files import read_text_file
 from .._options import flag_of, option
 from ._base import Constraint, Engine, UnsupportedConstraintError
 from ._generation import Generation
@@ -36,6 +37,10 @@ DEMO_REPLY = (
 #: refusal, never assumed (``harmonia serve`` itself listens on 8000 by default, so a
 #: guessed vLLM address could be the server's own).
 USUAL_URLS = {"vllm": "http://127.0.0.1:8000", "llama.cpp": "http://127.0.0.1:8080"}
+
+
+#: Flags only some engines read (a server's address, a replay script).
+_ENGINE_ONLY: Final = {"url": ("vllm", "llama.cpp"), "script": ("scripted",)}
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,14 @@ class EngineSpec:
     def build(self, encoding: HarmonyEncoding | None = None) -> Engine:
         """The engine (its optional dependencies imported only now)."""
         kind = self.engine
+        for name, engines in _ENGINE_ONLY.items():
+            # A flag the chosen engine never reads is a mistake, not a no-op: the
+            # user meant another engine, or a flag of this one.
+            if getattr(self, name) is not None and kind not in engines:
+                raise InputError(
+                    f"{flag_of(EngineSpec, name)} is for --engine {' or '.join(engines)}, "
+                    f"not --engine {kind}: leave it out, or choose that engine"
+                )
         if kind == "scripted":
             return _Replay(self._scripts(encoding))
         if kind == "random":
@@ -152,7 +165,7 @@ class EngineSpec:
         if self.script is not None:
             path = Path(self.script)
             try:
-                raw = json.loads(path.read_text(encoding="utf-8"))
+                raw = json.loads(read_text_file(path))
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}: not JSON ({exc})") from None
         scripts = []

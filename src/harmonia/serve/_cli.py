@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
 
-from .._options import add_options, from_args
+from .._options import add_options, flag_words, flags_of, from_args
 from ..engines import EngineSpec
 from ..tools import ToolsSpec
 from ..tools._spec import SERVE_SCOPE
@@ -40,7 +40,8 @@ _EXAMPLES = """examples:
   harmonia serve --engine random            # random weights, the real format (torch)
   harmonia serve --engine vllm --url http://127.0.0.1:8001 --browser ./notes --python
 
-exit status: 0 after a clean shutdown; 1 a bad option, or an engine that cannot start
+exit status: 0 after a clean shutdown; 1 a bad option (a --port out of range or in
+use too), or an engine that cannot start
 (the warm-up generation fails: the server logs why and exits, without retrying);
 2 a usage error"""
 
@@ -101,7 +102,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, ToolsSpec, scope=SERVE_SCOPE, title="built-in tools (Responses API)")
 
 
+#: The ServerConfig fields an error may name, as the flags that set them.
+_FLAG_NAMES = {
+    **flags_of(ServerConfig),
+    "ServerConfig.store": "--store",
+    "ServerConfig.current_date": "--date",
+    "ServerConfig.api_keys": "--api-key",
+    "ServerConfig.cors_origins": "--cors-origin",
+    "ServerConfig.model_aliases": "--alias",
+}
+
+
 def build_config(args: argparse.Namespace) -> ServerConfig:
+    """The server's settings from the flags; an error names the flag, not the field."""
+    try:
+        return _config_of(args)
+    except InputError as exc:
+        raise InputError(flag_words(str(exc), _FLAG_NAMES)) from None
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port this host cannot listen on (in use, or not allowed) before the
+    engine loads: uvicorn would log it and exit with its own status."""
+    import socket
+
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # as uvicorn binds: a port left in TIME_WAIT by a server that just stopped is free
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise InputError(
+                f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                "choose another --port, or stop what listens there"
+            ) from None
+
+
+def _config_of(args: argparse.Namespace) -> ServerConfig:
     # The flags named after a field are read by from_args; these are spelled otherwise.
     return replace(
         from_args(ServerConfig, args),
@@ -147,6 +187,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = build_config(args)
+    check_port(config.host, config.port)
     tool_loop, backend = build_tool_loop(args)
     engine = from_args(EngineSpec, args).build()
     app = create_app(engine, config, tool_loop=tool_loop)

@@ -17,6 +17,10 @@ from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
 API_KEYS_ENV = "HARMONIA_API_KEYS"
 
 
+#: The largest TCP port.
+MAX_PORT = 65535
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Limits, defaults and policies of one harmonia server.
@@ -135,8 +139,14 @@ class ServerConfig:
                 raise InputError(f"ServerConfig.{name} must be at least 1")
         if self.max_output_tokens is not None and self.max_output_tokens < 1:
             raise InputError("ServerConfig.max_output_tokens must be at least 1")
-        if self.queue_size < 0 or self.retry_after_s < 0:
-            raise InputError("ServerConfig.queue_size and retry_after_s must be >= 0")
+        for name in ("queue_size", "retry_after_s"):
+            if getattr(self, name) < 0:
+                raise InputError(f"ServerConfig.{name} must be >= 0")
+        if not 0 <= self.port <= MAX_PORT:  # uvicorn would log it and listen elsewhere
+            raise InputError(
+                f"ServerConfig.port must be from 1 to {MAX_PORT} (0: any free port), "
+                f"got {self.port}"
+            )
         for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
             if getattr(self, name) <= 0:
                 raise InputError(f"ServerConfig.{name} must be > 0")

@@ -23,9 +23,9 @@ def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) 
     """Add ``browser`` and ``python`` to ``harmonia tools``'s subcommands."""
     examples = (
         "examples:\n"
-        "  harmonia tools browser search 'lunar day' --browser docs/\n"
-        "  harmonia tools browser open docs/tides.md --browser docs/ --loc 10\n"
-        "  harmonia tools browser find moon --url docs/tides.md --browser docs/\n"
+        "  harmonia tools browser search 'lunar day' --browser examples/corpus/\n"
+        "  harmonia tools browser open tides.md --browser examples/corpus/ --loc 10\n"
+        "  harmonia tools browser find moon --url tides.md --browser examples/corpus/\n"
         "  harmonia tools browser search 'gpt-oss' --browser exa    # EXA_API_KEY\n\n"
         "exit status: 0 success; 1 the call failed (one line on stderr says why); "
         "2 a usage error"

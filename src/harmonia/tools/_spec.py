@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import InputError
-from .._options import option
+from .._options import flag_of, flag_words, option
 from ._dispatch import Toolbox
 from ._functions import FunctionTool, FunctionTools
 
@@ -111,7 +111,11 @@ class ToolsSpec:
         }
         if self.timeout is not None:
             settings["timeout"] = self.timeout
-        return PythonToolConfig(**settings)
+        try:
+            return PythonToolConfig(**settings)
+        except InputError as exc:  # said with the flag that was given
+            names = {"PythonToolConfig.timeout": flag_of(ToolsSpec, "timeout")}
+            raise InputError(flag_words(str(exc), names)) from None
 
     def build(self) -> Toolbox:
         """The toolbox the settings ask for (``box.tool("browser")`` is the browser)."""

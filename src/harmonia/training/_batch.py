@@ -147,6 +147,10 @@ def render_batch(
             if isinstance(row, str):
                 try:
                     row = json.loads(row)
+                except json.JSONDecodeError as exc:
+                    # json counts lines inside the row; the problem's line is the file's.
+                    where = f"column {exc.colno}" if exc.lineno == 1 else f"character {exc.pos}"
+                    raise RowError("E101", f"not JSON: {exc.msg} at {where}") from None
                 except ValueError as exc:
                     raise RowError("E101", f"not JSON: {exc}") from None
             if options.dialect == "hf":

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harmonia import HarmonyError, InputError
-from harmonia._files import atomic_file, atomic_folder, refuse_existing, write_text
+from harmonia._files import (
+    atomic_file,
+    atomic_folder,
+    cannot_read,
+    check_output_file,
+    refuse_existing,
+    refuse_same,
+    write_text,
+)
 from harmonia._names import COT_POLICY_NAMES
 from harmonia._options import (
     STDIN,
@@ -32,10 +40,18 @@ from harmonia._options import (
 from ._arrow import PROFILES
 from ._batch import Stats, default_encoding, render_batch
 from ._hf_template import render_hf, render_hf_for_training
-from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, row_date
+from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, is_date, row_date
 from ._pack import export_memmap, pack
 from ._policy import FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
-from ._runner import MANIFEST, BuildOptions, build, open_input
+from ._runner import (
+    MANIFEST,
+    BuildOptions,
+    build,
+    compression_problem,
+    missing_manifest,
+    named_input,
+    open_input,
+)
 from ._sample import render_for_training
 from ._view import html_view, terminal_view
 
@@ -50,6 +66,13 @@ _EXAMPLES = """examples:
 
 exit status: 0 success; 1 an input was refused, nothing was written, or more rows
 were rejected than --max-reject-rate allows; 2 a usage error; 130 interrupted (Ctrl-C)"""
+
+#: The epilog of the commands without --max-reject-rate (stats, inspect, pack, export).
+_EXAMPLES_NO_REJECTS = (
+    _EXAMPLES.split("exit status:")[0]
+    + """exit status: 0 success; 1 an input was refused or nothing was written; 2 a usage
+error; 130 interrupted (Ctrl-C)"""
+)
 
 
 def add_subcommand(
@@ -71,8 +94,13 @@ def add_subcommand(
     )
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
+        rejects = name in ("validate", "build")  # the commands with --max-reject-rate
         return sub.add_parser(
-            name, help=help, description=help, epilog=_EXAMPLES, formatter_class=formatter_class
+            name,
+            help=help,
+            description=help,
+            epilog=_EXAMPLES if rejects else _EXAMPLES_NO_REJECTS,
+            formatter_class=formatter_class,
         )
 
     validate = command("validate", "check input rows; report problems by code")
@@ -176,7 +204,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
         return 130
     except OSError as exc:  # a missing input is a refused input, as in every command
-        print(f"{words}: {exc}", file=sys.stderr)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"{words}: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
 
 
@@ -283,6 +312,44 @@ def _policy_of(args: argparse.Namespace) -> TrainPolicy:
     return PRESETS[args.policy].with_(**changes)
 
 
+#: The longest packed row ``--seq-len`` may ask for: token offsets are 64-bit, but a
+#: row longer than any model's context is a typo (``99999999999999999999``).
+MAX_SEQ_LEN = 1 << 24
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse, before any work, flags that are out of range or contradict each other."""
+    date = getattr(args, "date", None)
+    if date is not None and date != "from-row" and not is_date(date):
+        raise InputError(f"--date {date!r} is not a date: give YYYY-MM-DD (a real day) or from-row")
+    fmt = getattr(args, "format", None)
+    if getattr(args, "map", None) and fmt != "columns":
+        raise InputError(
+            f"--map names the columns of --format columns, not of --format {fmt}: "
+            "add --format columns, or leave --map out"
+        )
+    rate = getattr(args, "max_reject_rate", None)
+    if rate is not None and not 0.0 <= rate <= 1.0:
+        raise InputError(
+            f"--max-reject-rate {rate:g} is not a fraction: give a number from 0 to 1 "
+            "(0.05 allows 5% of rows rejected)"
+        )
+    for flag in ("workers", "shard_rows", "max_length", "row"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise InputError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+    seq_len = getattr(args, "seq_len", None)
+    if seq_len is not None and not 1 <= seq_len <= MAX_SEQ_LEN:
+        raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN:,} tokens, got {seq_len}")
+    if getattr(args, "resume", False) and getattr(args, "force", False):
+        raise InputError("--resume continues a build and --force replaces it: give one of them")
+    compression = getattr(args, "compression", None)
+    if compression is not None:
+        problem = compression_problem(compression)
+        if problem is not None:
+            raise InputError(f"--compression {problem}")
+
+
 def _options_of(args: argparse.Namespace) -> InputOptions:
     columns = None
     if args.map:
@@ -306,7 +373,7 @@ def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
     """Lines as bytes, as ``build`` reads them (a line that is not UTF-8 is an E104)."""
     numbers: list[int] = []
     rows: list[bytes] = []
-    with open_input(path) as handle:
+    with named_input(path), open_input(path) as handle:
         for n, line in enumerate(handle, 1):
             if line.strip():
                 numbers.append(n)
@@ -342,13 +409,21 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     policy, options = _policy_of(args), _options_of(args)
     stats = Stats()
     rejects_path = getattr(args, "rejects", None)
-    for written in (rejects_path, getattr(args, "report", None)):
+    report_path = getattr(args, "report", None)
+    refuse_same(
+        {"--rejects": rejects_path, "--report": report_path},
+        {f"the input {p}": p for p in paths},
+    )
+    for written in (rejects_path, report_path):
         if written:
-            refuse_existing(written, args.force)
+            check_output_file(written, args.force)
+    for path in paths:  # every input before the first row: the outputs are not begun
+        _readable(path)
     with contextlib.ExitStack() as stack:
         rejects = stack.enter_context(atomic_file(rejects_path)) if rejects_path else None
         with _stdin_spooled(paths) as files:
             _scan_files(policy, options, paths, files, stats, out, rejects)
+        _no_rows(stats.to_dict(), paths)  # inside: no rows, no --rejects file either
     return stats
 
 
@@ -407,11 +482,16 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
     for channel, count in stats.get("trained_by_channel", {}).items():
         out.write(f"{'trained ' + channel:>15}: {count}\n")
     if stats.get("lengths"):
-        buckets = ", ".join(f"<={k}: {v}" for k, v in stats["lengths"].items())
+        buckets = ", ".join(f"<={k}: {v}" for k, v in _by_length(stats["lengths"]).items())
         out.write(f"{'lengths':>15}: {buckets}\n")
     if stats["formats"]:
         chosen = ", ".join(f"{k} ({v})" for k, v in stats["formats"].items())
         out.write(f"{'formats':>15}: {chosen}\n")
+
+
+def _by_length(lengths: dict[str, int]) -> dict[str, int]:
+    """Length buckets in order of length (a manifest's JSON keeps them as strings)."""
+    return {k: lengths[k] for k in sorted(lengths, key=int)}
 
 
 def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
@@ -421,9 +501,22 @@ def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
         raise InputError(f"no rows in {names}: nothing to do (give JSONL, one row per line)")
 
 
+def _readable(path: str) -> None:
+    """Refuse an input that is not a readable file, in the one wording of every command."""
+    if path == STDIN:
+        return
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise cannot_read(path, exc) from None
+    if Path(path).is_dir():
+        raise InputError(f"cannot read {path}: it is a folder; give a file")
+
+
 def _validate(args: argparse.Namespace, out: TextIO) -> int:
+    _check_flags(args)
     stats = _scan(args, args.inputs, out).to_dict()
-    _no_rows(stats, args.inputs)
     _print_stats(stats, out)
     if args.report:
         write_text(args.report, json.dumps(stats, indent=1) + "\n")
@@ -450,6 +543,10 @@ def _refuse_output_folder(path: str, force: bool, *, also: str = "") -> None:
 
 
 def _build(args: argparse.Namespace, out: TextIO) -> int:
+    _check_flags(args)
+    refuse_same({"-o": args.output}, {f"the input {p}": p for p in args.inputs})
+    for path in args.inputs:
+        _readable(path)
     if not args.resume:
         _refuse_output_folder(args.output, args.force, also="--resume continues it")
     output = Path(args.output)
@@ -468,16 +565,24 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
     if args.force and not args.resume and not fresh:
         shutil.rmtree(output)
         fresh = True
-    with _stdin_spooled(args.inputs) as inputs:
-        manifest = build(
-            inputs,
-            args.output,
-            policy=_policy_of(args),
-            input_options=_options_of(args),
-            options=options,
-        )
-    if not manifest["stats"]["rows"] and fresh:
-        shutil.rmtree(output, ignore_errors=True)  # nothing written is not a build
+    existed = output.exists()
+    try:
+        with _stdin_spooled(args.inputs) as inputs:
+            manifest = build(
+                inputs,
+                args.output,
+                policy=_policy_of(args),
+                input_options=_options_of(args),
+                options=options,
+            )
+    except Exception:
+        # A refused input leaves no folder it made (Ctrl-C keeps it, for --resume).
+        if not existed:
+            shutil.rmtree(output, ignore_errors=True)
+        raise
+    if not manifest["stats"]["rows_ok"] and fresh:
+        # Nothing to train is not a build (data validate --rejects lists why).
+        shutil.rmtree(output, ignore_errors=True)
     _no_rows(manifest["stats"], args.inputs)
     _print_stats(manifest["stats"], out)
     out.write(
@@ -487,13 +592,18 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _stats(args: argparse.Namespace, out: TextIO) -> int:
+    _check_flags(args)
     first = Path(args.paths[0])
     if first.is_dir():
         if len(args.paths) > 1:
             raise InputError("give one build directory, or input files")
+        if not (first / MANIFEST).is_file():
+            raise missing_manifest(first)
         stats = json.loads((first / MANIFEST).read_text(encoding="utf-8"))["stats"]
     else:
         stats = _scan(args, args.paths, io.StringIO()).to_dict()
+    if stats.get("lengths"):
+        stats["lengths"] = _by_length(stats["lengths"])
     if args.json:
         out.write(json.dumps(stats, indent=1) + "\n")
     else:
@@ -502,15 +612,20 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _inspect(args: argparse.Namespace, out: TextIO) -> int:
+    _check_flags(args)
     if args.html:
-        refuse_existing(args.html, args.force)
+        refuse_same({"--html": args.html}, {"the input": args.input})
+        check_output_file(args.html, args.force)
+    _readable(args.input)
     with _stdin_spooled([args.input]) as [path]:
         line = _line(Path(path), args.row, args.input)
     name = "<stdin>" if args.input == STDIN else args.input
     try:
         row = json.loads(line)
-    except ValueError as exc:
-        raise InputError(f"{name}:{args.row}: not JSON: {exc}") from None
+    except json.JSONDecodeError as exc:  # as validate and rejects.jsonl say it
+        raise InputError(
+            f"{name}:{args.row}: E101 not JSON: {exc.msg} at column {exc.colno}"
+        ) from None
     options = _options_of(args)
     enc = default_encoding()
     if options.dialect == "hf":
@@ -534,6 +649,8 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _pack(args: argparse.Namespace, out: TextIO) -> int:
+    _check_flags(args)
+    refuse_same({"-o": args.output}, {"the build": args.build})
     _refuse_output_folder(args.output, args.force)
     with atomic_folder(args.output) as folder:  # appears whole, or not at all
         summary = pack(args.build, folder, args.seq_len)
@@ -550,6 +667,7 @@ def _pack(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _export(args: argparse.Namespace, out: TextIO) -> int:
+    refuse_same({"-o": args.output}, {"the build": args.build})
     _refuse_output_folder(args.output, args.force)
     with atomic_folder(args.output) as folder:
         count = export_memmap(args.build, folder)
@@ -561,7 +679,10 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 def _line(path: Path, number: int, name: str) -> str:
     shown = "standard input" if name == STDIN else name
-    with open_input(path) as handle:  # bytes: another line that is not UTF-8 is no matter
+    with (
+        named_input(path),
+        open_input(path) as handle,
+    ):  # bytes: another line that is not UTF-8 is no matter
         for n, line in enumerate(handle, 1):
             if n == number:
                 try:

@@ -15,6 +15,7 @@ The system message's date line is written only when asked: ``date=None`` omits i
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -89,7 +90,7 @@ class InputOptions:
                 "the hf dialect writes the date line the template writes: give date "
                 "(YYYY-MM-DD or 'from-row'), so that it is never today's by accident"
             )
-        if self.date not in (None, "from-row") and not _DATE.match(str(self.date)):
+        if self.date not in (None, "from-row") and not is_date(self.date):
             raise InputError(f"date must be YYYY-MM-DD, 'from-row' or omitted, got {self.date!r}")
 
 
@@ -116,10 +117,15 @@ def detect_format(row: Mapping[str, Any]) -> InputFormat:
         return "prompt-completion"
     if any(key in row for key in DEFAULT_COLUMNS.values()):
         return "columns"
-    raise RowError(
-        "E103",
-        f"no 'messages', 'conversations' or 'input' key (keys: {', '.join(sorted(row)) or 'none'})",
-    )
+    keys = ", ".join(sorted(row)) or "none"
+    if ("prompt" in row) != ("completion" in row):  # TRL's prompt-completion, half of it
+        missing = "completion" if "prompt" in row else "prompt"
+        raise RowError(
+            "E103",
+            f"a prompt-completion row needs 'prompt' and 'completion'; {missing!r} is "
+            f"missing (keys: {keys})",
+        )
+    raise RowError("E103", f"no 'messages', 'conversations' or 'input' key (keys: {keys})")
 
 
 def _is_harmony(message: object) -> bool:
@@ -285,12 +291,23 @@ def _needs_pairing(m: object) -> bool:
     )
 
 
+def is_date(value: object) -> bool:
+    """``YYYY-MM-DD`` naming a day of the calendar (not 2025-13-45)."""
+    if not isinstance(value, str) or not _DATE.match(value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
 def row_date(row: Mapping[str, Any], options: InputOptions) -> str | None:
     """The date line of a row: the options' date, or the row's with ``from-row``."""
     date = options.date
     if date == "from-row":
         value = row.get("date")
-        date = value if isinstance(value, str) and _DATE.match(value) else None
+        date = value if isinstance(value, str) and is_date(value) else None
     return date
 
 
@@ -429,7 +446,10 @@ def _columns_to_chat(row: Mapping[str, Any], columns: Mapping[str, str]) -> dict
 
     if not get("user") or not get(FINAL):
         raise RowError(
-            "E102", f"columns {columns.get('user')!r} and {columns.get(FINAL)!r} are needed"
+            "E102",
+            f"columns {columns.get('user')!r} and {columns.get(FINAL)!r} are needed "
+            "(--map SLOT=COLUMN,... names the row's columns: slots developer, user, "
+            f"analysis, {FINAL})",
         )
     messages: list[dict[str, Any]] = []
     if get("developer"):

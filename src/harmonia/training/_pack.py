@@ -24,13 +24,13 @@ from typing import Any
 from harmonia import InputError
 
 from ._arrow import require_pyarrow, write_parquet
-from ._runner import MANIFEST
+from ._runner import MANIFEST, missing_manifest
 
 
 def _shards(build_dir: Path) -> list[Path]:
     manifest = build_dir / MANIFEST
     if not manifest.exists():
-        raise InputError(f"{build_dir} has no {MANIFEST}: give the directory of a finished build")
+        raise missing_manifest(build_dir)
     data = json.loads(manifest.read_text(encoding="utf-8"))
     if data.get("profile") != "canonical":
         raise InputError(

@@ -22,6 +22,7 @@ plain JSONL is faster for many shards of one big file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -59,8 +60,50 @@ class BuildOptions:
     progress: ProgressMode = "auto"
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.shard_rows < 1:
-            raise InputError("workers and shard_rows must be at least 1")
+        for name in ("workers", "shard_rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise InputError(f"BuildOptions.{name} must be at least 1, got {value!r}")
+        problem = compression_problem(self.compression)
+        if problem is not None:
+            raise InputError(f"BuildOptions.compression: {problem}")
+
+
+#: The Parquet codecs pyarrow writes (``pyarrow.parquet.write_table``'s ``compression``).
+PARQUET_CODECS: Final = ("zstd", "snappy", "gzip", "brotli", "lz4", "none")
+
+
+def compression_problem(name: str) -> str | None:
+    """Why ``name`` is not a Parquet codec this pyarrow writes, or ``None``.
+
+    Checked before a build starts: pyarrow would refuse it only when the first
+    shard is sealed, after every chunk of it was rendered and written.
+    """
+    if name.lower() not in PARQUET_CODECS:
+        return f"{name!r} is not a Parquet codec: choose one of {', '.join(PARQUET_CODECS)}"
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None  # build() says pyarrow is missing, with the install command
+    if name.lower() != "none" and not pa.Codec.is_available(name.lower()):
+        return f"this pyarrow was built without {name!r}; choose another codec"
+    return None
+
+
+def missing_manifest(build_dir: Path) -> InputError:
+    """A folder without a manifest: an interrupted build says how to finish it."""
+    if not build_dir.exists():
+        return InputError(f"cannot read {build_dir}: No such file or directory")
+    if not build_dir.is_dir():
+        return InputError(
+            f"{build_dir} is a file, not a build: give the directory 'harmonia data build' wrote"
+        )
+    if (build_dir / PROGRESS_FILE).exists():
+        return InputError(
+            f"{build_dir} is an interrupted build (no {MANIFEST} yet): the same "
+            "'harmonia data build' command with --resume finishes it"
+        )
+    return InputError(f"{build_dir} has no {MANIFEST}: give the directory of a finished build")
 
 
 _GRAIN: Final = 16  # chunks are multiples of this many lines
@@ -106,12 +149,14 @@ def build(
     input_options = input_options or InputOptions()
     options = options or BuildOptions()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     files = [Path(p) for p in inputs]
-    for f in files:
+    for f in files:  # before the output folder exists: a refused input leaves none
+        if f.is_dir():
+            raise InputError(f"cannot read {f}: it is a folder; give a file")
         if not f.is_file():
-            raise InputError(f"input {str(f)!r} is not a file")
+            raise InputError(f"cannot read {f}: No such file or directory")
     tasks, described = _plan(files, options.shard_rows)
+    out.mkdir(parents=True, exist_ok=True)
     config = {
         "policy": policy.to_dict(),
         "input_options": _input_options_dict(input_options),
@@ -218,7 +263,7 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
         grain_base = [0]
         lines = line_end = 0
         position = 0
-        with path.open("rb") as raw:
+        with path.open("rb") as raw, named_input(path):
             # The hash is of the bytes on disk; lines are counted in the text.
             hashed = _Hashing(raw, digest)
             handle = (
@@ -281,6 +326,25 @@ def _gzip() -> ModuleType:
     import gzip
 
     return gzip
+
+
+@contextlib.contextmanager
+def named_input(path: Path | str) -> Iterator[None]:
+    """A corrupt ``.gz`` (or an unreadable file) as an InputError that names the file."""
+    import zlib
+
+    try:
+        yield
+    except (EOFError, zlib.error) as exc:
+        raise InputError(
+            f"{path} is not a valid gzip file ({exc}); give JSONL or JSONL.gz"
+        ) from None
+    except OSError as exc:
+        if is_gzip(path) and exc.errno is None:  # gzip.BadGzipFile
+            raise InputError(
+                f"{path} is not a valid gzip file ({exc}); give JSONL or JSONL.gz"
+            ) from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def open_input(path: Path | str) -> BinaryIO:

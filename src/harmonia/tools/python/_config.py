@@ -52,9 +52,11 @@ class PythonToolConfig:
       it (``cgroup_parent``, else the host process's own cgroup, must offer the
       ``memory`` and ``pids`` controllers), a uid per session otherwise;
       ``"uid"``: never cgroups. ``PythonTool.isolation`` says which is active.
-    * ``session_memory_limit`` -- in cgroup mode, the memory of everything the
-      session runs together (``memory.max``); ``process_limit`` becomes its
-      ``pids.max``.
+    * ``session_memory_limit`` -- the memory of everything the session runs
+      together: in cgroup mode its ``memory.max`` (``process_limit`` becomes its
+      ``pids.max``); in uid mode a watchdog sums the resident memory of the
+      session's processes every ``memory_watch_interval`` seconds while a call
+      runs and, past the limit, stops them all (the model is told).
 
     Output the host accepts per call (the kernel also cuts at the source):
     ``max_image_bytes`` per image, ``max_images_per_call`` images, and
@@ -99,6 +101,7 @@ class PythonToolConfig:
     isolation: Literal["auto", "uid"] = "auto"
     cgroup_parent: str | None = None
     session_memory_limit: int | None = 4 * _GIB
+    memory_watch_interval: float = 0.25
     max_image_bytes: int = 16 * _MIB
     max_images_per_call: int = 16
     max_message_bytes: int = 64 * _MIB
@@ -107,7 +110,7 @@ class PythonToolConfig:
     dangerously_allow_unsandboxed: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("timeout", "interrupt_grace", "startup_timeout"):
+        for name in ("timeout", "interrupt_grace", "startup_timeout", "memory_watch_interval"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise InputError(

@@ -35,19 +35,23 @@ from harmonia._errors import install_hint
 from ._config import PythonToolConfig
 
 SANDBOX_DATA_DIR = "/mnt/data"
+SANDBOX_HOSTNAME = "sandbox"
+#: The /etc files each session writes for itself (write_identity_files).
+IDENTITY_FILES = ("passwd", "group", "hosts", "hostname")
 LAUNCHER_PATH = Path(__file__).with_name("_launcher.py")
 KERNEL_MAIN_PATH = Path(__file__).with_name("_kernel_main.py")
 _LAUNCHER_INSIDE = "/run/harmonia-launcher.py"
 _KERNEL_MAIN_INSIDE = "/run/harmonia-kernel.py"
 # Files under /etc that ordinary programs read (the dynamic loader, users and
 # groups for getpwuid, time zone, TLS roots, fonts); the rest of /etc stays out.
+# hosts and hostname are the sandbox's own (write_identity_files): the host's
+# name the host, and its network's other machines.
 _ETC = (
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",
     "localtime",
     "nsswitch.conf",
-    "hosts",
     "alternatives",
     "ssl",
     "ca-certificates",
@@ -94,7 +98,8 @@ class SessionDirs:
     ``data`` is the data drive (``/mnt/data``); ``kernel`` a directory made
     afresh for each kernel start that the sandbox sees read-only and that
     holds the connection file, with ``kernel/ipc`` for the kernel's sockets;
-    ``etc`` holds the ``passwd`` and ``group`` files shown inside.
+    ``etc`` holds the ``passwd``, ``group``, ``hosts`` and ``hostname`` files
+    shown inside.
     """
 
     data: Path
@@ -161,6 +166,13 @@ def write_identity_files(etc: Path, uid: int, gid: int) -> None:
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
     )
     (etc / "group").write_text(f"root:x:0:\nsandbox:x:{gid}:\nnogroup:x:65534:\n")
+    # The sandbox's own names: only loopback (it has no other network) and its
+    # hostname (set by bubblewrap's --hostname), nothing that names the host.
+    (etc / "hosts").write_text(
+        f"127.0.0.1\tlocalhost\n127.0.1.1\t{SANDBOX_HOSTNAME}\n"
+        "::1\tlocalhost ip6-localhost ip6-loopback\n"
+    )
+    (etc / "hostname").write_text(SANDBOX_HOSTNAME + "\n")
 
 
 @functools.lru_cache(maxsize=8)
@@ -254,7 +266,7 @@ def bwrap_argv(
     for name in _ETC:
         a.bind("--ro-bind-try", f"/etc/{name}", f"/etc/{name}")
     if dirs.etc is not None:
-        for name in ("passwd", "group"):
+        for name in IDENTITY_FILES:
             a.bind("--ro-bind", str(dirs.etc / name), f"/etc/{name}")
     for root in _read_only_roots(python):
         a.bind("--ro-bind", root, root)
@@ -273,7 +285,7 @@ def bwrap_argv(
     else:
         a.args += ["--unshare-all", "--unshare-user", "--unshare-net", "--cap-drop", "ALL"]
         a.args += ["--uid", str(who.uid), "--gid", str(who.gid)]
-    a.args += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
+    a.args += ["--hostname", SANDBOX_HOSTNAME, "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in _ENV.items():
         a.args += ["--setenv", key, value]
     settings: dict[str, object] = {"rlimits": config.rlimits(), "uid": who.uid, "gid": who.gid}

@@ -12,7 +12,10 @@ Modes (see docs/security.md), chosen once per session:
   (``memory.max``, ``pids.max``) **and** its own uid;
 * ``uid`` -- the host is root without a usable cgroup v2: each session runs as its
   own uid from ``PythonToolConfig.session_uid_range``, so the process limit
-  (RLIMIT_NPROC) is per session; memory is bounded per process (RLIMIT_AS);
+  (RLIMIT_NPROC) is per session; memory is bounded per process (RLIMIT_AS) and,
+  while a call runs, in total by a watchdog (``PythonTool``) that sums the
+  resident memory of the session's uid and kills its processes past
+  ``session_memory_limit``;
 * ``userns`` -- the host is not root: bubblewrap maps the caller to
   ``sandbox_uid`` in a user namespace; the process limit is then shared with every
   process of the caller's uid.
@@ -193,6 +196,46 @@ def processes_of_uid(uid: int) -> list[int]:
                 if entry.stat(follow_symlinks=False).st_uid == uid:
                     out.append(int(entry.name))
     return out
+
+
+def resident_bytes(pids: list[int]) -> int:
+    """The resident memory of ``pids``, summed (pages two processes share count twice:
+    an overestimate, never an under one)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{pid}/statm") as f:
+            total += int(f.read().split()[1]) * page
+    return total
+
+
+def kill_uid(uid: int, rounds: int = 50) -> int:
+    """SIGKILL every process of ``uid`` (a session's own); returns how many.
+
+    Each process is pinned with a pidfd and its owner checked again before it is
+    signalled, so a pid recycled for another user is never hit. Repeats until a
+    scan finds nothing new (a process may fork while the others are killed).
+    """
+    signalled: set[int] = set()
+    for _ in range(rounds):
+        targets = [pid for pid in processes_of_uid(uid) if pid not in signalled]
+        if not targets:
+            break
+        for pid in targets:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    signalled.add(pid)
+            except OSError:
+                pass
+            finally:
+                os.close(pidfd)
+        time.sleep(0.005)  # let the kills land before looking again
+    return len(signalled)
 
 
 # -- a uid per session -----------------------------------------------------------

@@ -29,14 +29,19 @@ from ._session import (
     SessionCgroup,
     UidLease,
     cgroup_parent,
+    kill_uid,
     lease_uid,
     mount_data_drive,
     open_dir,
+    processes_of_uid,
+    resident_bytes,
     unmount,
 )
 
 if TYPE_CHECKING:
     from ._kernel import CellResult, Kernel
+
+_MIB = 1024 * 1024
 
 # Phrases of the trained declaration that depend on the configuration.
 _TRAINED_TIMEOUT = "time out after 120.0 seconds"
@@ -243,6 +248,8 @@ class PythonTool:
                 max_image_bytes=self._config.max_image_bytes,
                 max_images=self._config.max_images_per_call,
             )
+            over: list[int] = []  # the watchdog's reading when it stopped the session
+            watch = self._watch_memory(over)
             try:
                 result = await self._kernel.execute(code, output)
             except asyncio.CancelledError:
@@ -256,14 +263,69 @@ class PythonTool:
                     f"(files in {self._shown_data_dir()} are kept).\n"
                 )
                 raise
+            finally:
+                if watch is not None:
+                    watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watch
             killed = 0
-            if result.outcome == "died":
+            if result.outcome == "died" or over:
                 await self._kernel.stop()
                 self._kernel = None
             else:
                 # Processes do not outlive the call that started them.
                 killed = await asyncio.to_thread(self._kernel.kill_leftovers)
-            return self._reply(result, note, time.perf_counter() - started, killed)
+            reply = self._reply(result, note, time.perf_counter() - started, killed)
+            return self._over_memory(reply, over[0]) if over else reply
+
+    def _watch_memory(self, over: list[int]) -> asyncio.Task[None] | None:
+        """In uid mode, the session's total memory is watched while a call runs.
+
+        There is no cgroup to bound it, and RLIMIT_AS bounds each process alone
+        (three children may each hold nearly ``memory_limit``). Every
+        ``memory_watch_interval`` seconds the resident memory of every process
+        of the session's uid is summed; past ``session_memory_limit`` they are
+        all killed (the kernel too) and ``over`` gets the reading.
+        """
+        limit = self._config.session_memory_limit
+        lease = self._resources.lease
+        if self._mode != "uid" or lease is None or limit is None:
+            return None
+        uid, interval = lease.uid, self._config.memory_watch_interval
+
+        def used() -> int:
+            return resident_bytes(processes_of_uid(uid))
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                reading = await asyncio.to_thread(used)
+                if reading > limit:
+                    over.append(reading)
+                    await asyncio.to_thread(kill_uid, uid)
+                    return
+
+        return asyncio.create_task(watch())
+
+    def _over_memory(self, reply: ToolOutput, reading: int) -> ToolOutput:
+        """The reply of a call whose session the memory watchdog stopped."""
+        limit = self._config.session_memory_limit or 0
+        line = (
+            f"[ERROR] This session's processes together held {reading / _MIB:,.0f} MiB of "
+            f"memory, more than its limit of {limit / _MIB:,.0f} MiB, so all of them were "
+            "stopped, the Python kernel too: all variables and imports were lost (files in "
+            f"{self._shown_data_dir()} are kept). A fresh kernel starts with the next call; "
+            "hold less in memory at once."
+        )
+        kept = [
+            text
+            for text in reply.text.splitlines()
+            if not text.startswith("[ERROR] The Python kernel died")
+        ]
+        text = "\n".join([*kept, line]) if reply.text != NO_OUTPUT else line
+        metadata = {**reply.metadata, "status": "memory", "kernel_restarted": True}
+        metadata["memory_bytes"] = reading
+        return ToolOutput(text=text, metadata=metadata, is_error=True)
 
     # -- internals ---------------------------------------------------------
 
