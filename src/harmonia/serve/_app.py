@@ -19,12 +19,13 @@ from harmonia import HarmonyError
 
 from .._runtime import new_id
 from ..engines import Engine
-from ._asgi import ClientGone, error_response, json_response
+from ._asgi import ClientGone, error_response, json_response, track_outcome
 from ._chat import chat_completions
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._responses import Responses
 from ._service import Service, log
+from ._shutdown import Shutdown
 from ._store import SINGLE_TENANT, ResponseStore, tenant_id
 from ._tool_loop import ToolLoop
 
@@ -77,6 +78,7 @@ def create_app(
     )
     app.state.service = service
     app.state.responses = responses
+    app.state.shutdown = Shutdown(service, responses)
 
     async def guarded(request: Request, handler: Handler) -> Response:
         request_id = request.state.request_id
@@ -139,13 +141,20 @@ def create_app(
 
     @app.get("/health")
     async def health() -> Response:
-        if service.ready:
+        # Readiness: 503 while starting, shutting down, or with the engine's server down.
+        reason = await service.readiness()
+        if reason is None:
             return json_response({"status": "ok", "engine": engine.name})
         return json_response(
-            {"status": "unavailable", "reason": service.not_ready_reason},
+            {"status": "unavailable", "reason": reason},
             status=503,
             headers={"Retry-After": "1"},
         )
+
+    @app.get("/health/live")
+    async def live() -> Response:
+        # Liveness: the process answers (even while it drains or its engine is down).
+        return json_response({"status": "alive"})
 
     @app.get("/metrics")
     async def metrics() -> Response:
@@ -155,7 +164,7 @@ def create_app(
                 "harmonia_generations_running": lambda: admission.running,
                 "harmonia_queue_depth": lambda: admission.waiting,
                 "harmonia_background_responses": lambda: len(responses.background),
-                "harmonia_ready": lambda: int(service.ready),
+                "harmonia_ready": lambda: int(service.serving),
             }
         )
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
@@ -210,6 +219,7 @@ class _Guard:
         # (they only act on the response start, which still goes through all of them).
         scope["harmonia.body_send"] = send
         path = scope["path"]
+        outcome = track_outcome()
         status = 500
         started = time.monotonic()
         response_started = False
@@ -242,6 +252,7 @@ class _Guard:
                 await error_response(from_exception(RuntimeError()))(scope, receive, send_wrapper)
         finally:
             route = path if not path.startswith("/v1/responses/") else "/v1/responses/{id}"
+            status = outcome.get("status", status)  # a stream that failed after its 200
             self.service.metrics.request(route, status)
             log.info(
                 "[%s] %s %s %d %.1f ms",

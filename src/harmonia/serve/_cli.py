@@ -9,6 +9,7 @@ shutdown, 1 when harmonia refuses the configuration, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import sys
@@ -28,6 +29,7 @@ from ._config import ServerConfig, api_keys_from_env
 if TYPE_CHECKING:
     from ..tools.browser import Backend
     from ._agent_tool_loop import AgentToolLoop
+    from ._shutdown import Shutdown
 
 _DEFAULTS = ServerConfig()
 
@@ -126,8 +128,6 @@ def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Bac
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Build the engine and app and serve until interrupted."""
-    import asyncio
-
     try:
         import uvicorn
 
@@ -146,15 +146,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     app = create_app(engine, config, tool_loop=tool_loop)
     log = logging.getLogger("harmonia.serve")
     log.info("responses are stored in %s", describe_store(config.store))
-    server = uvicorn.Server(
+    server = _DrainingServer(
         uvicorn.Config(
             app,
             host=config.host,
             port=config.port,
             log_level=args.log_level,
             access_log=False,  # the app logs each request with its id
-            timeout_graceful_shutdown=5,
-        )
+            timeout_graceful_shutdown=5,  # after the drain: only idle connections are left
+        ),
+        app.state.shutdown,
+        config.shutdown_timeout_s,
     )
     service = app.state.service
 
@@ -164,8 +166,6 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     service.on_start_failure = start_failed
     try:
         server.run()
-    except KeyboardInterrupt:  # uvicorn re-raises the signal after its graceful shutdown
-        pass
     finally:
         asyncio.run(engine.aclose())
         if backend is not None:
@@ -174,6 +174,49 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"harmonia serve: {service.not_ready_reason}; exiting", file=sys.stderr)
         return 1
     return 0
+
+
+def _DrainingServer(config: Any, shutdown: Shutdown, timeout_s: float) -> Any:
+    """A uvicorn server whose first SIGTERM/SIGINT drains the app before it stops.
+
+    uvicorn's own handling closes the listening socket at once and cancels
+    streams still running after its timeout (a traceback, a stream with no end);
+    here the first signal starts :meth:`Shutdown.drain`, the server stops once
+    it is over, and a second signal makes the drain end the running work now.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        loop: asyncio.AbstractEventLoop | None = None
+        draining: asyncio.Future[None] | None = None
+        signals = 0
+
+        async def startup(self, sockets: Any = None) -> None:
+            self.loop = asyncio.get_running_loop()
+            await super().startup(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Not uvicorn's: it would re-raise the signal once stopped (SIGTERM: exit -15).
+            self.signals += 1
+            if self.loop is None or not self.started:
+                self.should_exit = True  # still starting: nothing runs yet
+            elif self.signals == 1:
+                self.loop.call_soon_threadsafe(self._drain)
+            elif self.signals == 2:  # end the running work now, with its terminal events
+                self.loop.call_soon_threadsafe(shutdown.hurry)
+            else:  # something does not end: stop without waiting any more
+                self.should_exit = self.force_exit = True
+
+        def _drain(self) -> None:
+            shutdown.begin()  # now, before any request that comes next is read
+
+            async def drain() -> None:
+                await shutdown.drain(timeout_s)
+                self.should_exit = True
+
+            self.draining = asyncio.ensure_future(drain())
+
+    return Server(config)
 
 
 def describe_store(store: str) -> str:

@@ -91,6 +91,15 @@ class ServerConfig:
         help="seconds a cancel of a background response another replica runs waits for "
         "that replica to confirm it (then 504)",
     )
+    #: After SIGTERM/SIGINT, how long running generations (streams, background responses)
+    #: may go on before each is ended with a terminal event (``harmonia serve`` only).
+    shutdown_timeout_s: float = option(
+        30.0,
+        flag="--shutdown-timeout",
+        metavar="SECONDS",
+        help="seconds after SIGTERM/SIGINT that running generations may take to finish; "
+        "then each ends with a terminal event (a second signal: at once)",
+    )
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
     cot_policy: str = option(
         DEFAULT_COT_POLICY,
@@ -137,6 +146,8 @@ class ServerConfig:
         for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
             if getattr(self, name) <= 0:
                 raise InputError(f"ServerConfig.{name} must be > 0")
+        if self.shutdown_timeout_s < 0:
+            raise InputError("ServerConfig.shutdown_timeout_s must be >= 0")
         if any(not key or key != key.strip() for key in self.api_keys):
             # "Bearer " (stripped) would match an empty key; a padded one would never match.
             raise InputError(
