@@ -160,6 +160,17 @@ class HttpClient:
         except httpx.HTTPError as exc:
             raise self.error(f"{type(exc).__name__}: {exc}", url) from exc
 
+    async def check(self, path: str = "/health") -> None:
+        """GET ``path`` (the server's health route): an EngineError unless it answers 200."""
+        httpx = _httpx()
+        url = self.base_url + path
+        try:
+            response = await self._get_client().get(url)
+        except httpx.HTTPError as exc:
+            raise self.error(f"health check failed: cannot reach it ({exc})", url) from exc
+        if response.status_code != 200:
+            raise self.error(f"health check: {await self._status_message(response)}", url)
+
     async def _status_message(self, response: Any) -> str:
         raw = (await response.aread())[:_BODY_QUOTE].decode("utf-8", "replace")
         detail = _describe_text(raw)

@@ -169,6 +169,11 @@ class LlamaCppEngine:
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
+    async def health(self) -> None:
+        """Raise :class:`~harmonia.EngineError` unless ``/health`` answers 200 (llama-server
+        answers 503 while it loads the model)."""
+        await self._http.check("/health")
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()

@@ -204,6 +204,10 @@ class VLLMEngine:
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
+    async def health(self) -> None:
+        """Raise :class:`~harmonia.EngineError` unless the server's ``/health`` answers 200."""
+        await self._http.check("/health")
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
