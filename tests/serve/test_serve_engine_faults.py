@@ -20,7 +20,6 @@ from serve_support import MODEL, FakeEngineProcess, StreamReader, start_server
 
 from harmonia.engines.vllm import VLLMEngine
 
-
 RUNNING = ("queued", "in_progress")
 
 
