@@ -15,6 +15,9 @@ cost stays small). It speaks:
   (vLLM, ``return_token_ids``), ``POST /completion`` (llama-server, ``tokens``);
 * ``GET /health``: 200.
 
+``--no-generate`` answers 404 on the generate endpoint, as vLLM does without
+``--enable-scale-out``, so that harmonia falls back to ``/v1/completions``.
+
 Plain asyncio HTTP/1.1 with keep-alive and chunked bodies: no dependency, so
 that what a benchmark measures is the server in front.
 """
@@ -73,9 +76,12 @@ def _event(payload: object) -> bytes:
 
 
 class Fake:
-    def __init__(self, ids: list[int], pace: float) -> None:
+    def __init__(self, ids: list[int], pace: float, generate: bool = True) -> None:
         self.ids = ids
         self.ticker = Ticker(pace)
+        self.paths = ("/v1/completions", "/completion") + (
+            ("/inference/v1/generate",) if generate else ()
+        )
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -97,11 +103,7 @@ class Fake:
                     )
                     await writer.drain()
                     continue
-                if method != "POST" or path not in (
-                    "/inference/v1/generate",
-                    "/v1/completions",
-                    "/completion",
-                ):
+                if method != "POST" or path not in self.paths:
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     await writer.drain()
                     continue
@@ -149,8 +151,8 @@ class Fake:
         await writer.drain()
 
 
-async def main(port: int, words: int, pace: float) -> None:
-    fake = Fake(answer_ids(words), pace)
+async def main(port: int, words: int, pace: float, generate: bool) -> None:
+    fake = Fake(answer_ids(words), pace, generate)
     server = await asyncio.start_server(fake.handle, "127.0.0.1", port, backlog=4096)
     print("ready", flush=True)
     async with server:
@@ -162,5 +164,9 @@ if __name__ == "__main__":
     parser.add_argument("port", type=int)
     parser.add_argument("--words", type=int, default=100)
     parser.add_argument("--pace", type=float, default=0.0)
+    parser.add_argument(
+        "--no-generate", action="store_true", help="404 on vLLM's generate endpoint (as a "
+        "server without --enable-scale-out: harmonia then uses /v1/completions)"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.port, args.words, args.pace))
+    asyncio.run(main(args.port, args.words, args.pace, not args.no_generate))
