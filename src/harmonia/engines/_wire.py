@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import ssl
+import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -29,6 +30,19 @@ READ_SIZE: Final = 256 * 1024
 #: Idle connections kept per engine server.
 _POOL_SIZE: Final = 256
 _HEAD_LIMIT: Final = 64 * 1024
+
+
+if sys.version_info >= (3, 11):
+
+    async def _read_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
+        """One read of at most :data:`READ_SIZE` bytes; TimeoutError after ``seconds``."""
+        async with asyncio.timeout(seconds):  # a timer, not a task per read as wait_for
+            return await reader.read(READ_SIZE)
+
+else:  # pragma: no cover - Python 3.10
+
+    async def _read_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
+        return await asyncio.wait_for(reader.read(READ_SIZE), seconds)
 
 
 class WireError(Exception):
@@ -62,7 +76,7 @@ class Answer:
 
     async def _read(self) -> bytes:
         try:
-            data = await asyncio.wait_for(self._reader.read(READ_SIZE), self._wire.read_timeout)
+            data = await _read_within(self._reader, self._wire.read_timeout)
         except asyncio.TimeoutError:
             raise WireError("stall", "no data") from None
         except OSError as exc:
@@ -242,7 +256,7 @@ class Wire:
             buffer = b""
             while b"\r\n\r\n" not in buffer:
                 try:
-                    more = await asyncio.wait_for(reader.read(READ_SIZE), self.read_timeout)
+                    more = await _read_within(reader, self.read_timeout)
                 except asyncio.TimeoutError:
                     raise WireError("stall", "no answer") from None
                 if not more:
