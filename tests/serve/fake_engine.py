@@ -13,7 +13,7 @@ cost stays small). It speaks:
 
 * ``POST /inference/v1/generate`` (vLLM tokens in/out), ``POST /v1/completions``
   (vLLM, ``return_token_ids``), ``POST /completion`` (llama-server, ``tokens``);
-* ``GET /health``: 200.
+* ``GET /health``: 200; ``GET /props``: ``{"total_slots": --slots}`` (llama-server's).
 
 ``--no-generate`` answers 404 on the generate endpoint, as vLLM does without
 ``--enable-scale-out``, so that harmonia falls back to ``/v1/completions``.
@@ -76,8 +76,9 @@ def _event(payload: object) -> bytes:
 
 
 class Fake:
-    def __init__(self, ids: list[int], pace: float, generate: bool = True) -> None:
+    def __init__(self, ids: list[int], pace: float, generate: bool = True, slots: int = 4) -> None:
         self.ids = ids
+        self.slots = slots
         self.ticker = Ticker(pace)
         self.paths = ("/v1/completions", "/completion") + (
             ("/inference/v1/generate",) if generate else ()
@@ -95,8 +96,10 @@ class Fake:
                     if name.lower() == "content-length":
                         length = int(value)
                 body = json.loads(await reader.readexactly(length)) if length else {}
-                if method == "GET" and path == "/health":
+                if method == "GET" and path in ("/health", "/props"):
                     data = b'{"status":"ok"}'
+                    if path == "/props":  # llama-server: its slots (--parallel)
+                        data = b'{"total_slots":%d}' % self.slots
                     writer.write(
                         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                         b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
@@ -151,8 +154,8 @@ class Fake:
         await writer.drain()
 
 
-async def main(port: int, words: int, pace: float, generate: bool) -> None:
-    fake = Fake(answer_ids(words), pace, generate)
+async def main(port: int, words: int, pace: float, generate: bool, slots: int) -> None:
+    fake = Fake(answer_ids(words), pace, generate, slots)
     server = await asyncio.start_server(fake.handle, "127.0.0.1", port, backlog=4096)
     print("ready", flush=True)
     async with server:
@@ -165,8 +168,11 @@ if __name__ == "__main__":
     parser.add_argument("--words", type=int, default=100)
     parser.add_argument("--pace", type=float, default=0.0)
     parser.add_argument(
-        "--no-generate", action="store_true", help="404 on vLLM's generate endpoint (as a "
-        "server without --enable-scale-out: harmonia then uses /v1/completions)"
+        "--no-generate",
+        action="store_true",
+        help="404 on vLLM's generate endpoint (as a "
+        "server without --enable-scale-out: harmonia then uses /v1/completions)",
     )
+    parser.add_argument("--slots", type=int, default=4, help="GET /props's total_slots")
     args = parser.parse_args()
-    asyncio.run(main(args.port, args.words, args.pace, not args.no_generate))
+    asyncio.run(main(args.port, args.words, args.pace, not args.no_generate, args.slots))

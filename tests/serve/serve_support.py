@@ -539,7 +539,7 @@ class FakeEngineProcess:
 
     SCRIPT = Path(__file__).with_name("fake_engine.py")
 
-    def __init__(self, words: int, pace: float, port: int | None = None) -> None:
+    def __init__(self, words: int, pace: float, port: int | None = None, *extra: str) -> None:
         import subprocess
         import sys
 
@@ -547,7 +547,7 @@ class FakeEngineProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [sys.executable, str(self.SCRIPT), str(self.port), "--words", str(words),
-             "--pace", str(pace)],
+             "--pace", str(pace), *extra],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert self.process.stdout is not None

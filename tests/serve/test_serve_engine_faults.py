@@ -173,3 +173,27 @@ def test_slow_and_silent_clients_each_get_an_end(fake):
     finally:
         server.stop()
         fast.kill()
+
+
+def test_admission_fits_what_the_engine_runs_at_once():
+    from harmonia.engines.llamacpp import LlamaCppEngine
+    from harmonia.serve._config import DEFAULT_MAX_CONCURRENT
+
+    engine = FakeEngineProcess(3, 0.0, None, "--slots", "7")
+    try:
+        cases = [
+            (lambda book: LlamaCppEngine(engine.url), {}, 7),  # llama-server's slots
+            (lambda book: LlamaCppEngine(engine.url), {"max_concurrent": 5}, 5),  # the config
+            # vLLM says nothing of its batch: the documented default.
+            (lambda book: VLLMEngine(engine.url), {}, DEFAULT_MAX_CONCURRENT),
+        ]
+        for factory, config, expected in cases:
+            server = start_server(factory, **config)
+            try:
+                assert server.app.state.service.admission.limit == expected
+                answer = httpx.post(server.base_url + "/chat/completions", json=chat(server, False))
+                assert answer.status_code == 200
+            finally:
+                server.stop()
+    finally:
+        engine.kill()

@@ -130,6 +130,25 @@ class HttpClient:
             detail = _describe_text(body.decode("utf-8", "replace"))
             raise self.error(f"health check: HTTP {status}: {detail}", url)
 
+    async def get_json(self, path: str) -> Any:
+        """GET ``path`` and parse its JSON answer (an EngineError unless it is a 200)."""
+        url = self.base_url + path
+        try:
+            answer = await self._get_wire().request("GET", path)
+            try:
+                status, body = answer.status, await answer.body()
+            finally:
+                answer.close()
+        except WireError as exc:
+            raise self._wire_error(exc, url) from None
+        if status != 200:
+            detail = _describe_text(body[:_BODY_QUOTE].decode("utf-8", "replace"))
+            raise self.error(f"HTTP {status}: {detail}", url)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise self.error(f"not JSON: {body[:200]!r}", url) from None
+
     async def stream_events(
         self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
     ) -> AsyncIterator[dict[str, Any]]:

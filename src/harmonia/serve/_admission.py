@@ -24,6 +24,12 @@ class Admission:
         #: Set when the server stops admitting (shutting down): why, for the 503.
         self.closed: str | None = None
 
+    def resize(self, limit: int) -> None:
+        """A new limit, before any request was admitted (start-up asked the engine)."""
+        assert self.running == 0 and self.waiting == 0, "resize only before admitting"
+        self.limit = limit
+        self._free = asyncio.Semaphore(limit)
+
     def close(self, reason: str) -> None:
         """Admit nothing more: every later request, and every one still queued, gets a 503."""
         self.closed = reason

@@ -13,6 +13,11 @@ from .._runtime import TIMEOUTS, api_keys
 from ..openai_compat import PromptOptions
 from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
 
+#: Generations at once when neither the config nor the engine says: vLLM's own default
+#: batch (``--max-num-seqs``) on a GPU is of this order, and a front end that admits
+#: fewer starves it; an engine that runs fewer queues the rest itself.
+DEFAULT_MAX_CONCURRENT = 256
+
 #: The environment variable read for API keys when none are given (comma-separated).
 API_KEYS_ENV = "HARMONIA_API_KEYS"
 
@@ -39,7 +44,13 @@ class ServerConfig:
     #: responses it makes are its own (another key gets a 404, as for a missing id).
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     #: Generations running at once; more wait in a queue of ``queue_size``, then 429.
-    max_concurrent: int = option(64, help="generations at once; more wait in the queue")
+    #: ``None``: as many as the engine says it runs at once (llama-server: its slots),
+    #: else :data:`DEFAULT_MAX_CONCURRENT`.
+    max_concurrent: int | None = option(
+        None,
+        help="generations at once; more wait in the queue (default: as many as the engine "
+        "runs at once, llama-server's slots, else 256)",
+    )
     queue_size: int = option(256, help="requests that may wait; beyond, 429 with Retry-After")
     #: Seconds a client is told to wait (``Retry-After``) when the queue is full.
     retry_after_s: int = 1
@@ -135,10 +146,12 @@ class ServerConfig:
     bpe_engine: str = "quicktok"
 
     def __post_init__(self) -> None:
-        positive = ("max_concurrent", "max_body_bytes", "max_input_tokens", "context_tokens")
+        positive = ("max_body_bytes", "max_input_tokens", "context_tokens")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InputError(f"ServerConfig.{name} must be at least 1")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise InputError("ServerConfig.max_concurrent must be at least 1")
         if self.max_output_tokens is not None and self.max_output_tokens < 1:
             raise InputError("ServerConfig.max_output_tokens must be at least 1")
         if self.queue_size < 0 or self.retry_after_s < 0:
@@ -194,6 +207,11 @@ class ServerConfig:
         if date == "today":
             date = self.clock().astimezone(datetime.timezone.utc).date().isoformat()
         return replace(options, conversation_start_date=date)
+
+    @property
+    def concurrency(self) -> int:
+        """The admission limit before the engine was asked (``max_concurrent`` or the default)."""
+        return DEFAULT_MAX_CONCURRENT if self.max_concurrent is None else self.max_concurrent
 
     @property
     def output_cap(self) -> int:

@@ -64,7 +64,7 @@ class Service:
         )
         if self.store is not None:
             check_tenancy(self.store)
-        self.admission = Admission(config.max_concurrent, config.queue_size, config.retry_after_s)
+        self.admission = Admission(config.concurrency, config.queue_size, config.retry_after_s)
         self.metrics = Metrics()
         self.encoding: HarmonyEncoding | None = None
         self.ready = False
@@ -108,6 +108,7 @@ class Service:
                 # llguidance builds its tokenizer tables on first use (about a second):
                 # here, off the loop, rather than inside the first strict request.
                 await asyncio.to_thread(_warm_constraints, conversation)
+            await self._fit_admission()
             self.ready = True
             log.info("ready: engine %s, model %s", self.engine.name, self.config.model)
         except Exception as exc:
@@ -119,6 +120,21 @@ class Service:
                 log.exception("start-up failed")
             if self.on_start_failure is not None:
                 self.on_start_failure()
+
+    async def _fit_admission(self) -> None:
+        """Without ``max_concurrent``, admit as many generations as the engine runs at once
+        when it can say (``engine.max_sequences()``; llama-server: its slots)."""
+        ask = getattr(self.engine, "max_sequences", None)
+        if self.config.max_concurrent is not None or not callable(ask):
+            return
+        try:
+            sequences = await ask()
+        except EngineError as exc:  # the default stands; the warm-up already reached it
+            log.warning("the engine did not say how many sequences it runs: %s", exc)
+            return
+        if isinstance(sequences, int) and sequences >= 1:
+            self.admission.resize(sequences)
+            log.info("admitting %d generations at once (the engine runs as many)", sequences)
 
     @property
     def enc(self) -> HarmonyEncoding:
