@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import re
 import time
@@ -23,6 +24,7 @@ from ._asgi import ClientGone, error_response, json_response, track_outcome
 from ._chat import chat_completions
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
+from ._metrics import SharedMetrics
 from ._responses import Responses
 from ._service import Service, log
 from ._shutdown import Shutdown
@@ -62,10 +64,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         starting = asyncio.ensure_future(service.start())
+        publishing = None if shared is None else asyncio.ensure_future(publish_metrics())
         try:
             yield
         finally:
             starting.cancel()
+            if publishing is not None:
+                publishing.cancel()
             await responses.aclose()
             await service.aclose()
 
@@ -156,17 +161,36 @@ def create_app(
         # Liveness: the process answers (even while it drains or its engine is down).
         return json_response({"status": "alive"})
 
+    shared = (
+        None
+        if config.metrics_dir is None
+        else SharedMetrics(config.metrics_dir, config.worker_index or 0)
+    )
+
+    def gauges() -> dict[str, float]:
+        admission = service.admission
+        return {
+            "harmonia_generations_running": admission.running,
+            "harmonia_queue_depth": admission.waiting,
+            "harmonia_background_responses": len(responses.background),
+            "harmonia_ready": int(service.serving),
+        }
+
+    async def publish_metrics() -> None:
+        """A worker's numbers, for the worker that answers the next scrape (every second)."""
+        assert shared is not None
+        while True:
+            with contextlib.suppress(OSError):
+                shared.publish(service.metrics, gauges())
+            await asyncio.sleep(1.0)
+
     @app.get("/metrics")
     async def metrics() -> Response:
-        admission = service.admission
-        text = service.metrics.render(
-            {
-                "harmonia_generations_running": lambda: admission.running,
-                "harmonia_queue_depth": lambda: admission.waiting,
-                "harmonia_background_responses": lambda: len(responses.background),
-                "harmonia_ready": lambda: int(service.serving),
-            }
-        )
+        counters, values = service.metrics, gauges()
+        if shared is not None:  # --workers N: the sum of them all
+            shared.publish(counters, values)
+            counters, values = shared.combined(counters, values, lowest=("harmonia_ready",))
+        text = counters.render({name: functools.partial(float, v) for name, v in values.items()})
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.exception_handler(StarletteHTTPException)
@@ -200,6 +224,9 @@ class _Guard:
         self.app = app
         self.keys = [key.encode() for key in config.api_keys]
         self.tenants = [tenant_id(key) for key in config.api_keys]  # once: a slow hash
+        index = config.worker_index
+        # With --workers N, which process answered (for operators and the tests).
+        self.worker = () if index is None else ((b"x-harmonia-worker", str(index).encode()),)
         self.service = service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -232,6 +259,7 @@ class _Guard:
                 message["headers"] = [
                     *message.get("headers", ()),
                     (b"x-request-id", request_id.encode()),
+                    *self.worker,
                 ]
             await send(message)
 

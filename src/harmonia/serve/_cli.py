@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -128,10 +129,10 @@ def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Bac
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Build the engine and app and serve until interrupted."""
-    try:
-        import uvicorn
+    try:  # said here, once, rather than in each worker
+        import uvicorn  # noqa: F401
 
-        from ._app import create_app
+        from ._app import create_app  # noqa: F401
     except ImportError as exc:
         raise InputError(
             f"harmonia serve needs the serve extra ({exc.name} is missing): {install_hint('serve')}"
@@ -141,6 +142,19 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = build_config(args)
+    if config.workers > 1:
+        return _supervise(args, config)
+    return _serve(args, config)
+
+
+def _serve(
+    args: argparse.Namespace, config: ServerConfig, sockets: list[socket.socket] | None = None
+) -> int:
+    """One server process: the engine, the app, uvicorn (on ``sockets`` when given)."""
+    import uvicorn
+
+    from ._app import create_app
+
     tool_loop, backend = build_tool_loop(args)
     engine = from_args(EngineSpec, args).build()
     app = create_app(engine, config, tool_loop=tool_loop)
@@ -165,7 +179,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     service.on_start_failure = start_failed
     try:
-        server.run()
+        server.run(sockets=sockets)
     finally:
         asyncio.run(engine.aclose())
         if backend is not None:
@@ -174,6 +188,72 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"harmonia serve: {service.not_ready_reason}; exiting", file=sys.stderr)
         return 1
     return 0
+
+
+def _supervise(args: argparse.Namespace, config: ServerConfig) -> int:
+    """``--workers N``: N server processes on one port (SO_REUSEPORT), signals passed on.
+
+    Each worker is a whole server (its engine client, its admission, its
+    drain on SIGTERM); they share the store, and their metrics through a
+    folder (``/metrics`` answers the sum). The workers run in their own
+    process group, so a terminal's Ctrl-C reaches them once, through here.
+    """
+    import multiprocessing
+    import shutil
+    import signal
+    import tempfile
+
+    log = logging.getLogger("harmonia.serve")
+    folder = tempfile.mkdtemp(prefix="harmonia-metrics-")
+    context = multiprocessing.get_context("spawn")  # nothing of this process is inherited
+    workers = [
+        context.Process(target=_worker, args=(args, i, folder))  # each builds its config
+        for i in range(config.workers)
+    ]
+    log.info("starting %d workers on %s:%d", config.workers, config.host, config.port)
+
+    def forward(signum: int, frame: Any) -> None:
+        for worker in workers:
+            if worker.pid is not None and worker.is_alive():
+                os.kill(worker.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for worker in workers:
+            worker.start()
+        codes = []
+        for worker in workers:
+            worker.join()
+            codes.append(worker.exitcode or 0)
+            if worker.exitcode:  # one cannot serve: the others stop too (one behaviour)
+                forward(signal.SIGTERM, None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(folder, ignore_errors=True)
+    return 1 if any(codes) else 0
+
+
+def _worker(args: argparse.Namespace, index: int, folder: str) -> None:
+    """One worker of ``--workers N`` (a spawned process): serve on a SO_REUSEPORT socket."""
+    os.setpgrp()  # signals come from the supervisor only
+    config = replace(build_config(args), worker_index=index, metrics_dir=folder)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s %(name)s[w{config.worker_index}]: %(message)s",
+    )
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # the kernel spreads connections
+    sock.bind((config.host, config.port))
+    sock.set_inheritable(True)
+    try:
+        code = _serve(args, config, [sock])
+    except HarmonyError as exc:
+        print(f"harmonia serve: {exc}", file=sys.stderr)
+        code = 1
+    sys.exit(code)
 
 
 def _DrainingServer(config: Any, shutdown: Shutdown, timeout_s: float) -> Any:

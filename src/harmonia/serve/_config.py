@@ -102,6 +102,17 @@ class ServerConfig:
         help="seconds a cancel of a background response another replica runs waits for "
         "that replica to confirm it (then 504)",
     )
+    #: Server processes on the one port (``harmonia serve`` only; SO_REUSEPORT: the
+    #: kernel spreads connections). They share only the store, so ``memory`` needs 1.
+    workers: int = option(
+        1,
+        help="server processes on the one port (more than 1 needs --store sqlite:PATH or "
+        "redis://...; /metrics sums them all)",
+    )
+    #: Set by ``harmonia serve --workers N`` in each worker: its number (answers carry it
+    #: as ``x-harmonia-worker``) and the folder where the workers share their metrics.
+    worker_index: int | None = field(default=None, repr=False)
+    metrics_dir: str | None = field(default=None, repr=False)
     #: After SIGTERM/SIGINT, how long running generations (streams, background responses)
     #: may go on before each is ended with a terminal event (``harmonia serve`` only).
     shutdown_timeout_s: float = option(
@@ -159,6 +170,14 @@ class ServerConfig:
         for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
             if getattr(self, name) <= 0:
                 raise InputError(f"ServerConfig.{name} must be > 0")
+        if self.workers < 1:
+            raise InputError("ServerConfig.workers must be at least 1")
+        if self.workers > 1 and self.store == "memory":
+            raise InputError(
+                f"{self.workers} workers cannot share the memory store (each process would "
+                "have its own: a response made in one is missing in the others); use "
+                "--store sqlite:PATH or --store redis://HOST:PORT/DB (or --store none)"
+            )
         if self.shutdown_timeout_s < 0:
             raise InputError("ServerConfig.shutdown_timeout_s must be >= 0")
         if any(not key or key != key.strip() for key in self.api_keys):
