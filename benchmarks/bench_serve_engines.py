@@ -19,7 +19,8 @@ once. Reported per run:
         --workers 1,2 --repeat 3
 
 Everything (client, fake engine, server) shares this machine's cores.
-``BENCH_PROFILE=out.prof`` runs the server under cProfile (one worker).
+``BENCH_PROFILE=out.prof`` runs the server under cProfile (one worker);
+``BENCH_SRC=/path/to/other/src`` measures another checkout's server.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class Stack:
 
     def __init__(self, wire: str, words: int, pace: float, workers: int) -> None:
         self.engine_port, self.port = free_port(), free_port()
-        env = {**os.environ, "PYTHONPATH": str(SRC)}
+        # BENCH_SRC: another checkout's src (the code before a change), same fake engine.
+        env = {**os.environ, "PYTHONPATH": os.environ.get("BENCH_SRC", str(SRC))}
         fake = [sys.executable, str(FAKE), str(self.engine_port), "--words", str(words),
                 "--pace", str(pace)]  # fmt: skip
         if wire == "completions":
