@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -157,7 +158,7 @@ async def one_run(stack: Stack, streams: int, words: int, pace: float) -> dict[s
     elapsed = time.perf_counter() - started
     cpu = cpu_seconds(stack.server.pid) - before
     tokens = sum(count for _, _, count, _ in results)
-    gaps = [b - a for _, t, _, _ in results for a, b in zip(t, t[1:], strict=False)]
+    gaps = [b - a for _, t, _, _ in results for a, b in itertools.pairwise(t)]
     ttft = [t[0] - start for start, t, _, _ in results if t]
     return {
         "us_per_token": cpu / max(tokens, 1) * 1e6,
