@@ -17,7 +17,6 @@ the caller puts in its :class:`~harmonia.EngineError`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import ssl
 import sys
@@ -237,18 +236,19 @@ class Wire:
             if writer.is_closing() or reader.at_eof():
                 writer.close()
                 continue
-            with contextlib.suppress(WireError):
-                return await self._exchange(reader, writer, head + data, reused=True)
+            try:
+                return await self._exchange(reader, writer, head + data)
+            except WireError as exc:
+                if exc.kind != "broken":  # closed before answering: safe to send again
+                    raise
         reader, writer = await self._connect()
-        return await self._exchange(reader, writer, head + data, reused=False)
+        return await self._exchange(reader, writer, head + data)
 
     async def _exchange(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         request: bytes,
-        *,
-        reused: bool,
     ) -> Answer:
         try:
             writer.write(request)
