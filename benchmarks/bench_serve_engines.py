@@ -79,15 +79,17 @@ def cpu_seconds(pid: int) -> float:
     return total / TICKS
 
 
-def wait_health(url: str, process: subprocess.Popen[Any]) -> None:
-    deadline = time.monotonic() + 60
-    while True:
+def wait_health(url: str, process: subprocess.Popen[Any], workers: int) -> None:
+    """Until every worker answers ``/health`` 200 (each names itself in a header)."""
+    deadline = time.monotonic() + 90
+    ready: set[str] = set()
+    while len(ready) < workers:
         if process.poll() is not None:
             raise RuntimeError(f"the process exited ({process.returncode})")
         try:
             with urllib.request.urlopen(url + "/health") as answer:
                 if answer.status == 200:
-                    return
+                    ready.add(answer.headers.get("x-harmonia-worker", "0"))
         except OSError:
             if time.monotonic() > deadline:
                 raise
@@ -120,7 +122,7 @@ class Stack:
             command += ["--workers", str(workers)]
         self.server = subprocess.Popen(command, env=env)
         self.url = f"http://127.0.0.1:{self.port}"
-        wait_health(self.url, self.server)
+        wait_health(self.url, self.server, workers)
 
     def stop(self) -> None:
         import signal

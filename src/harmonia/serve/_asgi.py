@@ -46,9 +46,13 @@ def stream_failed(status: int) -> None:
         outcome["status"] = status
 
 
+#: One encoder for every chunk: ``json.dumps`` with options builds a new one per call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def dumps(data: Any) -> bytes:
     """Compact JSON bytes (the hot path: one call per chunk)."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODE(data).encode()
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
