@@ -310,7 +310,7 @@ class Service:
         """``None`` when ready to serve; else why not (``/health`` answers 503 with it).
 
         An engine with a ``health()`` probe (the HTTP engines: its server's own
-        ``/health``) is asked, at most once per ``health_probe_s``.
+        ``/health``) is asked, at most once per :data:`HEALTH_PROBE_S`.
         """
         if not self.ready:
             return self.not_ready_reason
@@ -327,7 +327,7 @@ class Service:
                 try:
                     await asyncio.shield(probing)
                     self.engine_down = None
-                except EngineError as exc:
+                except Exception as exc:  # EngineError; anything else says as much
                     self.engine_down = str(exc)
                 finally:
                     if self._probe is probing:
