@@ -21,6 +21,9 @@ once. Reported per run:
 Everything (client, fake engine, server) shares this machine's cores.
 ``BENCH_PROFILE=out.prof`` runs the server under cProfile (one worker);
 ``BENCH_SRC=/path/to/other/src`` measures another checkout's server.
+``--target-port PORT --target-pid PID`` streams to a server already running
+(vLLM's own OpenAI server, or harmonia in front of it) and counts the CPU of
+that process: docs/serve.md has the side-by-side commands.
 """
 
 from __future__ import annotations
@@ -136,13 +139,16 @@ class Stack:
         self.fake.wait()
 
 
-def request_bytes(port: int, max_tokens: int) -> bytes:
+def request_bytes(
+    port: int, max_tokens: int, model: str = MODEL, extra: dict[str, Any] | None = None
+) -> bytes:
     body = json.dumps(
         {
-            "model": MODEL,
+            "model": model,
             "messages": [{"role": "user", "content": "Say many words."}],
             "stream": True,
             "max_tokens": max_tokens,
+            **(extra or {}),
         }
     ).encode()
     head = (
@@ -197,6 +203,62 @@ async def _warm(stack: Stack, words: int) -> None:
     await asyncio.gather(*(stream(stack.port, payload) for _ in range(4)))
 
 
+async def against(port: int, pid: int, streams: int, tokens: int, args: Any) -> None:
+    """Streams to a server already running (``--target-port``), the CPU of process ``pid``.
+
+    For the side-by-side with vLLM's own front end: run it once against vLLM's
+    OpenAI server (``pid``: its API server process, not the engine core) and
+    once against ``harmonia serve`` in front of it (``pid``: harmonia's).
+    """
+    extra = json.loads(args.extra_body) if args.extra_body else None
+    payload = request_bytes(port, tokens, args.model, extra)
+    await asyncio.gather(*(stream(port, payload) for _ in range(min(streams, 2))))  # warm
+    before = cpu_seconds(pid)
+    started = time.perf_counter()
+    results = await asyncio.gather(*(stream(port, payload) for _ in range(streams)))
+    elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(pid) - before
+    delivered = sum(count for _, _, count, _ in results)
+    print(
+        f"{streams} streams: {delivered} chunks in {elapsed:.1f} s; process {pid}: "
+        f"{cpu:.2f} s CPU, {cpu / max(delivered, 1) * 1e6:.0f} us per streamed chunk"
+    )
+
+
+def rss_mb(pid: int) -> float:
+    total = 0
+    for each in tree(pid):
+        try:
+            for line in Path(f"/proc/{each}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+async def soak(total: int, concurrency: int, workers: int) -> None:
+    """``total`` short streamed requests, ``concurrency`` at once: RSS after a tenth, at the end."""
+    stack = Stack("generate", 5, 0.0, workers)
+    try:
+        payload = request_bytes(stack.port, 20)
+        done, marks = 0, {}
+        while done < total:
+            wave = min(concurrency, total - done)
+            await asyncio.gather(*(stream(stack.port, payload) for _ in range(wave)))
+            done += wave
+            if done >= total // 10 and "tenth" not in marks:
+                marks["tenth"] = rss_mb(stack.server.pid)
+        marks["end"] = rss_mb(stack.server.pid)
+    finally:
+        stack.stop()
+    print(
+        f"soak: {total} requests ({concurrency} at a time, {workers} workers): server RSS "
+        f"{marks['tenth']:.0f} MB after {total // 10}, {marks['end']:.0f} MB after {total} "
+        f"({(marks['end'] / marks['tenth'] - 1) * 100:+.1f}%)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--formats", default="generate,completions,llama.cpp")
@@ -205,7 +267,20 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=100, help="tokens per stream (about)")
     parser.add_argument("--pace", type=float, default=0.02, help="seconds between two tokens")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--target-port", type=int, help="stream to this running server")
+    parser.add_argument("--target-pid", type=int, help="whose CPU to count (--target-port)")
+    parser.add_argument("--model", default=MODEL, help="the model name (--target-port)")
+    parser.add_argument("--extra-body", help="JSON merged into each request (--target-port)")
+    parser.add_argument("--soak", type=int, help="this many short requests: RSS growth")
     args = parser.parse_args()
+    if args.soak:
+        for workers in map(int, args.workers.split(",")):
+            asyncio.run(soak(args.soak, int(args.streams.split(",")[0]), workers))
+        return
+    if args.target_port is not None:
+        for streams in map(int, args.streams.split(",")):
+            asyncio.run(against(args.target_port, args.target_pid, streams, args.words, args))
+        return
     print("| wire format | streams | workers | server CPU us/token: median (runs) | "
           "delivered / offered tokens/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- |")
