@@ -12,11 +12,13 @@ ambiguous when several test folders have one; the fixtures are in conftest.py.
 from __future__ import annotations
 
 import collections
+import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -654,3 +656,66 @@ def check_unconfirmed_cancel(server: Server, response_id: str, wait_s: float) ->
     assert "did not confirm the cancel within" in caught.value.message
     assert wait_s <= elapsed < wait_s + 1.5
     assert server.client().responses.retrieve(response_id).status == "in_progress"
+
+
+class StreamReader(threading.Thread):
+    """One streamed POST in a thread: every SSE ``data:`` payload it got, in order."""
+
+    def __init__(self, url: str, body: dict[str, Any], *, started_after: int = 3) -> None:
+        super().__init__(daemon=True)
+        self.url, self.body, self.started_after = url, body, started_after
+        self.data: list[str] = []
+        self.status: int | None = None
+        self.started = threading.Event()
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        import httpx
+
+        try:
+            with httpx.stream("POST", self.url, json=self.body, timeout=90) as answer:
+                self.status = answer.status_code
+                for line in answer.iter_lines():
+                    if line.startswith("data: "):
+                        self.data.append(line[6:])
+                        if len(self.data) >= self.started_after:
+                            self.started.set()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+        finally:
+            self.started.set()
+
+    def payloads(self) -> list[Any]:
+        """Every payload but ``[DONE]``, once the stream ended."""
+        self.join(timeout=90)
+        assert not self.is_alive(), "the stream never ended"
+        assert self.error is None, self.error
+        return [json.loads(data) for data in self.data if data != "[DONE]"]
+
+
+class FakeEngineProcess:
+    """``tests/serve/fake_engine.py`` on a loopback port (kill and start it again at will)."""
+
+    SCRIPT = Path(__file__).with_name("fake_engine.py")
+
+    def __init__(self, words: int, pace: float, port: int | None = None, *extra: str) -> None:
+        import subprocess
+        import sys
+
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, str(self.SCRIPT), str(self.port), "--words", str(words),
+             "--pace", str(pace), *extra],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "ready", "the fake engine did not start"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()

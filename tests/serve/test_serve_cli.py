@@ -77,7 +77,8 @@ def test_every_server_flag_reaches_the_config():
              "--reasoning-field", "reasoning", "--max-output-tokens", "5", "--queue-size", "4",
              "--cot-policy", "keep_all", "--alias", "x", "--no-warmup", "--store", "none",
              "--max-concurrent", "9", "--memory-store-size", "8", "--model", "m", "--port", "1",
-             "--max-body-bytes", "99", "--max-input-tokens", "98", "--host", "::1"]  # fmt: skip
+             "--max-body-bytes", "99", "--max-input-tokens", "98", "--host", "::1",
+             "--shutdown-timeout", "6"]  # fmt: skip
     config = build_config(parser.parse_args(["serve", "--engine", "scripted", *given]))
     assert (config.send_timeout_s, config.ping_interval_s, config.cancel_wait_s) == (7, 3, 2)
     assert (config.chat_reasoning_field, config.max_output_tokens) == ("reasoning", 5)
@@ -85,6 +86,7 @@ def test_every_server_flag_reaches_the_config():
     assert (config.cot_policy, config.model_names, config.warmup) == ("keep_all", ("m", "x"), False)
     assert (config.store, config.port, config.host) == ("none", 1, "::1")
     assert (config.max_body_bytes, config.max_input_tokens) == (99, 98)
+    assert config.shutdown_timeout_s == 6
 
 
 def test_builtin_tool_options(tmp_path, capsys):

@@ -6,8 +6,10 @@ server's own message), malformed stream data, a stall (no data within the read
 timeout), a connection that broke mid-stream. The API key goes into the
 ``Authorization`` header only; it is never part of a repr or a message.
 
-The client is httpx, imported when the first request is made
-(the ``engines-http`` extra: ``harmonia._errors.install_hint`` says how).
+The client is :mod:`harmonia.engines._wire`: plain HTTP/1.1 over asyncio
+streams that reads the engine's stream a socket read at a time (every event
+that has arrived, split and decoded in one go), not an event at a time: the
+engine stream is ``harmonia serve``'s hot path.
 """
 
 from __future__ import annotations
@@ -15,16 +17,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from harmonia import EngineError, InputError
-from harmonia._errors import install_hint
-from harmonia._runtime import TIMEOUTS, http_client
+from harmonia._runtime import TIMEOUTS
 
 from ._base import EngineRefusedError
-
-if TYPE_CHECKING:
-    import httpx
+from ._wire import Answer, Events, Wire, WireError, decode_all
 
 #: Longest piece of a server's error body quoted in a message.
 _BODY_QUOTE: Final = 500
@@ -47,14 +46,6 @@ class HttpOptions:
     headers: Mapping[str, str] | None = None
 
 
-def _httpx() -> Any:
-    try:
-        import httpx
-    except ImportError as exc:
-        raise EngineError(f"the HTTP engines need httpx: {install_hint('engines-http')}") from exc
-    return httpx
-
-
 def normalise_base_url(base_url: str, engine: str) -> str:
     """``base_url`` without a trailing slash; :class:`~harmonia.InputError` if it is no URL."""
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
@@ -75,132 +66,187 @@ class HttpClient:
         self.base_url = base_url
         self.options = options
         self._api_key = api_key
-        self._client: httpx.AsyncClient | None = None
+        self._wire: Wire | None = None
 
     def __repr__(self) -> str:  # the key stays out
         return f"HttpClient({self.engine!r}, {self.base_url!r})"
 
-    def _get_client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def _get_wire(self) -> Wire:
+        if self._wire is None:
             headers = {"Accept": "text/event-stream", **(self.options.headers or {})}
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key}"
-            # No proxy from the environment between us and the engine (trust_env off).
-            self._client = http_client(
-                connect=self.options.connect_timeout,
-                read=self.options.read_timeout,
+            # No proxy between us and the engine: the connection is ours (as trust_env off).
+            self._wire = Wire(
+                self.base_url,
+                connect_timeout=self.options.connect_timeout,
+                read_timeout=self.options.read_timeout,
                 headers=headers,
-                missing=EngineError,
-                hint=f"the HTTP engines need it: {install_hint('engines-http')}",
             )
-        return self._client
+        return self._wire
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._wire is not None:
+            self._wire.close()
+            self._wire = None
 
     def error(self, message: str, url: str) -> EngineError:
         return EngineError(f"{self.engine} at {url}: {message}", engine=self.engine, url=url)
 
+    def _wire_error(self, exc: WireError, url: str) -> EngineError:
+        if exc.kind == "connect":
+            message = (
+                f"cannot connect ({exc}); check that the server is running and that the "
+                "base URL (scheme, host, port) is right"
+            )
+        elif exc.kind == "connect_timeout":
+            message = (
+                f"no connection within {self.options.connect_timeout} s; check the address "
+                "and any firewall"
+            )
+        elif exc.kind == "stall":
+            message = (
+                f"the stream stalled: no data for {self.options.read_timeout} s "
+                "(HttpOptions.read_timeout); the server may be overloaded or hung"
+            )
+        elif exc.kind == "broken":
+            message = f"the connection broke mid-stream ({exc})"
+        else:
+            message = f"malformed HTTP answer: {exc}"
+        return self.error(message, url)
+
+    async def check(self, path: str = "/health") -> None:
+        """GET ``path`` (the server's health route): an EngineError unless it answers 200."""
+        url = self.base_url + path
+        try:
+            answer = await self._get_wire().request("GET", path)
+            try:
+                status, body = answer.status, await answer.body(_BODY_QUOTE)
+            finally:
+                answer.close()
+        except WireError as exc:
+            raise self.error(f"health check failed: {self._wire_error(exc, url)}", url) from None
+        if status != 200:
+            detail = _describe_text(body.decode("utf-8", "replace"))
+            raise self.error(f"health check: HTTP {status}: {detail}", url)
+
+    async def get_json(self, path: str) -> Any:
+        """GET ``path`` and parse its JSON answer (an EngineError unless it is a 200)."""
+        url = self.base_url + path
+        try:
+            answer = await self._get_wire().request("GET", path)
+            try:
+                status, body = answer.status, await answer.body()
+            finally:
+                answer.close()
+        except WireError as exc:
+            raise self._wire_error(exc, url) from None
+        if status != 200:
+            detail = _describe_text(body[:_BODY_QUOTE].decode("utf-8", "replace"))
+            raise self.error(f"HTTP {status}: {detail}", url)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise self.error(f"not JSON: {body[:200]!r}", url) from None
+
     async def stream_events(
         self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        """POST ``body`` as JSON and yield each SSE ``data:`` payload, parsed.
+        """:meth:`stream_batches`, one payload at a time."""
+        async for batch in self.stream_batches(path, body, not_found=not_found):
+            for payload in batch:
+                yield payload
 
-        Ends at ``data: [DONE]`` or at the end of the stream. ``not_found``,
-        when given, is raised (instead of an EngineError) on a 404, so a caller
-        can fall back to another endpoint.
+    async def stream_batches(
+        self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """POST ``body`` as JSON; yield the parsed SSE ``data:`` payloads, a read at a time.
+
+        Each batch holds every payload one socket read completed (at least one),
+        decoded in one ``json.loads``. Ends at ``data: [DONE]`` or at the end of
+        the stream; the payloads before a bad one are yielded before its error.
+        ``not_found``, when given, is raised (instead of an EngineError) on a 404,
+        so a caller can fall back to another endpoint.
         """
-        httpx = _httpx()
         url = self.base_url + path
-        client = self._get_client()
         try:
-            async with client.stream("POST", url, json=body) as response:
-                if response.status_code == 404 and not_found is not None:
-                    raise not_found(url)
-                if response.status_code >= 400:
-                    raise EngineRefusedError(
-                        f"{self.engine} at {url}: {await self._status_message(response)}",
-                        status=response.status_code,
-                        engine=self.engine,
-                        url=url,
-                    )
-                async for event, data in _sse(response.aiter_lines()):
-                    if data == "[DONE]":
-                        return
-                    if event == "error":
-                        raise self.error(
-                            f"the server reported an error: {_describe_text(data)}", url
-                        )
-                    payload = self._parse(data, url)
-                    if "error" in payload:
-                        raise self.error(f"the server reported an error: {_describe(payload)}", url)
-                    yield payload
-        except httpx.ConnectError as exc:
-            raise self.error(
-                f"cannot connect ({exc}); check that the server is running and that the "
-                "base URL (scheme, host, port) is right",
-                url,
-            ) from exc
-        except httpx.ConnectTimeout as exc:
-            raise self.error(
-                f"no connection within {self.options.connect_timeout} s; check the address "
-                "and any firewall",
-                url,
-            ) from exc
-        except httpx.ReadTimeout as exc:
-            raise self.error(
-                f"the stream stalled: no data for {self.options.read_timeout} s "
-                "(HttpOptions.read_timeout); the server may be overloaded or hung",
-                url,
-            ) from exc
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise self.error(f"the connection broke mid-stream ({exc})", url) from exc
-        except httpx.HTTPError as exc:
-            raise self.error(f"{type(exc).__name__}: {exc}", url) from exc
+            answer = await self._get_wire().request("POST", path, body)
+        except WireError as exc:
+            raise self._wire_error(exc, url) from None
+        try:
+            if answer.status == 404 and not_found is not None:
+                raise not_found(url)
+            if answer.status >= 400:
+                raise EngineRefusedError(
+                    f"{self.engine} at {url}: {await self._status_message(answer)}",
+                    status=answer.status,
+                    engine=self.engine,
+                    url=url,
+                )
+            events = Events()
+            async for piece in answer.chunks():
+                batch, failure, done = self._read_events(events.feed(piece), url)
+                if batch:
+                    yield batch
+                if failure is not None:
+                    raise failure
+                if done:
+                    return
+            batch, failure, _ = self._read_events(events.rest(), url)
+            if batch:
+                yield batch
+            if failure is not None:
+                raise failure
+        except WireError as exc:
+            raise self._wire_error(exc, url) from None
+        finally:
+            answer.close()
 
-    async def _status_message(self, response: Any) -> str:
-        raw = (await response.aread())[:_BODY_QUOTE].decode("utf-8", "replace")
+    def _read_events(
+        self, events: list[tuple[str, bytes]], url: str
+    ) -> tuple[list[dict[str, Any]], EngineError | None, bool]:
+        """The payloads of ``events`` up to the first bad one, that one's error, and
+        whether ``[DONE]`` came."""
+        datas: list[bytes] = []
+        failure: EngineError | None = None
+        done = False
+        for event, data in events:
+            if event == "error":
+                text = _describe_text(data.decode("utf-8", "replace"))
+                failure = self.error(f"the server reported an error: {text}", url)
+                break
+            if data == b"[DONE]":
+                done = True
+                break
+            datas.append(data)
+        decoded = decode_all(datas)
+        if decoded is None:  # one is not JSON: find which, keep the ones before it
+            decoded = []
+            for data in datas:
+                try:
+                    decoded.append(json.loads(data))
+                except ValueError:
+                    text = data[:200].decode("utf-8", "replace")
+                    failure = self.error(f"malformed stream data (not JSON): {text!r}", url)
+                    break
+        for position, payload in enumerate(decoded):
+            if not isinstance(payload, dict):
+                text = datas[position][:200].decode("utf-8", "replace")
+                bad = self.error(f"malformed stream data (not an object): {text!r}", url)
+            elif "error" in payload:
+                bad = self.error(f"the server reported an error: {_describe(payload)}", url)
+            else:
+                continue
+            return decoded[:position], bad, False
+        return decoded, failure, done and failure is None
+
+    async def _status_message(self, answer: Answer) -> str:
+        raw = (await answer.body(_BODY_QUOTE))[:_BODY_QUOTE].decode("utf-8", "replace")
         detail = _describe_text(raw)
         hint = ""
-        if response.status_code in (401, 403):
+        if answer.status in (401, 403):
             hint = "; check the API key"
-        return f"HTTP {response.status_code}: {detail}{hint}"
-
-    def _parse(self, data: str, url: str) -> dict[str, Any]:
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            raise self.error(f"malformed stream data (not JSON): {data[:200]!r}", url) from None
-        if not isinstance(payload, dict):
-            raise self.error(f"malformed stream data (not an object): {data[:200]!r}", url)
-        return payload
-
-
-async def _sse(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
-    """Server-sent events as ``(event, data)``; comments (pings) are skipped."""
-    event = "message"
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-        elif name == "error":
-            # llama-server writes failures as "error: {...}" lines of their own.
-            yield "error", value
-    if data:
-        yield event, "\n".join(data)
+        return f"HTTP {answer.status}: {detail}{hint}"
 
 
 def _describe_text(raw: str) -> str:

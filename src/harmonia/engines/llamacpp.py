@@ -169,6 +169,18 @@ class LlamaCppEngine:
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
+    async def max_sequences(self) -> int | None:
+        """How many sequences the server runs at once: its slots (``/props`` ``total_slots``,
+        ``llama-server --parallel``); ``None`` when it does not say."""
+        props = await self._http.get_json("/props")
+        slots = props.get("total_slots") if isinstance(props, dict) else None
+        return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
+
+    async def health(self) -> None:
+        """Raise :class:`~harmonia.EngineError` unless ``/health`` answers 200 (llama-server
+        answers 503 while it loads the model)."""
+        await self._http.check("/health")
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()

@@ -204,6 +204,10 @@ class VLLMEngine:
 
         return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
 
+    async def health(self) -> None:
+        """Raise :class:`~harmonia.EngineError` unless the server's ``/health`` answers 200."""
+        await self._http.check("/health")
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
@@ -214,20 +218,33 @@ class VLLMEngine:
         url = self.base_url + path
         not_found = _NotFound if path == GENERATE_PATH else None
         last: int | None = None
-        async for payload in self._http.stream_events(path, body, not_found=not_found):
-            choices = payload.get("choices")
-            if not isinstance(choices, list):
-                raise self._http.error(f"malformed stream data: no choices in {payload!r}", url)
-            for choice in choices:  # one choice (n=1); a usage-only chunk has none
-                if not isinstance(choice, dict):
-                    raise self._http.error(f"malformed stream data: choice {choice!r}", url)
-                ids = int_list(choice.get("token_ids"), "token_ids", self._http, url)
-                if ids:
-                    last = ids[-1]
-                    emit(ids, self._logprobs(choice, path, params, url))
-                reason = choice.get("finish_reason")
-                if reason is not None:
-                    return self._finish(reason, choice.get("stop_reason"), last, params, emit, url)
+        with_logprobs = params.top_logprobs is not None
+        batches = self._http.stream_batches(path, body, not_found=not_found)
+        async for batch in batches:
+            # Every id of a read goes on in one emit (the logprobs, when asked, per choice).
+            ids: list[int] = []
+            for payload in batch:
+                choices = payload.get("choices")
+                if not isinstance(choices, list):
+                    raise self._http.error(f"malformed stream data: no choices in {payload!r}", url)
+                for choice in choices:  # one choice (n=1); a usage-only chunk has none
+                    if not isinstance(choice, dict):
+                        raise self._http.error(f"malformed stream data: choice {choice!r}", url)
+                    new = int_list(choice.get("token_ids"), "token_ids", self._http, url)
+                    if new:
+                        last = new[-1]
+                        if with_logprobs:
+                            emit(new, self._logprobs(choice, path, params, url))
+                        else:
+                            ids += new
+                    reason = choice.get("finish_reason")
+                    if reason is not None:
+                        if ids:
+                            emit(ids)
+                        stop = choice.get("stop_reason")
+                        return self._finish(reason, stop, last, params, emit, url)
+            if ids:
+                emit(ids)
         raise self._http.error("the stream ended without a finish_reason", url)
 
     def _logprobs(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ._errors import APIError
+from ._errors import APIError, ServerShuttingDown
 
 
 class Admission:
@@ -21,9 +21,23 @@ class Admission:
         self.running = 0
         self.waiting = 0
         self._free = asyncio.Semaphore(limit)
+        #: Set when the server stops admitting (shutting down): why, for the 503.
+        self.closed: str | None = None
+
+    def resize(self, limit: int) -> None:
+        """A new limit, before any request was admitted (start-up asked the engine)."""
+        assert self.running == 0 and self.waiting == 0, "resize only before admitting"
+        self.limit = limit
+        self._free = asyncio.Semaphore(limit)
+
+    def close(self, reason: str) -> None:
+        """Admit nothing more: every later request, and every one still queued, gets a 503."""
+        self.closed = reason
 
     def check(self) -> None:
-        """429 now if a new request could not even wait in the queue."""
+        """429 now if a new request could not even wait in the queue (503 once closed)."""
+        if self.closed is not None:
+            raise ServerShuttingDown(self.closed)
         if self.running >= self.limit and self.waiting >= self.queue_size:
             raise APIError(
                 429,
@@ -41,6 +55,9 @@ class Admission:
             await self._free.acquire()
         finally:
             self.waiting -= 1
+        if self.closed is not None:  # closed while this one waited in the queue
+            self._free.release()
+            raise ServerShuttingDown(self.closed)
         self.running += 1
 
     def release(self) -> None:

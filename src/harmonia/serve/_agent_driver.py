@@ -23,6 +23,7 @@ from harmonia.agent import Agent, AgentLimits, AgentResult, AgentRun, RunHooks, 
 from harmonia.engines import Constraint, Finish, FinishReason, Generation
 
 from ..openai_compat import ChatCompletionStream, ResponseStream
+from ._errors import ServerShuttingDown
 from ._service import turn_constraint
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class Turn(RunHooks):
         self._tokens: tuple[int, ...] = ()
         self._last: Finish | None = None
         self._closed = False
+        self._interrupted: str | None = None  # why the server ended the turn (shutting down)
 
     @property
     def tokens(self) -> tuple[int, ...]:
@@ -165,6 +167,8 @@ class Turn(RunHooks):
         An engine failure is raised as the engine's ``EngineError``; leaving
         early (a client gone) cancels the run, and with it the generation or tool.
         """
+        if self._interrupted is not None:
+            raise ServerShuttingDown(self._interrupted)
         if self._run is None:
             later = None if toolbox is None else await asyncio.to_thread(self.later_constraint)
             self.start(toolbox, browser=browser, limits=limits, later=later)
@@ -179,15 +183,28 @@ class Turn(RunHooks):
         finally:  # a client gone: the generation or tool stops before the runtimes close
             run.cancel()  # a no-op once the run is over
             await run.result()
+        if self._interrupted is not None:
+            raise ServerShuttingDown(self._interrupted)
         if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
+            self._service.note_engine_failure(result.error)
             raise result.error
+        self._service.note_engine_success()
         yield self._finish(result)
+
+    def interrupt(self, reason: str) -> None:
+        """End the turn now (the server is shutting down): :meth:`drive` raises
+        :class:`ServerShuttingDown`, after the events already made."""
+        if self._interrupted is None:
+            self._interrupted = reason
+            if self._run is not None:
+                self._run.cancel()
 
     async def close(self) -> None:
         """Cancel the run if it still runs and give the slot back (idempotent)."""
         if self._closed:
             return
         self._closed = True
+        self._service.turns.discard(self)
         try:
             if self._run is not None:
                 self._run.cancel()

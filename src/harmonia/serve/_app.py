@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import re
 import time
@@ -20,13 +21,15 @@ from harmonia import HarmonyError
 
 from .._runtime import new_id
 from ..engines import Engine
-from ._asgi import ClientGone, error_response, json_response
+from ._asgi import ClientGone, error_response, json_response, track_outcome
 from ._chat import chat_completions
 from ._compact import compact
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
+from ._metrics import SharedMetrics
 from ._responses import Responses
 from ._service import Service, log
+from ._shutdown import Shutdown
 from ._store import SINGLE_TENANT, ResponseStore, tenant_id
 from ._tool_loop import ToolLoop
 from ._websocket import ResponsesSocket, deny
@@ -64,10 +67,13 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         starting = asyncio.ensure_future(service.start())
+        publishing = None if shared is None else asyncio.ensure_future(publish_metrics())
         try:
             yield
         finally:
             starting.cancel()
+            if publishing is not None:
+                publishing.cancel()
             await responses.aclose()
             await service.aclose()
 
@@ -80,6 +86,7 @@ def create_app(
     )
     app.state.service = service
     app.state.responses = responses
+    app.state.shutdown = Shutdown(service, responses)
 
     async def guarded(request: Request, handler: Handler) -> Response:
         request_id = request.state.request_id
@@ -175,25 +182,51 @@ def create_app(
 
     @app.get("/health")
     async def health() -> Response:
-        if service.ready:
+        # Readiness: 503 while starting, shutting down, or with the engine's server down.
+        reason = await service.readiness()
+        if reason is None:
             return json_response({"status": "ok", "engine": engine.name})
         return json_response(
-            {"status": "unavailable", "reason": service.not_ready_reason},
+            {"status": "unavailable", "reason": reason},
             status=503,
             headers={"Retry-After": "1"},
         )
 
+    @app.get("/health/live")
+    async def live() -> Response:
+        # Liveness: the process answers (even while it drains or its engine is down).
+        return json_response({"status": "alive"})
+
+    shared = (
+        None
+        if config.metrics_dir is None
+        else SharedMetrics(config.metrics_dir, config.worker_index or 0)
+    )
+
+    def gauges() -> dict[str, float]:
+        admission = service.admission
+        return {
+            "harmonia_generations_running": admission.running,
+            "harmonia_queue_depth": admission.waiting,
+            "harmonia_background_responses": len(responses.background),
+            "harmonia_ready": int(service.serving),
+        }
+
+    async def publish_metrics() -> None:
+        """A worker's numbers, for the worker that answers the next scrape (every second)."""
+        assert shared is not None
+        while True:
+            with contextlib.suppress(OSError):
+                shared.publish(service.metrics, gauges())
+            await asyncio.sleep(1.0)
+
     @app.get("/metrics")
     async def metrics() -> Response:
-        admission = service.admission
-        text = service.metrics.render(
-            {
-                "harmonia_generations_running": lambda: admission.running,
-                "harmonia_queue_depth": lambda: admission.waiting,
-                "harmonia_background_responses": lambda: len(responses.background),
-                "harmonia_ready": lambda: int(service.ready),
-            }
-        )
+        counters, values = service.metrics, gauges()
+        if shared is not None:  # --workers N: the sum of them all
+            shared.publish(counters, values)
+            counters, values = shared.combined(counters, values, lowest=("harmonia_ready",))
+        text = counters.render({name: functools.partial(float, v) for name, v in values.items()})
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.exception_handler(StarletteHTTPException)
@@ -242,6 +275,9 @@ class _Guard:
         self.app = app
         self.keys = [key.encode() for key in config.api_keys]
         self.tenants = [tenant_id(key) for key in config.api_keys]  # once: a slow hash
+        index = config.worker_index
+        # With --workers N, which process answered (for operators and the tests).
+        self.worker = () if index is None else ((b"x-harmonia-worker", str(index).encode()),)
         self.service = service
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -267,6 +303,7 @@ class _Guard:
         # (they only act on the response start, which still goes through all of them).
         scope["harmonia.body_send"] = send
         path = scope["path"]
+        outcome = track_outcome()
         status = 500
         started = time.monotonic()
         response_started = False
@@ -279,6 +316,7 @@ class _Guard:
                 message["headers"] = [
                     *message.get("headers", ()),
                     (b"x-request-id", request_id.encode()),
+                    *self.worker,
                 ]
             await send(message)
 
@@ -294,6 +332,7 @@ class _Guard:
         finally:
             by_id = path.startswith("/v1/responses/") and path != "/v1/responses/compact"
             route = "/v1/responses/{id}" if by_id else path
+            status = outcome.get("status", status)  # a stream that failed after its 200
             self.service.metrics.request(route, status)
             log.info(
                 "[%s] %s %s %d %.1f ms",

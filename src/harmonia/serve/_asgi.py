@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
@@ -26,10 +27,32 @@ Send = Callable[[Message], Awaitable[None]]
 
 _PING = b": keep-alive\n\n"
 
+#: The request being answered: the status its metrics count (the guard sets it; an SSE
+#: answer that fails after its 200 header records its error's status here).
+_OUTCOME: contextvars.ContextVar[dict[str, int]] = contextvars.ContextVar("harmonia_outcome")
+
+
+def track_outcome() -> dict[str, int]:
+    """A fresh outcome for the request starting in this context (the guard calls it)."""
+    outcome: dict[str, int] = {}
+    _OUTCOME.set(outcome)
+    return outcome
+
+
+def stream_failed(status: int) -> None:
+    """The streamed answer of this request failed after its header: count it as ``status``."""
+    outcome = _OUTCOME.get(None)
+    if outcome is not None:
+        outcome["status"] = status
+
+
+#: One encoder for every chunk: ``json.dumps`` with options builds a new one per call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
 
 def dumps(data: Any) -> bytes:
     """Compact JSON bytes (the hot path: one call per chunk)."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODE(data).encode()
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -108,6 +131,7 @@ class SSEResponse(Response):
         ping_interval_s: float,
         on_disconnect: Callable[[], None] | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
+        on_open: Callable[[int], None] | None = None,
     ) -> None:
         # Not Response.__init__: it would declare a Content-Length for an empty body.
         self.status_code = 200
@@ -120,12 +144,22 @@ class SSEResponse(Response):
         self.ping_interval_s = ping_interval_s
         self.on_disconnect = on_disconnect
         self.on_close = on_close
+        self.on_open = on_open
         self._lock = asyncio.Lock()
         self._last_send = time.monotonic()
         self._sending_since: float | None = None
         self._dropped = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.on_open is not None:
+            self.on_open(1)
+        try:
+            await self._answer(scope, send)
+        finally:
+            if self.on_open is not None:
+                self.on_open(-1)
+
+    async def _answer(self, scope: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         send = scope.get("harmonia.body_send", send)  # the hot path: no wrappers per chunk
         stream = asyncio.ensure_future(self._stream(send))

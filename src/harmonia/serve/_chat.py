@@ -15,8 +15,8 @@ from harmonia import EngineError
 from .._runtime import SSE_DONE, sse_frame
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
 from ._agent_driver import Turn
-from ._asgi import Disconnect, dumps, json_response
-from ._errors import engine_error
+from ._asgi import Disconnect, dumps, json_response, stream_failed
+from ._errors import ServerShuttingDown, engine_error
 from ._request import ChatBody, chat_logprobs, read_json, validate
 from ._service import Prepared, Service, log, log_diagnostics, tool_choice_option
 
@@ -82,7 +82,15 @@ async def _frames(
         # After the headers an error can only travel in the stream; the SDK raises APIError.
         log.error("[%s] engine failed mid-stream: %s", request_id, exc)
         error = engine_error(exc)
+        stream_failed(error.status)
         yield sse_frame(error.json_bytes())
+        return
+    except ServerShuttingDown as exc:
+        # Shutting down: the answer so far ends as cut off (finish_reason "length").
+        log.warning("[%s] %s", request_id, exc.message)
+        stream_failed(exc.status)
+        yield b"".join(sse_frame(dumps(chunk)) for chunk in stream.finish(finished=False))
+        yield SSE_DONE
         return
     log_diagnostics(stream, request_id)
     yield SSE_DONE

@@ -9,8 +9,10 @@ shutdown, 1 when harmonia refuses the configuration, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,6 +30,7 @@ from ._config import ServerConfig, api_keys_from_env
 if TYPE_CHECKING:
     from ..tools.browser import Backend
     from ._agent_tool_loop import AgentToolLoop
+    from ._shutdown import Shutdown
 
 _DEFAULTS = ServerConfig()
 
@@ -172,12 +175,10 @@ def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Bac
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Build the engine and app and serve until interrupted."""
-    import asyncio
+    try:  # said here, once, rather than in each worker
+        import uvicorn  # noqa: F401
 
-    try:
-        import uvicorn
-
-        from ._app import create_app
+        from ._app import create_app  # noqa: F401
     except ImportError as exc:
         raise InputError(
             f"harmonia serve needs the serve extra ({exc.name} is missing): {install_hint('serve')}"
@@ -188,20 +189,35 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     )
     config = build_config(args)
     check_port(config.host, config.port)
+    if config.workers > 1:
+        return _supervise(args, config)
+    return _serve(args, config)
+
+
+def _serve(
+    args: argparse.Namespace, config: ServerConfig, sockets: list[socket.socket] | None = None
+) -> int:
+    """One server process: the engine, the app, uvicorn (on ``sockets`` when given)."""
+    import uvicorn
+
+    from ._app import create_app
+
     tool_loop, backend = build_tool_loop(args)
     engine = from_args(EngineSpec, args).build()
     app = create_app(engine, config, tool_loop=tool_loop)
     log = logging.getLogger("harmonia.serve")
     log.info("responses are stored in %s", describe_store(config.store))
-    server = uvicorn.Server(
+    server = _DrainingServer(
         uvicorn.Config(
             app,
             host=config.host,
             port=config.port,
             log_level=args.log_level,
             access_log=False,  # the app logs each request with its id
-            timeout_graceful_shutdown=5,
-        )
+            timeout_graceful_shutdown=5,  # after the drain: only idle connections are left
+        ),
+        app.state.shutdown,
+        config.shutdown_timeout_s,
     )
     service = app.state.service
 
@@ -210,9 +226,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     service.on_start_failure = start_failed
     try:
-        server.run()
-    except KeyboardInterrupt:  # uvicorn re-raises the signal after its graceful shutdown
-        pass
+        server.run(sockets=sockets)
     finally:
         asyncio.run(engine.aclose())
         if backend is not None:
@@ -221,6 +235,121 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"harmonia serve: {service.not_ready_reason}; exiting", file=sys.stderr)
         return 1
     return 0
+
+
+def _supervise(args: argparse.Namespace, config: ServerConfig) -> int:
+    """``--workers N``: N server processes on one port (SO_REUSEPORT), signals passed on.
+
+    Each worker is a whole server (its engine client, its admission, its
+    drain on SIGTERM); they share the store, and their metrics through a
+    folder (``/metrics`` answers the sum). The workers run in their own
+    process group, so a terminal's Ctrl-C reaches them once, through here.
+    """
+    import multiprocessing
+    import secrets
+    import shutil
+    import signal
+    import tempfile
+
+    from ._compact import COMPACTION_KEY_ENV
+
+    log = logging.getLogger("harmonia.serve")
+    # A compaction item sealed by one worker must open on another: without a key from the
+    # environment, the workers share one made here (they inherit the environment).
+    os.environ.setdefault(COMPACTION_KEY_ENV, secrets.token_hex(32))
+    folder = tempfile.mkdtemp(prefix="harmonia-metrics-")
+    context = multiprocessing.get_context("spawn")  # nothing of this process is inherited
+    workers = [
+        context.Process(target=_worker, args=(args, i, folder))  # each builds its config
+        for i in range(config.workers)
+    ]
+    log.info("starting %d workers on %s:%d", config.workers, config.host, config.port)
+
+    def forward(signum: int, frame: Any) -> None:
+        for worker in workers:
+            if worker.pid is not None and worker.is_alive():
+                os.kill(worker.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for worker in workers:
+            worker.start()
+        codes = []
+        for worker in workers:
+            worker.join()
+            codes.append(worker.exitcode or 0)
+            if worker.exitcode:  # one cannot serve: the others stop too (one behaviour)
+                forward(signal.SIGTERM, None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(folder, ignore_errors=True)
+    return 1 if any(codes) else 0
+
+
+def _worker(args: argparse.Namespace, index: int, folder: str) -> None:
+    """One worker of ``--workers N`` (a spawned process): serve on a SO_REUSEPORT socket."""
+    os.setpgrp()  # signals come from the supervisor only
+    config = replace(build_config(args), worker_index=index, metrics_dir=folder)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s %(name)s[w{config.worker_index}]: %(message)s",
+    )
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # the kernel spreads connections
+    sock.bind((config.host, config.port))
+    sock.set_inheritable(True)
+    try:
+        code = _serve(args, config, [sock])
+    except HarmonyError as exc:
+        print(f"harmonia serve: {exc}", file=sys.stderr)
+        code = 1
+    sys.exit(code)
+
+
+def _DrainingServer(config: Any, shutdown: Shutdown, timeout_s: float) -> Any:
+    """A uvicorn server whose first SIGTERM/SIGINT drains the app before it stops.
+
+    uvicorn's own handling closes the listening socket at once and cancels
+    streams still running after its timeout (a traceback, a stream with no end);
+    here the first signal starts :meth:`Shutdown.drain`, the server stops once
+    it is over, and a second signal makes the drain end the running work now.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        loop: asyncio.AbstractEventLoop | None = None
+        draining: asyncio.Future[None] | None = None
+        signals = 0
+
+        async def startup(self, sockets: Any = None) -> None:
+            self.loop = asyncio.get_running_loop()
+            await super().startup(sockets=sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Not uvicorn's: it would re-raise the signal once stopped (SIGTERM: exit -15).
+            self.signals += 1
+            if self.loop is None or not self.started:
+                self.should_exit = True  # still starting: nothing runs yet
+            elif self.signals == 1:
+                self.loop.call_soon_threadsafe(self._drain)
+            elif self.signals == 2:  # end the running work now, with its terminal events
+                self.loop.call_soon_threadsafe(shutdown.hurry)
+            else:  # something does not end: stop without waiting any more
+                self.should_exit = self.force_exit = True
+
+        def _drain(self) -> None:
+            shutdown.begin()  # now, before any request that comes next is read
+
+            async def drain() -> None:
+                await shutdown.drain(timeout_s)
+                self.should_exit = True
+
+            self.draining = asyncio.ensure_future(drain())
+
+    return Server(config)
 
 
 def describe_store(store: str) -> str:

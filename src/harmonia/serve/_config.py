@@ -13,6 +13,11 @@ from .._runtime import TIMEOUTS, api_keys
 from ..openai_compat import PromptOptions
 from ..vocabulary import COT_POLICY_NAMES, DEFAULT_COT_POLICY
 
+#: Generations at once when neither the config nor the engine says: vLLM's own default
+#: batch (``--max-num-seqs``) on a GPU is of this order, and a front end that admits
+#: fewer starves it; an engine that runs fewer queues the rest itself.
+DEFAULT_MAX_CONCURRENT = 256
+
 #: The environment variable read for API keys when none are given (comma-separated).
 API_KEYS_ENV = "HARMONIA_API_KEYS"
 
@@ -43,7 +48,13 @@ class ServerConfig:
     #: responses it makes are its own (another key gets a 404, as for a missing id).
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     #: Generations running at once; more wait in a queue of ``queue_size``, then 429.
-    max_concurrent: int = option(64, help="generations at once; more wait in the queue")
+    #: ``None``: as many as the engine says it runs at once (llama-server: its slots),
+    #: else :data:`DEFAULT_MAX_CONCURRENT`.
+    max_concurrent: int | None = option(
+        None,
+        help="generations at once; more wait in the queue (default: as many as the engine "
+        "runs at once, llama-server's slots, else 256)",
+    )
     queue_size: int = option(256, help="requests that may wait; beyond, 429 with Retry-After")
     #: Seconds a client is told to wait (``Retry-After``) when the queue is full.
     retry_after_s: int = 1
@@ -95,6 +106,26 @@ class ServerConfig:
         help="seconds a cancel of a background response another replica runs waits for "
         "that replica to confirm it (then 504)",
     )
+    #: Server processes on the one port (``harmonia serve`` only; SO_REUSEPORT: the
+    #: kernel spreads connections). They share only the store, so ``memory`` needs 1.
+    workers: int = option(
+        1,
+        help="server processes on the one port (more than 1 needs --store sqlite:PATH or "
+        "redis://...; /metrics sums them all)",
+    )
+    #: Set by ``harmonia serve --workers N`` in each worker: its number (answers carry it
+    #: as ``x-harmonia-worker``) and the folder where the workers share their metrics.
+    worker_index: int | None = field(default=None, repr=False)
+    metrics_dir: str | None = field(default=None, repr=False)
+    #: After SIGTERM/SIGINT, how long running generations (streams, background responses)
+    #: may go on before each is ended with a terminal event (``harmonia serve`` only).
+    shutdown_timeout_s: float = option(
+        30.0,
+        flag="--shutdown-timeout",
+        metavar="SECONDS",
+        help="seconds after SIGTERM/SIGINT that running generations may take to finish; "
+        "then each ends with a terminal event (a second signal: at once)",
+    )
     #: Which earlier analysis messages a prompt keeps (``harmonia.COT_POLICIES``).
     cot_policy: str = option(
         DEFAULT_COT_POLICY,
@@ -133,10 +164,12 @@ class ServerConfig:
     bpe_engine: str = "quicktok"
 
     def __post_init__(self) -> None:
-        positive = ("max_concurrent", "max_body_bytes", "max_input_tokens", "context_tokens")
+        positive = ("max_body_bytes", "max_input_tokens", "context_tokens")
         for name in positive:
             if getattr(self, name) < 1:
                 raise InputError(f"ServerConfig.{name} must be at least 1")
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise InputError("ServerConfig.max_concurrent must be at least 1")
         if self.max_output_tokens is not None and self.max_output_tokens < 1:
             raise InputError("ServerConfig.max_output_tokens must be at least 1")
         for name in ("queue_size", "retry_after_s"):
@@ -150,6 +183,16 @@ class ServerConfig:
         for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
             if getattr(self, name) <= 0:
                 raise InputError(f"ServerConfig.{name} must be > 0")
+        if self.workers < 1:
+            raise InputError("ServerConfig.workers must be at least 1")
+        if self.workers > 1 and self.store == "memory":
+            raise InputError(
+                f"{self.workers} workers cannot share the memory store (each process would "
+                "have its own: a response made in one is missing in the others); use "
+                "--store sqlite:PATH or --store redis://HOST:PORT/DB (or --store none)"
+            )
+        if self.shutdown_timeout_s < 0:
+            raise InputError("ServerConfig.shutdown_timeout_s must be >= 0")
         if any(not key or key != key.strip() for key in self.api_keys):
             # "Bearer " (stripped) would match an empty key; a padded one would never match.
             raise InputError(
@@ -196,6 +239,11 @@ class ServerConfig:
         if date == "today":
             date = self.clock().astimezone(datetime.timezone.utc).date().isoformat()
         return replace(options, conversation_start_date=date)
+
+    @property
+    def concurrency(self) -> int:
+        """The admission limit before the engine was asked (``max_concurrent`` or the default)."""
+        return DEFAULT_MAX_CONCURRENT if self.max_concurrent is None else self.max_concurrent
 
     @property
     def output_cap(self) -> int:

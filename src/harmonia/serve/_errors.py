@@ -63,6 +63,15 @@ class APIError(HarmonyError):
         return json.dumps(self.body()).encode()
 
 
+class ServerShuttingDown(APIError):
+    """The server is shutting down: no new generation starts, and one still running when
+    the shutdown timeout runs out is ended (503 before its answer started; a terminal
+    event in a stream)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message, code="server_shutting_down", headers={"Retry-After": "1"})
+
+
 def from_exception(exc: BaseException) -> APIError:
     """The answer for an exception raised while preparing a request."""
     if isinstance(exc, APIError):

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
+import json
+import os
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -33,6 +38,30 @@ class Metrics:
     def generation(self, tokens: int, seconds: float) -> None:
         self.generated_tokens += tokens
         self.generation_seconds += seconds
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as JSON-able data (what a worker shares with the others)."""
+        return {
+            "requests": [[path, status, n] for (path, status), n in self.requests.items()],
+            "errors": dict(self.errors),
+            "disconnects": self.disconnects,
+            "generated_tokens": self.generated_tokens,
+            "generation_seconds": self.generation_seconds,
+            "ttft_counts": list(self.ttft_counts),
+            "ttft_sum": self.ttft_sum,
+        }
+
+    def add(self, snapshot: dict[str, Any]) -> None:
+        """Add another worker's :meth:`snapshot` to these counters."""
+        for path, status, count in snapshot["requests"]:
+            self.requests[(path, int(status))] += count
+        self.errors.update(snapshot["errors"])
+        self.disconnects += snapshot["disconnects"]
+        self.generated_tokens += snapshot["generated_tokens"]
+        self.generation_seconds += snapshot["generation_seconds"]
+        for position, count in enumerate(snapshot["ttft_counts"]):
+            self.ttft_counts[position] += count
+        self.ttft_sum += snapshot["ttft_sum"]
 
     def render(self, gauges: dict[str, Callable[[], float]]) -> str:
         lines = [
@@ -69,3 +98,55 @@ class Metrics:
         for name, read in gauges.items():
             lines += [f"# TYPE {name} gauge", f"{name} {read():g}"]
         return "\n".join(lines) + "\n"
+
+
+class SharedMetrics:
+    """The metrics of every worker of one ``harmonia serve --workers N``, through a folder.
+
+    Each worker writes its counters and gauges to its own file (at most once per
+    ``interval_s``, and whenever it answers ``/metrics``); the worker that answers
+    a scrape adds the others' files to its own numbers. Counters of a worker that
+    died stay counted (a counter never goes down); its gauges are left out.
+    """
+
+    def __init__(self, folder: str, worker: int) -> None:
+        self.folder = Path(folder)
+        self.worker = worker
+        self._file = self.folder / f"worker-{worker}.json"
+
+    def publish(self, metrics: Metrics, gauges: dict[str, float]) -> None:
+        data = {"pid": os.getpid(), "metrics": metrics.snapshot(), "gauges": gauges}
+        temporary = self._file.with_suffix(".tmp")
+        temporary.write_text(json.dumps(data))
+        os.replace(temporary, self._file)  # a reader never sees half a file
+
+    def combined(
+        self, metrics: Metrics, gauges: dict[str, float], lowest: tuple[str, ...] = ()
+    ) -> tuple[Metrics, dict[str, float]]:
+        """Every worker's counters summed, and their gauges (summed; ``lowest``: the minimum)."""
+        total = Metrics()
+        total.add(metrics.snapshot())
+        out = dict(gauges)
+        for path in sorted(self.folder.glob("worker-*.json")):
+            if path == self._file:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(path.read_text())
+                total.add(data["metrics"])
+                if _alive(int(data["pid"])):
+                    for name, value in data["gauges"].items():
+                        if name in lowest:
+                            out[name] = min(out.get(name, value), value)
+                        else:
+                            out[name] = out.get(name, 0) + value
+        return total, out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -24,9 +24,9 @@ from ..engines import SamplingParams
 from ..openai_compat import ResponseStream, ending_events
 from ..openai_compat._responses_output import response_with_every_key
 from ._agent_driver import Turn
-from ._asgi import Disconnect, json_response
+from ._asgi import Disconnect, json_response, stream_failed
 from ._background import DONE_FRAME, BackgroundRun, CancelWatch, cancel_elsewhere, frame
-from ._errors import APIError
+from ._errors import APIError, ServerShuttingDown
 from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
 from ._service import Prepared, Service, builtin_recipient, log, log_diagnostics
@@ -253,7 +253,13 @@ class Responses:
                 yield b"".join(frame(event) for event in batch)
         except EngineError as exc:
             log.error("[%s] engine failed mid-stream: %s", request_id, exc)
+            stream_failed(502)
             for event in _failure(snapshot, last, str(exc)):
+                yield frame(event)
+        except ServerShuttingDown as exc:
+            log.warning("[%s] %s", request_id, exc.message)
+            stream_failed(exc.status)
+            for event in _failure(snapshot, last, exc.message, cause=SHUTDOWN_CAUSE):
                 yield frame(event)
         yield DONE_FRAME
 
@@ -284,12 +290,23 @@ class Responses:
                 await job.close()
             await service.store.put(record({**snapshot, "status": "cancelled"}))
         except Exception as exc:
-            if isinstance(exc, EngineError):
+            cause = "the engine failed"
+            if isinstance(exc, ServerShuttingDown):
+                log.warning("[%s] background response: %s", request_id, exc.message)
+                cause = SHUTDOWN_CAUSE
+            elif isinstance(exc, EngineError):
                 log.error("[%s] engine failed in background: %s", request_id, exc)
             else:
                 log.exception("[%s] background response failed", request_id)
-            message = str(exc) if isinstance(exc, EngineError) else "internal server error"
-            failure = _failure(snapshot, last, message)
+            service.metrics.errors["background_failed"] += 1
+            message = (
+                exc.message
+                if isinstance(exc, ServerShuttingDown)
+                else str(exc)
+                if isinstance(exc, EngineError)
+                else "internal server error"
+            )
+            failure = _failure(snapshot, last, message, cause=cause)
             await service.store.put(record(failure[0]["response"]))
             run.publish(failure)
         finally:
@@ -440,6 +457,12 @@ def stream_finished(batch: Sequence[JsonDict]) -> bool:
     return bool(batch) and batch[-1].get("type") in ("response.completed", "response.incomplete")
 
 
-def _failure(snapshot: JsonDict, last: int, message: str) -> list[JsonDict]:
+#: What a response ended by the shutdown timeout says failed.
+SHUTDOWN_CAUSE = "the server shut down before the response finished"
+
+
+def _failure(
+    snapshot: JsonDict, last: int, message: str, *, cause: str = "the engine failed"
+) -> list[JsonDict]:
     """``response.failed`` then ``error``, numbered after event ``last``."""
-    return ending_events(snapshot, last, message=f"the engine failed: {message}")
+    return ending_events(snapshot, last, message=f"{cause}: {message}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from harmonia import (
 )
 
 from .._names import BROWSER, PYTHON
-from ..engines import Constraint, Engine, SamplingParams, ScriptedEngine
+from ..engines import Constraint, Engine, EngineRefusedError, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
 from ._compact import Sealer
@@ -66,7 +66,7 @@ class Service:
         )
         if self.store is not None:
             check_tenancy(self.store)
-        self.admission = Admission(config.max_concurrent, config.queue_size, config.retry_after_s)
+        self.admission = Admission(config.concurrency, config.queue_size, config.retry_after_s)
         #: Signs compaction items (``HARMONIA_COMPACTION_KEY``, else a key of this process).
         self.sealer = Sealer.from_env()
         self.metrics = Metrics()
@@ -77,6 +77,16 @@ class Service:
         #: Called once when start-up fails (``harmonia serve`` exits 1).
         self.on_start_failure: Callable[[], None] | None = None
         self.not_ready_reason = "starting: loading the vocabulary"
+        #: Turns holding an admission slot (the shutdown ends those still running).
+        self.turns: set[Turn] = set()
+        #: SSE answers still being written (the shutdown waits for them).
+        self.open_streams = 0
+        #: Set once a shutdown began: why ``/health`` is 503 (liveness stays 200).
+        self.draining: str | None = None
+        #: Why the engine looks down (a failed request or health probe); ``None``: up.
+        self.engine_down: str | None = None
+        self._probe: asyncio.Future[None] | None = None
+        self._probed_at = -1e9
 
     # -- start-up ----------------------------------------------------------------------------
 
@@ -102,6 +112,7 @@ class Service:
                 # llguidance builds its tokenizer tables on first use (about a second):
                 # here, off the loop, rather than inside the first strict request.
                 await asyncio.to_thread(_warm_constraints, conversation)
+            await self._fit_admission()
             self.ready = True
             log.info("ready: engine %s, model %s", self.engine.name, self.config.model)
         except Exception as exc:
@@ -113,6 +124,21 @@ class Service:
                 log.exception("start-up failed")
             if self.on_start_failure is not None:
                 self.on_start_failure()
+
+    async def _fit_admission(self) -> None:
+        """Without ``max_concurrent``, admit as many generations as the engine runs at once
+        when it can say (``engine.max_sequences()``; llama-server: its slots)."""
+        ask = getattr(self.engine, "max_sequences", None)
+        if self.config.max_concurrent is not None or not callable(ask):
+            return
+        try:
+            sequences = await ask()
+        except EngineError as exc:  # the default stands; the warm-up already reached it
+            log.warning("the engine did not say how many sequences it runs: %s", exc)
+            return
+        if isinstance(sequences, int) and sequences >= 1:
+            self.admission.resize(sequences)
+            log.info("admitting %d generations at once (the engine runs as many)", sequences)
 
     @property
     def enc(self) -> HarmonyEncoding:
@@ -217,6 +243,7 @@ class Service:
 
         turn = Turn(self, prepared, self.fit(params, len(prepared.prompt)), stream, tool_loop)
         await self.admission.acquire()
+        self.turns.add(turn)
         try:
             if tool_loop is None:
                 turn.start()
@@ -238,7 +265,11 @@ class Service:
             ping_interval_s=self.config.ping_interval_s,
             on_close=None if turn is None else turn.close,
             on_disconnect=self.note_disconnect,
+            on_open=self._stream_opened,
         )
+
+    def _stream_opened(self, change: int) -> None:
+        self.open_streams += change
 
     async def run_to_end(
         self, events: AsyncIterator[object], disconnect: Disconnect, turn: Turn, request_id: str
@@ -253,6 +284,7 @@ class Service:
             await disconnect.race(drain())
         except EngineError as exc:
             log.error("[%s] engine failed: %s", request_id, exc)
+            self.note_engine_failure(exc)
             raise from_exception(exc) from None
         finally:
             disconnect.close()
@@ -261,9 +293,66 @@ class Service:
     def note_disconnect(self) -> None:
         self.metrics.disconnects += 1
 
+    # -- health --------------------------------------------------------------------------
+
+    def note_engine_failure(self, exc: EngineError) -> None:
+        """A request's engine failure: an engine that can be probed counts as down until a
+        probe (``/health``) or a generation says it is back; a refusal says nothing."""
+        if _probe_of(self.engine) is not None and not isinstance(exc, EngineRefusedError):
+            self.engine_down = str(exc)
+
+    def note_engine_success(self) -> None:
+        self.engine_down = None
+
+    @property
+    def serving(self) -> bool:
+        """Whether new requests can be served now (``harmonia_ready``): started, not
+        shutting down, and the engine not known to be down."""
+        return self.ready and self.draining is None and self.engine_down is None
+
+    async def readiness(self) -> str | None:
+        """``None`` when ready to serve; else why not (``/health`` answers 503 with it).
+
+        An engine with a ``health()`` probe (the HTTP engines: its server's own
+        ``/health``) is asked, at most once per :data:`HEALTH_PROBE_S`.
+        """
+        if not self.ready:
+            return self.not_ready_reason
+        if self.draining is not None:
+            return self.draining
+        probe = _probe_of(self.engine)
+        if probe is not None:
+            loop = asyncio.get_running_loop()
+            if self._probe is None and loop.time() - self._probed_at >= HEALTH_PROBE_S:
+                self._probed_at = loop.time()
+                self._probe = asyncio.ensure_future(probe())
+            if self._probe is not None:
+                probing = self._probe
+                try:
+                    await asyncio.shield(probing)
+                    self.engine_down = None
+                except Exception as exc:  # EngineError; anything else says as much
+                    self.engine_down = str(exc)
+                finally:
+                    if self._probe is probing:
+                        self._probe = None
+        if self.engine_down is not None:
+            return f"the engine is down: {self.engine_down}"
+        return None
+
     async def aclose(self) -> None:
         if self.store is not None:
             await self.store.aclose()
+
+
+#: Seconds between two health probes of the engine's server (``/health`` calls share one).
+HEALTH_PROBE_S = 1.0
+
+
+def _probe_of(engine: Engine) -> Callable[[], Awaitable[None]] | None:
+    """The engine's ``health()`` probe (raises ``EngineError`` when its server is down), if any."""
+    probe = getattr(engine, "health", None)
+    return probe if callable(probe) else None
 
 
 def turn_constraint(conversation: Conversation, tool_choice: str) -> Constraint:

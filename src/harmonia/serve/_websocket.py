@@ -25,8 +25,8 @@ from starlette.websockets import WebSocketDisconnect
 from harmonia import EngineError, HarmonyError
 
 from ._asgi import ClientGone, Disconnect, dumps
-from ._errors import APIError, from_exception
-from ._responses import Plan, Responses, _failure
+from ._errors import APIError, ServerShuttingDown, from_exception
+from ._responses import SHUTDOWN_CAUSE, Plan, Responses, _failure
 from ._service import log
 
 if TYPE_CHECKING:
@@ -184,6 +184,11 @@ class ResponsesSocket:
             except EngineError as exc:
                 log.error("[%s] engine failed mid-stream: %s", request_id, exc)
                 for event in _failure(plan.snapshot, last, str(exc)):
+                    await self._send_json(event)
+                return
+            except ServerShuttingDown as exc:  # the shutdown timeout ended it, as over HTTP
+                log.warning("[%s] %s", request_id, exc.message)
+                for event in _failure(plan.snapshot, last, exc.message, cause=SHUTDOWN_CAUSE):
                     await self._send_json(event)
                 return
             self.local = {plan.id: plan.record(plan.stream.response, job.tokens)}

@@ -1,0 +1,357 @@
+"""The engine stream's hot path: HTTP/1.1 over asyncio streams, SSE split a read at a time.
+
+An engine server writes one SSE event per sampled token per sequence (vLLM:
+one HTTP chunk each). Read through a general HTTP client, every event costs a
+parser event, a line iterator step, a decoder call and a ``json.loads``: at
+hundreds of streams that was most of ``harmonia serve``'s CPU (issue 34). Here
+one socket read (up to :data:`READ_SIZE` bytes: every event that has arrived)
+is de-chunked, split into SSE events and JSON-decoded in one ``json.loads`` of
+all its payloads, and handed on as one batch.
+
+Only what the engines use is spoken: a request with a JSON (or empty) body,
+an answer with ``Content-Length``, chunked, or up to the close; keep-alive
+connections are pooled per host. Errors are :class:`WireError` with the words
+the caller puts in its :class:`~harmonia.EngineError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+#: Bytes asked of the socket per read: every event that has arrived, in one go.
+READ_SIZE: Final = 256 * 1024
+#: Idle connections kept per engine server.
+_POOL_SIZE: Final = 256
+_HEAD_LIMIT: Final = 64 * 1024
+
+
+if sys.version_info >= (3, 11):
+
+    async def _read_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
+        """One read of at most :data:`READ_SIZE` bytes; TimeoutError after ``seconds``."""
+        async with asyncio.timeout(seconds):  # a timer, not a task per read as wait_for
+            return await reader.read(READ_SIZE)
+
+else:  # pragma: no cover - Python 3.10
+
+    async def _read_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
+        return await asyncio.wait_for(reader.read(READ_SIZE), seconds)
+
+
+class WireError(Exception):
+    """A transport failure: ``kind`` is ``connect``, ``connect_timeout``, ``stall``,
+    ``broken`` or ``protocol``; the message says what happened."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Answer:
+    """An answer's status and headers; its body is read with :meth:`body` or :meth:`chunks`."""
+
+    def __init__(
+        self,
+        wire: Wire,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        status: int,
+        headers: dict[str, str],
+        rest: bytes,
+        keep_alive: bool,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self._wire, self._reader, self._writer = wire, reader, writer
+        self._rest = rest
+        self._keep_alive = keep_alive
+        self._done = False
+
+    async def _read(self) -> bytes:
+        try:
+            data = await _read_within(self._reader, self._wire.read_timeout)
+        except asyncio.TimeoutError:
+            raise WireError("stall", "no data") from None
+        except OSError as exc:
+            raise WireError("broken", str(exc) or type(exc).__name__) from None
+        return data
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it comes: one piece per socket read (de-chunked), until its end."""
+        buffer = self._rest
+        self._rest = b""
+        if self.headers.get("transfer-encoding", "").lower().endswith("chunked"):
+            async for piece in self._dechunk(buffer):
+                yield piece
+        elif "content-length" in self.headers:
+            left = int(self.headers["content-length"])
+            while True:
+                if buffer:
+                    piece, buffer = buffer[:left], b""
+                    left -= len(piece)
+                    yield piece
+                if left <= 0:
+                    break
+                buffer = await self._read()
+                if not buffer:
+                    raise WireError("broken", "the server closed the connection")
+        else:  # up to the close
+            self._keep_alive = False
+            while True:
+                if buffer:
+                    yield buffer
+                buffer = await self._read()
+                if not buffer:
+                    break
+        self._done = True
+
+    async def _dechunk(self, buffer: bytes) -> AsyncIterator[bytes]:
+        data = bytearray(buffer)
+        position = 0
+        need: int | None = None  # payload bytes of the current chunk still to come
+        skip = 0  # bytes of the CRLF after a chunk still to skip
+        last = False  # the zero-size chunk came: only the empty trailer line is left
+        while True:
+            out = bytearray()
+            while True:
+                if skip:
+                    taken = min(skip, len(data) - position)
+                    position += taken
+                    skip -= taken
+                    if skip:
+                        break
+                if last:
+                    end = data.find(b"\r\n", position)
+                    if end < 0:
+                        break
+                    if end == position:  # the blank line that ends the body
+                        if out:
+                            yield bytes(out)
+                        return
+                    position = end + 2  # a trailer: skipped
+                    continue
+                if need is None:
+                    end = data.find(b"\r\n", position)
+                    if end < 0:
+                        break
+                    size_text = bytes(data[position:end]).split(b";", 1)[0].strip()
+                    try:
+                        need = int(size_text, 16)
+                    except ValueError:
+                        raise WireError("protocol", f"bad chunk size {size_text!r}") from None
+                    position = end + 2
+                    if need == 0:
+                        last = True
+                        continue
+                taken = min(need, len(data) - position)
+                out += data[position : position + taken]
+                position += taken
+                need -= taken
+                if need:
+                    break
+                need, skip = None, 2
+            del data[:position]
+            position = 0
+            if out:
+                yield bytes(out)
+            more = await self._read()
+            if not more:
+                raise WireError("broken", "the server closed the connection mid-stream")
+            data += more
+
+    async def body(self, limit: int = 1 << 20) -> bytes:
+        """The whole body (at most ``limit`` bytes kept)."""
+        out = bytearray()
+        async for piece in self.chunks():
+            if len(out) < limit:
+                out += piece
+        return bytes(out[:limit])
+
+    def close(self) -> None:
+        """Give the connection back when the body was read to its end, else close it."""
+        if self._done and self._keep_alive and not self._writer.is_closing():
+            self._wire.give_back(self._reader, self._writer)
+        else:
+            self._writer.close()
+
+
+class Wire:
+    """Pooled HTTP/1.1 connections to one server (``base_url``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        headers: Mapping[str, str],
+    ) -> None:
+        parts = urlsplit(base_url)
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.tls else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        host = parts.netloc.rsplit("@", 1)[-1]
+        lines = [f"Host: {host}", *(f"{k}: {v}" for k, v in headers.items())]
+        self._headers = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._ssl: ssl.SSLContext | None = ssl.create_default_context() if self.tls else None
+
+    def give_back(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._idle) < _POOL_SIZE:
+            self._idle.append((reader, writer))
+        else:
+            writer.close()
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            return await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, ssl=self._ssl, limit=READ_SIZE),
+                self.connect_timeout,
+            )
+        except asyncio.TimeoutError:
+            raise WireError("connect_timeout", "no connection") from None
+        except OSError as exc:
+            raise WireError("connect", str(exc) or type(exc).__name__) from None
+
+    async def request(self, method: str, path: str, body: Any = None) -> Answer:
+        """Send ``method path`` (``body`` as JSON) and read the answer's head."""
+        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        head = (
+            f"{method} {self.prefix}{path} HTTP/1.1\r\n".encode("latin-1")
+            + self._headers
+            + (b"Content-Type: application/json\r\n" if body is not None else b"")
+            + b"Content-Length: %d\r\n\r\n" % len(data)
+        )
+        while self._idle:  # a pooled connection the server may have closed meanwhile
+            reader, writer = self._idle.pop()
+            if writer.is_closing() or reader.at_eof():
+                writer.close()
+                continue
+            try:
+                return await self._exchange(reader, writer, head + data)
+            except WireError as exc:
+                if exc.kind != "broken":  # closed before answering: safe to send again
+                    raise
+        reader, writer = await self._connect()
+        return await self._exchange(reader, writer, head + data)
+
+    async def _exchange(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request: bytes,
+    ) -> Answer:
+        try:
+            writer.write(request)
+            await writer.drain()
+            buffer = b""
+            while b"\r\n\r\n" not in buffer:
+                try:
+                    more = await _read_within(reader, self.read_timeout)
+                except asyncio.TimeoutError:
+                    raise WireError("stall", "no answer") from None
+                if not more:
+                    raise WireError("broken", "the server closed the connection")
+                buffer += more
+                if len(buffer) > _HEAD_LIMIT:
+                    raise WireError("protocol", "an answer head over 64 KiB")
+        except OSError as exc:
+            writer.close()
+            raise WireError("broken", str(exc) or type(exc).__name__) from None
+        except BaseException:
+            writer.close()
+            raise
+        head, _, rest = buffer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            version, status_text = lines[0].split(" ", 2)[:2]
+            status = int(status_text)
+        except ValueError:
+            writer.close()
+            raise WireError("protocol", f"not an HTTP answer: {lines[0][:100]!r}") from None
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        connection = headers.get("connection", "").lower()
+        keep_alive = version == "HTTP/1.1" and connection != "close"
+        return Answer(self, reader, writer, status, headers, rest, keep_alive)
+
+    def close(self) -> None:
+        for _, writer in self._idle:
+            writer.close()
+        self._idle.clear()
+
+
+class Events:
+    """Splits an SSE byte stream into events, every complete event of a piece at once."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, piece: bytes) -> list[tuple[str, bytes]]:
+        """``(event, data)`` of each event ``piece`` completes (comments skipped).
+
+        llama-server's ``error: {...}`` lines come as ``("error", payload)``.
+        """
+        data = self._tail + piece
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
+        blocks = data.split(b"\n\n")
+        self._tail = blocks.pop()
+        out: list[tuple[str, bytes]] = []
+        for block in blocks:
+            if block.startswith(b"data: ") and b"\n" not in block:  # the common case
+                out.append(("message", block[6:]))
+            elif block:
+                out.extend(_parse_block(block))
+        return out
+
+    def rest(self) -> list[tuple[str, bytes]]:
+        """The last event, when the stream ended without its blank line."""
+        tail, self._tail = self._tail.strip(b"\n"), b""
+        return _parse_block(tail) if tail else []
+
+
+def _parse_block(block: bytes) -> list[tuple[str, bytes]]:
+    event = "message"
+    data: list[bytes] = []
+    out: list[tuple[str, bytes]] = []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        name, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event = value.decode("utf-8", "replace")
+        elif name == b"error":
+            out.append(("error", value))
+    if data:
+        out.append((event, b"\n".join(data)))
+    return out
+
+
+def decode_all(payloads: list[bytes]) -> list[Any] | None:
+    """Every payload JSON-decoded in one call; ``None`` when one is not JSON."""
+    if len(payloads) == 1:
+        try:
+            return [json.loads(payloads[0])]
+        except ValueError:
+            return None
+    try:
+        decoded = json.loads(b"[" + b",".join(payloads) + b"]")
+    except ValueError:
+        return None
+    # A payload such as ``1,2`` would split in two: the count says whether it did.
+    return decoded if isinstance(decoded, list) and len(decoded) == len(payloads) else None
