@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import re
 import time
@@ -156,7 +157,8 @@ def create_app(
                 "harmonia_queue_depth": lambda: admission.waiting,
                 "harmonia_background_responses": lambda: len(responses.background),
                 "harmonia_ready": lambda: int(service.ready),
-            }
+            },
+            _engine_counters(engine),
         )
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
@@ -264,3 +266,21 @@ class _Guard:
             if hmac.compare_digest(token, key):
                 found = tenant
         return found
+
+
+#: What an engine counts about itself, by attribute, and its name in /metrics.
+_ENGINE_COUNTERS = {
+    # ids a server's stream left out that the engine recovered exactly (llama.cpp)
+    "recovered_ids": "harmonia_engine_recovered_ids_total",
+    # end ids a server got wrong under a grammar that the engine replaced (llama.cpp)
+    "repaired_ends": "harmonia_engine_repaired_ends_total",
+}
+
+
+def _engine_counters(engine: Any) -> dict[str, Callable[[], float]]:
+    """The engine's own counters that it has (engines without them show none)."""
+    found: dict[str, Callable[[], float]] = {}
+    for attribute, name in _ENGINE_COUNTERS.items():
+        if isinstance(getattr(engine, attribute, None), int):
+            found[name] = functools.partial(getattr, engine, attribute)
+    return found
