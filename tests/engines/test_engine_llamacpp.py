@@ -620,10 +620,11 @@ STRICT = {
         ('{"city": "Oslo", "unit": "c"}', True),
         ('{"city":"Oslo","days":3,"unit":"f","tags":["a","bcd"]}', True),
         ('{"city": "O", "unit": "c", "where": {"lat": -1.5e2, "near": {}}}', True),
-        ('{"unit": "c", "city": "Oslo"}', False),  # declared order
+        ('{"unit": "c", "city": "Oslo"}', True),  # any order
+        ('{"city": "Oslo", "unit": "c", "city": "Lima"}', False),  # a key repeated
         ('{"city": "Oslo"}', False),  # a required property missing
         ('{"city": "Oslo", "unit": "k"}', False),  # not in the enum
-        ('{"city": "Oslo", "unit": "c", "days": 0}', False),  # order, and below minimum
+        ('{"city": "Oslo", "unit": "c", "days": 0}', False),  # below the minimum, last
         ('{"city": "Oslo", "days": 0, "unit": "c"}', False),  # below the minimum
         ('{"city": "Oslo", "unit": "c", "x": 1}', False),  # no additional properties
         ('{"city": "Oslo", "unit": "c", "tags": ["abcd"]}', False),  # maxLength
@@ -663,8 +664,13 @@ def test_json_schemas_compile_to_gbnf_that_enforces_them(
 @pytest.mark.parametrize(
     ("schema", "message"),
     [
-        ({"type": "string", "pattern": "^a+$"}, "pattern"),
-        ({"type": "integer", "maximum": 3}, "maximum"),
+        ({"type": "string", "pattern": "a+"}, "not anchored"),
+        ({"type": "string", "pattern": "^a|b$"}, "top-level"),
+        ({"type": "string", "pattern": "^\\W+$"}, "negated shorthand"),
+        ({"type": "number", "maximum": 2.5}, "whole numbers"),
+        ({"type": "string", "format": "hostname"}, "format 'hostname'"),
+        ({"type": "string", "format": "date", "maxLength": 3}, "together"),
+        ({"type": "integer", "multipleOf": 3}, "multipleOf"),
         ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "oneOf"),
         ({"$ref": "https://example.com/s.json"}, "only local references"),
     ],
