@@ -203,18 +203,22 @@ def _tighter(
 
 # -- formats ----------------------------------------------------------------------------
 
-_YEAR: Final = '( [0-9]{3} [1-9] | [0-9]{2} [1-9] "0" | [0-9] [1-9] "00" | [1-9] "000" )'
+# One character per item: every reader, however it splits text into lexemes, reads
+# these the same way (a literal "02-" beside "0" [469] trips greedy lexers).
+#: 0001 to 9999.
+_YEAR: Final = '( [1-9] [0-9]{3} | "0" ( [1-9] [0-9]{2} | "0" ( [1-9] [0-9] | "0" [1-9] ) ) )'
 #: Two digits that make a number divisible by 4, "00" left out.
 _BY_FOUR: Final = '( "0" [48] | [2468] [048] | [13579] [26] )'
-_LEAP_YEAR: Final = f'( [0-9] [0-9] {_BY_FOUR} | {_BY_FOUR} "00" )'
+#: Leap years: divisible by 4 and not by 100, or by 400 (0000 is no year).
+_LEAP_YEAR: Final = f'( [0-9] [0-9] {_BY_FOUR} | {_BY_FOUR} "0" "0" )'
 _DAY_31: Final = '( "0" [1-9] | [12] [0-9] | "3" [01] )'
-_DAY_30: Final = '( "0" [1-9] | [12] [0-9] | "30" )'
+_DAY_30: Final = '( "0" [1-9] | [12] [0-9] | "3" "0" )'
 _DAY_28: Final = '( "0" [1-9] | "1" [0-9] | "2" [0-8] )'
 _MONTH_DAY: Final = (
-    f'( ( "0" [13578] | "1" [02] ) "-" {_DAY_31} | ( "0" [469] | "11" ) "-" {_DAY_30}'
-    f' | "02-" {_DAY_28} )'
+    f'( ( "0" [13578] | "1" [02] ) "-" {_DAY_31} | ( "0" [469] | "1" "1" ) "-" {_DAY_30}'
+    f' | "0" "2" "-" {_DAY_28} )'
 )
-_DATE: Final = f'( {_YEAR} "-" {_MONTH_DAY} | {_LEAP_YEAR} "-02-29" )'
+_DATE: Final = f'( {_YEAR} "-" {_MONTH_DAY} | {_LEAP_YEAR} "-" "0" "2" "-" "2" "9" )'
 _HOUR_MINUTE: Final = '( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9]'
 _TIME: Final = f'{_HOUR_MINUTE} ":" [0-5] [0-9] ( "." [0-9]+ )? ( "Z" | [+-] {_HOUR_MINUTE} )'
 _HEX: Final = "[0-9a-fA-F]"
@@ -240,12 +244,13 @@ _SHORTHANDS: Final[dict[str, Ranges]] = {
 _CONTROL_ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}
 
 
-def _char_escape(c: int) -> str:
+def char_escape(c: int) -> str:
+    """``c`` as a GBNF character-class item."""
     if c < 0x100:
         return f"\\x{c:02x}"
     if c < 0x10000:
         return f"\\u{c:04x}"
-    return f"\\U{c:08x}"
+    return chr(c)  # raw: not every GBNF reader knows \\U (llguidance's does not)
 
 
 def _subtract(ranges: Ranges, minus: Ranges) -> Ranges:
@@ -269,7 +274,7 @@ def _class(ranges: Ranges) -> str:
     if not allowed:
         raise Unsupported("a character class that allows no character a JSON string writes raw")
     items = "".join(
-        _char_escape(a) if a == b else f"{_char_escape(a)}-{_char_escape(b)}" for a, b in allowed
+        char_escape(a) if a == b else f"{char_escape(a)}-{char_escape(b)}" for a, b in allowed
     )
     return f"[{items}]"
 
@@ -277,7 +282,7 @@ def _class(ranges: Ranges) -> str:
 def _literal(char: str) -> str:
     text = json.dumps(char, ensure_ascii=False)[1:-1].replace("|", "\\u007c")
     out = "".join(
-        "\\" + c if c in '"\\' else _char_escape(ord(c)) if ord(c) < 0x20 else c for c in text
+        "\\" + c if c in '"\\' else char_escape(ord(c)) if ord(c) < 0x20 else c for c in text
     )
     return f'"{out}"'
 

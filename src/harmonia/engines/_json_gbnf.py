@@ -489,14 +489,7 @@ def _key_char(char: str) -> bool:
 
 
 def _class_escape(char: str) -> str:
-    code = ord(char)
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )
+    return lexical.char_escape(ord(char))
 
 
 def _alternatives(bodies: Iterable[str]) -> str:
