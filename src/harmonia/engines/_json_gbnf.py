@@ -12,12 +12,15 @@ rules itself. What it enforces (everything else is refused with
   ``allOf`` of one schema, ``$ref`` to ``#``, ``#/$defs/...`` or
   ``#/definitions/...`` (recursion included; a subschema with ``$id`` is the root
   of its own references);
-* objects: ``properties`` in their declared order, ``required``,
-  ``additionalProperties`` (``false``, a schema, or absent/``true``: extra keys
-  after the declared ones);
+* objects: ``properties`` with ``required`` and ``additionalProperties`` (``false``,
+  a schema, or absent/``true``): up to :data:`FREE_ORDER_MAX` declared properties in
+  any order, each at most once (more in their declared order); extra keys anywhere,
+  never a declared key (so no key is written twice with two values to check);
 * arrays: ``items``, ``prefixItems``, ``minItems``, ``maxItems``;
-* strings: ``minLength``, ``maxLength``; integers and numbers: ``minimum`` of 0
-  or more (integers) or exactly 0 (numbers), which drop the sign;
+* strings: ``minLength``, ``maxLength``, ``pattern`` (a regex subset) or ``format``
+  (``date``, ``time``, ``date-time``, ``uuid``, ``email``); integers: ``minimum``,
+  ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum`` exactly; numbers: the same
+  bounds when they are whole numbers (see :mod:`._gbnf_lexical`);
 * whitespace between JSON tokens bounded as the ``whitespace_pattern`` setting
   says (``[\\x20\\x0A\\x0D\\x09]{0,N}``).
 
