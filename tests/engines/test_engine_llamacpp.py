@@ -41,11 +41,16 @@ EOG = {200002, 200012, 199999}
 
 
 def _incomplete(data: bytes) -> bool:
-    """True when ``data`` ends inside a UTF-8 character (what llama-server checks)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.end == len(data) and exc.reason == "unexpected end of data"
+    """True when ``data`` ends inside a UTF-8 character, as llama-server checks it.
+
+    Only a lead byte among the last four bytes that lacks its continuation counts
+    (llama-server's ``validate_utf8``): bytes that are not UTF-8 at all are sent.
+    """
+    for i in range(1, min(4, len(data)) + 1):
+        byte = data[-i]
+        for mask, lead, need in ((0xE0, 0xC0, 2), (0xF0, 0xE0, 3), (0xF8, 0xF0, 4)):
+            if byte & mask == lead and i < need:
+                return True
     return False
 
 
@@ -55,6 +60,7 @@ def llama_server(
     delay: float = 0.0,
     fault: str | None = None,
     send_eog: bool = True,
+    raw_bytes: bool = True,
 ) -> Any:
     """A fake llama-server /completion that streams as the real one does.
 
@@ -62,14 +68,18 @@ def llama_server(
     llama-server, it sends no chunk for an id that leaves an incomplete UTF-8
     character (the next chunk's ``content`` holds its bytes, its ``tokens`` only its
     own id), every chunk says ``tokens_predicted``, and the last chunk has no ids.
-    With ``n_probs`` each chunk carries ``completion_probabilities`` for its own id
-    only, in the real server's shape (``post_sampling_probs`` false).
+    ``content`` writes bytes that are not UTF-8 as U+FFFD; a special token writes
+    its text only when the request lists it in ``preserved_tokens``. With
+    ``n_probs`` each chunk carries ``completion_probabilities`` for its own id only,
+    in the real server's shape (``post_sampling_probs`` false), its ``bytes`` the
+    raw bytes of the chunk's text (``raw_bytes=False``: no entries at all, as from
+    a server that sends none). ``send_eog=False``: no special token writes text and
+    an end id gets no chunk.
     """
     table = get_tokenizer().token_bytes_table
 
-    def probabilities(token: int, n_probs: int) -> list[Any]:
-        def entry(t: int, logprob: float) -> dict[str, Any]:
-            raw = table[t]
+    def probabilities(token: int, n_probs: int, sent: bytes) -> list[Any]:
+        def entry(t: int, logprob: float, raw: bytes) -> dict[str, Any]:
             return {
                 "id": t,
                 "token": raw.decode("utf-8", "ignore"),
@@ -77,8 +87,18 @@ def llama_server(
                 "logprob": logprob,
             }
 
-        top = [entry(token + j, fake_logprob(token + j, j)) for j in range(n_probs)]
-        return [{**entry(token, fake_logprob(token, 0)), "top_logprobs": top}]
+        top = [
+            entry(token + j, fake_logprob(token + j, j), table[token + j]) for j in range(n_probs)
+        ]
+        # The sampled id's own entry carries the raw bytes of the chunk's whole text.
+        return [{**entry(token, fake_logprob(token, 0), sent), "top_logprobs": top}]
+
+    def written(token: int, preserved: list[str]) -> bytes:
+        # A special token writes its text only when the request preserves it.
+        raw = table[token]
+        if token >= 199998 and raw.decode() not in preserved:
+            return b""
+        return raw
 
     def handle(ex: Any) -> None:
         if ex.path != "/completion":
@@ -113,10 +133,12 @@ def llama_server(
             if delay and not ex.sleep(delay):
                 return
             eog = token in EOG
-            text += table[token]
+            preserved = ex.body.get("preserved_tokens", []) if send_eog else []
+            text += written(token, preserved)
             if not _incomplete(text) and (send_eog or not eog):
+                # JSON text: bytes that are not UTF-8 become U+FFFD, as llama-server writes them.
                 content = text.decode("utf-8", "replace")
-                text = b""
+                sent, text = text, b""
                 chunk = {
                     "index": 0,
                     "content": content,
@@ -126,8 +148,10 @@ def llama_server(
                     "tokens_predicted": n + 1,
                     "tokens_evaluated": len(ex.body["prompt"]),
                 }
-                if ex.body.get("n_probs", 0) > 0:
-                    chunk["completion_probabilities"] = probabilities(token, ex.body["n_probs"])
+                if ex.body.get("n_probs", 0) > 0 and raw_bytes:
+                    chunk["completion_probabilities"] = probabilities(
+                        token, ex.body["n_probs"], sent
+                    )
                 if not ex.event(chunk):
                     return
             if eog:
@@ -206,6 +230,19 @@ def test_request_is_exactly_the_documented_one(
         "stream": True,
         "return_tokens": True,
         "cache_prompt": True,
+        "n_probs": 1,  # each chunk's entry carries the raw bytes of its text
+        "post_sampling_probs": False,
+        "preserved_tokens": [
+            "<|startoftext|>",
+            "<|endoftext|>",
+            "<|return|>",
+            "<|constrain|>",
+            "<|channel|>",
+            "<|start|>",
+            "<|end|>",
+            "<|message|>",
+            "<|call|>",
+        ],
     }
     assert exchange.headers["authorization"] == "Bearer llama-key-9"
     assert list(completion.tokens) == SCRIPT
@@ -391,13 +428,98 @@ def test_ids_that_cannot_be_recovered_fail_loudly(fake_server: Any) -> None:
 
 
 def test_gaps_are_split_only_when_the_split_is_unique() -> None:
-    from harmonia.engines.llamacpp import decompose
+    from harmonia.engines._gaps import splits
 
     by_bytes = {b"a": 1, b"b": 2, b"ab": 3, b"c": 4}
-    assert decompose(b"abc", 3, by_bytes) == [[1, 2, 4]]
-    assert decompose(b"abc", 2, by_bytes) == [[3, 4]]
-    assert len(decompose(b"abab", 3, by_bytes)) == 2  # a|b|ab and ab|a|b: ambiguous
-    assert decompose(b"abx", 2, by_bytes) == []
+    assert splits(b"abc", 3, by_bytes, 2) == [[1, 2, 4]]
+    assert splits(b"abc", 2, by_bytes, 2) == [[3, 4]]
+    assert len(splits(b"abab", 3, by_bytes, 2)) == 2  # a|b|ab and ab|a|b: ambiguous
+    assert splits(b"abx", 2, by_bytes, 2) == []
+
+
+#: b"\xeb\x84": the first two bytes of a three-byte character, as one id.
+CUT = 13199
+#: The ids of U+FFFD (b"\xef\xbf\xbd") and " U+FFFD": what a replaced byte looks like.
+REPLACEMENT_IDS = {3251, 28151}
+
+
+@pytest.mark.parametrize("after", [1008, 17196, 200007])
+def test_bytes_that_are_not_utf8_are_recovered_from_the_raw_bytes(
+    fake_server: Any, after: int
+) -> None:
+    # b"\xeb\x84" then "...", "final" or <|end|>: not UTF-8, so content says U+FFFD; the
+    # id is recovered from the raw bytes, never as the replacement character's own id.
+    script = [200005, 17196, 200008, CUT, after, 1008, 200002]
+    server = fake_server(llama_server(script))
+    engine = LlamaCppEngine(server.url)
+    completion = asyncio.run(complete(engine))
+    assert list(completion.tokens) == script
+    assert engine.recovered_ids == 1
+    # What the content alone said: the replacement character, whose own ids are wrong here.
+    table = get_tokenizer().token_bytes_table
+    assert "\ufffd" in (table[CUT] + table[after]).decode("utf-8", "replace")
+    assert not REPLACEMENT_IDS & set(completion.tokens)
+
+
+def test_replaced_bytes_without_raw_bytes_fail_loudly_naming_the_position(
+    fake_server: Any,
+) -> None:
+    script = [200005, 17196, 200008, CUT, 1008, 200002]
+    server = fake_server(llama_server(script, raw_bytes=False))
+    with pytest.raises(EngineError, match=r"left out 1 sampled ids at position 3.*U\+FFFD"):
+        asyncio.run(complete(LlamaCppEngine(server.url)))
+
+
+def test_a_left_out_id_that_writes_no_text_is_never_guessed(fake_server: Any) -> None:
+    # A reserved special id writes no text: "\xf0\x9d" <|reserved_200100|> "\x94" leave
+    # bytes that three single-byte ids would spell too, and "\xf0\x9d" "\x94" as two.
+    script = [200005, 17196, 200008, 43120, 200100, 242, 246, 1008, 200002]
+    server = fake_server(llama_server(script))
+    with pytest.raises(EngineError, match="position 3.*an id that writes no text"):
+        asyncio.run(complete(LlamaCppEngine(server.url)))
+
+
+def test_a_final_answer_ending_inside_a_character_keeps_its_ids(fake_server: Any) -> None:
+    # llama.cpp's grammar allows an end id once the text so far completes the grammar,
+    # even with a character cut at the last id: the end id's chunk (its text written, as
+    # preserved_tokens asks) carries the held-back bytes, so the ids are recovered.
+    script = [*FINAL, 43120, 200002]
+    server = fake_server(llama_server(script))
+    engine = LlamaCppEngine(server.url)
+    constraint = Constraint.from_conversation(_conversation(tools=True))
+    completion = asyncio.run(complete(engine, constraint=constraint))
+    assert list(completion.tokens) == script
+    assert completion.finish.stop_token == 200002
+    assert engine.recovered_ids == 1
+
+
+def test_random_byte_soup_gives_the_sampled_ids_or_a_loud_error(fake_server: Any) -> None:
+    # Ids of single bytes and byte pairs, mostly not UTF-8, reserved ids among them: every
+    # completion is either exactly the script or an EngineError, never other ids.
+    import random
+
+    table = get_tokenizer().token_bytes_table
+    short = [i for i in range(199998) if len(table[i]) <= 2 and table[i][0] >= 0x80]
+    rng = random.Random(31)
+    scripts = []
+    for _ in range(24):
+        body = [rng.choice(short) if rng.random() < 0.8 else rng.choice([1008, 200100, 200007])]
+        body += [rng.choice(short) if rng.random() < 0.8 else 1008 for _ in range(11)]
+        scripts.append([200005, 17196, 200008, *body, 1008, 200002])
+    queue = iter(scripts)
+    server = fake_server(lambda ex: llama_server(next(queue))(ex))
+    exact = failed = 0
+    for script in scripts:
+        engine = LlamaCppEngine(server.url)
+        try:
+            completion = asyncio.run(complete(engine))
+        except EngineError as exc:
+            assert "cannot be recovered exactly" in str(exc) or "never sent" in str(exc)
+            failed += 1
+            continue
+        assert list(completion.tokens) == script
+        exact += 1
+    assert exact > failed  # most gaps are recoverable from the raw bytes
 
 
 def test_token_bounded_rules_are_refused() -> None:
@@ -498,10 +620,11 @@ STRICT = {
         ('{"city": "Oslo", "unit": "c"}', True),
         ('{"city":"Oslo","days":3,"unit":"f","tags":["a","bcd"]}', True),
         ('{"city": "O", "unit": "c", "where": {"lat": -1.5e2, "near": {}}}', True),
-        ('{"unit": "c", "city": "Oslo"}', False),  # declared order
+        ('{"unit": "c", "city": "Oslo"}', True),  # any order
+        ('{"city": "Oslo", "unit": "c", "city": "Lima"}', False),  # a key repeated
         ('{"city": "Oslo"}', False),  # a required property missing
         ('{"city": "Oslo", "unit": "k"}', False),  # not in the enum
-        ('{"city": "Oslo", "unit": "c", "days": 0}', False),  # order, and below minimum
+        ('{"city": "Oslo", "unit": "c", "days": 0}', False),  # below the minimum, last
         ('{"city": "Oslo", "days": 0, "unit": "c"}', False),  # below the minimum
         ('{"city": "Oslo", "unit": "c", "x": 1}', False),  # no additional properties
         ('{"city": "Oslo", "unit": "c", "tags": ["abcd"]}', False),  # maxLength
@@ -541,8 +664,13 @@ def test_json_schemas_compile_to_gbnf_that_enforces_them(
 @pytest.mark.parametrize(
     ("schema", "message"),
     [
-        ({"type": "string", "pattern": "^a+$"}, "pattern"),
-        ({"type": "integer", "maximum": 3}, "maximum"),
+        ({"type": "string", "pattern": "a+"}, "not anchored"),
+        ({"type": "string", "pattern": "^a|b$"}, "top-level"),
+        ({"type": "string", "pattern": "^\\W+$"}, "negated shorthand"),
+        ({"type": "number", "maximum": 2.5}, "whole numbers"),
+        ({"type": "string", "format": "hostname"}, "format 'hostname'"),
+        ({"type": "string", "format": "date", "maxLength": 3}, "together"),
+        ({"type": "integer", "multipleOf": 3}, "multipleOf"),
         ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, "oneOf"),
         ({"$ref": "https://example.com/s.json"}, "only local references"),
     ],
@@ -579,7 +707,8 @@ def test_top_logprobs_zero_asks_for_one_and_keeps_none(fake_server: Any) -> None
     assert server.exchanges[0].body["n_probs"] == 1
     assert all(lp.top == () for lp in completion.logprobs)
     plain = asyncio.run(complete(LlamaCppEngine(server.url)))
-    assert plain.logprobs is None and "n_probs" not in server.exchanges[1].body
+    # n_probs is always asked for (its entries carry the raw bytes); no logprobs kept.
+    assert plain.logprobs is None and server.exchanges[1].body["n_probs"] == 1
 
 
 def test_ids_recovered_from_the_text_have_no_logprobs_and_fail_loudly(fake_server: Any) -> None:

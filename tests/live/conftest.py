@@ -60,6 +60,12 @@ def live(request: pytest.FixtureRequest) -> LiveServer:
     return _server(request.param)
 
 
+@pytest.fixture(scope="session")
+def llama_live() -> LiveServer:
+    """The llama-server alone, for the checks of what only the llama.cpp engine does."""
+    return _server("llama.cpp")
+
+
 @pytest.fixture
 def make_engine(live: LiveServer) -> Any:
     """A fresh harmonia engine for the live server (closed by the test's own loop)."""

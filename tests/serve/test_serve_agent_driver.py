@@ -202,3 +202,13 @@ def test_each_tool_step_fits_the_context_window(make_server, corpus):
     assert len(server.engine.prompts[-1]) == second
     assert server.engine.generations[-1].params.max_tokens == 3
     assert cut.status == "incomplete"
+
+
+def test_metrics_show_the_engines_own_counters(make_server):
+    # llama.cpp's engine counts the ids it recovered and the end ids it repaired.
+    server = make_server()
+    server.engine.recovered_ids, server.engine.repaired_ends = 3, 1
+    assert metric(server, "harmonia_engine_recovered_ids_total") == 3
+    assert metric(server, "harmonia_engine_repaired_ends_total") == 1
+    del server.engine.recovered_ids, server.engine.repaired_ends
+    assert "harmonia_engine_recovered_ids_total" not in httpx.get(server.url + "/metrics").text

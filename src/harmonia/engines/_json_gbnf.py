@@ -12,12 +12,15 @@ rules itself. What it enforces (everything else is refused with
   ``allOf`` of one schema, ``$ref`` to ``#``, ``#/$defs/...`` or
   ``#/definitions/...`` (recursion included; a subschema with ``$id`` is the root
   of its own references);
-* objects: ``properties`` in their declared order, ``required``,
-  ``additionalProperties`` (``false``, a schema, or absent/``true``: extra keys
-  after the declared ones);
+* objects: ``properties`` with ``required`` and ``additionalProperties`` (``false``,
+  a schema, or absent/``true``): up to :data:`FREE_ORDER_MAX` declared properties in
+  any order, each at most once (more in their declared order); extra keys anywhere,
+  never a declared key (so no key is written twice with two values to check);
 * arrays: ``items``, ``prefixItems``, ``minItems``, ``maxItems``;
-* strings: ``minLength``, ``maxLength``; integers and numbers: ``minimum`` of 0
-  or more (integers) or exactly 0 (numbers), which drop the sign;
+* strings: ``minLength``, ``maxLength``, ``pattern`` (a regex subset) or ``format``
+  (``date``, ``time``, ``date-time``, ``uuid``, ``email``); integers: ``minimum``,
+  ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum`` exactly; numbers: the same
+  bounds when they are whole numbers (see :mod:`._gbnf_lexical`);
 * whitespace between JSON tokens bounded as the ``whitespace_pattern`` setting
   says (``[\\x20\\x0A\\x0D\\x09]{0,N}``).
 
@@ -35,6 +38,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
+from . import _gbnf_lexical as lexical
 from ._base import UnsupportedConstraintError
 
 _ANNOTATIONS: Final = frozenset(
@@ -184,7 +188,12 @@ class SchemaCompiler:
             "maxItems",
             "minLength",
             "maxLength",
+            "pattern",
+            "format",
             "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
         }
         for key in schema:
             if key not in known:
@@ -234,7 +243,7 @@ class SchemaCompiler:
         implies = {
             "object": ("properties", "required", "additionalProperties"),
             "array": ("items", "prefixItems", "minItems", "maxItems"),
-            "string": ("minLength", "maxLength"),
+            "string": ("minLength", "maxLength", "pattern", "format"),
         }
         return any(key in schema for key in implies.get(kind, ()))
 
@@ -274,6 +283,9 @@ class SchemaCompiler:
         return "jsonx-bool" if kind == "boolean" else '"null"'
 
     def _string(self, schema: dict[str, Any]) -> str:
+        text = self._lexical_string(schema)
+        if text is not None:
+            return text
         low, high = schema.get("minLength", 0), schema.get("maxLength")
         if (low, high) == (0, None):
             return "jsonx-string"
@@ -282,19 +294,47 @@ class SchemaCompiler:
         bound = f"{{{low},{'' if high is None else high}}}"
         return f'"\\"" jsonx-char-bounded{bound} "\\""'
 
+    def _lexical_string(self, schema: dict[str, Any]) -> str | None:
+        """A string under ``pattern`` or ``format`` (``None``: neither applies)."""
+        regex, form = schema.get("pattern"), schema.get("format")
+        if regex is None and form is None:
+            return None
+        beside = [k for k in ("pattern", "format", "minLength", "maxLength") if k in schema]
+        if len(beside) > 1:
+            # One lexical rule each: their intersection has no GBNF form here.
+            self._refuse(f"{' and '.join(beside)} together")
+        try:
+            if regex is not None:
+                if not isinstance(regex, str):
+                    raise _unsupported(self.label, f"pattern {regex!r} is not a string")
+                body = lexical.pattern(regex)
+            elif isinstance(form, str) and form in lexical.FORMATS:
+                body = self._shared(f"format-{form}", lexical.FORMATS[form])
+            else:
+                self._refuse(f"format {form!r} (supported: {', '.join(lexical.FORMATS)})")
+                return None
+        except lexical.Unsupported as exc:
+            self._refuse(str(exc))
+            return None
+        return f'"\\"" {body} "\\""' if body else '"\\"\\""'
+
+    def _shared(self, name: str, body: str) -> str:
+        """A rule written once per schema (``<prefix>-<name>``), by name."""
+        rule = f"{self.prefix}-{name}"
+        self.rules.setdefault(rule, body)
+        return rule
+
     def _number(self, kind: str, schema: dict[str, Any]) -> str:
-        minimum = schema.get("minimum")
-        unsigned = "jsonx-uint" if kind == "integer" else "jsonx-unumber"
+        keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
         signed = "jsonx-int" if kind == "integer" else "jsonx-number"
-        if minimum is None:
+        if not any(schema.get(key) is not None for key in keys):
             return signed
-        if isinstance(minimum, bool) or not isinstance(minimum, (int, float)):
-            raise _unsupported(self.label, f"minimum {minimum!r}")
-        if minimum == 0:
-            return unsigned
-        if kind == "integer" and minimum == 1:
-            return "[1-9] [0-9]*"
-        self._refuse(f"minimum {minimum!r} (only 0, or 1 for integers)")
+        try:
+            if kind == "integer":
+                return lexical.int_range(*lexical.integer_bounds(schema))
+            return lexical.number_range(schema)
+        except lexical.Unsupported as exc:
+            self._refuse(str(exc))
         return signed
 
     def _array(self, schema: dict[str, Any], root: Any) -> str:
@@ -344,14 +384,25 @@ class SchemaCompiler:
             value = self._value(properties.get(name, True), root)
             member = self._rule(f'{self._literal(name)} jsonx-ws ":" jsonx-ws {value}')
             members.append((member, is_required))
+        extra_member = None
+        if extra is not False:
+            value = self._value(extra, root) if extra is not True else "jsonx-value"
+            key = self._other_key([name for name, _ in props])
+            extra_member = self._rule(f'{key} jsonx-ws ":" jsonx-ws {value}')
+        if 0 < len(members) <= FREE_ORDER_MAX:
+            first = self._any_order(members, extra_member)
+        else:
+            first = self._declared_order(members, extra_member)
+        return f'"{{" jsonx-ws {first} "}}"'.replace("  ", " ")
+
+    def _declared_order(self, members: list[tuple[str, bool]], extra: str | None) -> str:
+        """The members in declared order, extra keys after each (the first member on)."""
         sep = '"," jsonx-ws'
         # rest: what may follow once a member was written; first: the first member on.
         rest, first = "", ""
-        if extra is not False:
-            value = self._value(extra, root) if extra is not True else "jsonx-value"
-            extra_member = self._rule(f'jsonx-string jsonx-ws ":" jsonx-ws {value}')
-            rest = self._rule(f"( {sep} {extra_member} jsonx-ws )*")
-            first = self._rule(f"( {extra_member} jsonx-ws {rest} )?")
+        if extra is not None:
+            rest = self._rule(f"( {sep} {extra} jsonx-ws )*")
+            first = self._rule(f"( {extra} jsonx-ws {rest} )?")
         for member, is_required in reversed(members):
             written = f"{sep} {member} jsonx-ws {rest}".rstrip()
             starts = f"{member} jsonx-ws {rest}".rstrip()
@@ -360,7 +411,88 @@ class SchemaCompiler:
             else:
                 rest = self._rule(f"( {written} ) | {rest}" if rest else f"( {written} )?")
                 first = self._rule(f"( {starts} ) | {first}" if first else f"( {starts} )?")
-        return f'"{{" jsonx-ws {first} "}}"'.replace("  ", " ")
+        return first
+
+    def _any_order(self, members: list[tuple[str, bool]], extra: str | None) -> str:
+        """The members in any order, each at most once, the required ones all, extra keys
+        anywhere: one rule per set of members written so far (so at most 2^n rules)."""
+        required = sum(1 << i for i, (_, is_required) in enumerate(members) if is_required)
+        after: dict[int, str] = {}
+
+        def follow(written: int) -> str:
+            # What may come once the members in `written` were: another member or an
+            # extra key after a comma, or the end when every required member is in.
+            if written in after:
+                return after[written]
+            name = after[written] = self._new_name()
+            self.rules[name] = self._choice(
+                written, required, members, extra, follow, '"," jsonx-ws '
+            )
+            return name
+
+        return self._rule(self._choice(0, required, members, extra, follow, ""))
+
+    @staticmethod
+    def _choice(
+        written: int,
+        required: int,
+        members: list[tuple[str, bool]],
+        extra: str | None,
+        follow: Any,
+        sep: str,
+    ) -> str:
+        options = [
+            f"{sep}{member} jsonx-ws {follow(written | 1 << i)}"
+            for i, (member, _) in enumerate(members)
+            if not written & 1 << i
+        ]
+        if extra is not None:
+            options.append(f"{sep}{extra} jsonx-ws {follow(written)}")
+        body = " | ".join(options)
+        if required & ~written:
+            return f"( {body} )"
+        return f"( {body} )?"
+
+    def _other_key(self, names: list[str]) -> str:
+        """A key that is none of ``names``: an extra key never repeats a declared one.
+
+        Extra keys are written without escapes, ``<`` or ``|`` (so a key's text is the
+        key, and compares with the declared names as written), as a walk along the
+        declared names that leaves them before they end.
+        """
+        plain = '[^"\\\\<|\\x00-\\x1f'
+        free = self._shared("key-rest", f'{plain}]* "\\""')
+        spellable = sorted({n for n in names if n and all(_key_char(c) for c in n)})
+        nodes: dict[str, str] = {}
+
+        def node(prefix: str) -> str:
+            if prefix in nodes:
+                return nodes[prefix]
+            name = nodes[prefix] = self._new_name()
+            nexts = sorted(
+                {n[len(prefix)] for n in spellable if n.startswith(prefix) and len(n) > len(prefix)}
+            )
+            options = [] if prefix in spellable else ['"\\""']
+            options += [f"{gbnf_literal(c)} {node(prefix + c)}" for c in nexts]
+            others = "".join(_class_escape(c) for c in nexts)
+            options.append(f"{plain}{others}] {free}")
+            self.rules[name] = " | ".join(options)
+            return name
+
+        return f'"\\"" {node("")}'
+
+
+#: Objects with at most this many declared properties take them in any order (one GBNF
+#: rule per set of properties written: 2^n); larger ones in their declared order.
+FREE_ORDER_MAX: Final = 6
+
+
+def _key_char(char: str) -> bool:
+    return char not in '"\\<|' and ord(char) >= 0x20
+
+
+def _class_escape(char: str) -> str:
+    return lexical.char_escape(ord(char))
 
 
 def _alternatives(bodies: Iterable[str]) -> str:

@@ -28,15 +28,18 @@ wrong one of the two) is replaced by the right one, which the format fixes, and
 
 llama-server sends no chunk for a token that leaves an incomplete UTF-8
 character, so ids can be missing from the stream. Every chunk says how many ids
-were sampled (``tokens_predicted``): a gap is filled from the chunk's text (the
-missing ids' bytes, which decompose into the vocabulary in exactly one way or the
-generation fails with an :class:`~harmonia.EngineError`). The request asks for a
-few tokens beyond ``max_tokens`` so that a character cut at the limit completes
-and its ids arrive; the engine itself stops at ``max_tokens``.
+were sampled (``tokens_predicted``): a gap is filled from the raw bytes of the
+next chunk's text (``n_probs`` makes each chunk carry them; ``content`` writes
+bytes that are not UTF-8 as U+FFFD, so it is used only where it holds none), when
+they split into exactly that many ids in exactly one way; otherwise the generation
+fails with an :class:`~harmonia.EngineError` naming the position (see
+:mod:`._gaps`). The request asks for a few tokens beyond ``max_tokens`` so that a
+character cut at the limit completes and its ids arrive; the engine itself stops at
+``max_tokens``. :attr:`LlamaCppEngine.recovered_ids` counts the recovered ids.
 
-Log-probabilities (``SamplingParams.top_logprobs``) are asked for with
-``n_probs`` (at least 1: the sampled id's own logprob comes with it) and
-``post_sampling_probs: false``, so they are the model's distribution before
+Log-probabilities (``SamplingParams.top_logprobs``) are read from the same
+``n_probs`` entries (at least 1: the sampled id's own logprob comes with it;
+``post_sampling_probs: false``), so they are the model's distribution before
 the samplers, as :class:`~harmonia.engines.TokenLogprob` says. Each chunk
 carries the entry of its own id in ``completion_probabilities``. An id the
 stream left out (recovered from the text, above) comes with no entry, and an
@@ -57,6 +60,7 @@ from harmonia import EngineError, InputError
 from .._runtime import api_key as resolve_api_key
 from .._tokenizer import special_tokens as st
 from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob, check_prompt
+from ._gaps import Unrecoverable, preserved_token_texts, recover
 from ._gbnf import END_OF_GENERATION, JsonPolicy, expected_end, lark_to_gbnf
 from ._generation import Emit, Generation
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
@@ -86,15 +90,19 @@ def completion_body(
         "stream": True,
         "return_tokens": True,
         "cache_prompt": True,
+        # Each chunk's completion_probabilities entry carries the raw bytes of its text
+        # (content writes bytes that are not UTF-8 as U+FFFD), which is what recovers the
+        # ids the stream leaves out exactly (see _gaps). n_probs 0 sends no entry at all.
+        "n_probs": max(1, params.top_logprobs or 0),
+        "post_sampling_probs": False,
+        # harmony's named special tokens write their text, so a left-out id is never one
+        # of no bytes, and an end id's chunk carries the bytes held back before it.
+        "preserved_tokens": preserved_token_texts(),
     }
     if params.seed is not None:
         body["seed"] = params.seed
     if grammar is not None:
         body["grammar"] = grammar
-    if params.top_logprobs is not None:
-        # n_probs 0 sends nothing at all: ask for one and keep what was asked for.
-        body["n_probs"] = max(1, params.top_logprobs)
-        body["post_sampling_probs"] = False
     return body
 
 
@@ -195,29 +203,6 @@ def _vocabulary() -> tuple[list[bytes], dict[bytes, int]]:
     return table, {table[i]: i for i in range(st.FIRST_SPECIAL)}
 
 
-def decompose(data: bytes, count: int, by_bytes: dict[bytes, int]) -> list[list[int]]:
-    """Every way (at most two are looked for) to write ``data`` as ``count`` ordinary ids."""
-    found: list[list[int]] = []
-
-    def walk(position: int, left: int, ids: list[int]) -> None:
-        if len(found) > 1:
-            return
-        if left == 0:
-            if position == len(data):
-                found.append(list(ids))
-            return
-        # Each remaining id takes at least one byte.
-        for end in range(position + 1, len(data) - left + 2):
-            token = by_bytes.get(data[position:end])
-            if token is not None:
-                ids.append(token)
-                walk(end, left - 1, ids)
-                ids.pop()
-
-    walk(0, count, [])
-    return found
-
-
 class _Stream:
     """One streamed completion: ids checked against ``tokens_predicted``, the end checked."""
 
@@ -260,25 +245,17 @@ class _Stream:
                 return []  # the end id itself: finish() puts the right one
             raise self.error(
                 f"the server sampled {predicted} ids but sent {len(self.tokens)}: the last "
-                f"{missing} were never sent (an incomplete UTF-8 character at the end)"
+                f"{missing} (from position {len(self.tokens)}) were never sent, nor their "
+                "bytes (an incomplete UTF-8 character at the end)"
             )
-        table, by_bytes = _vocabulary()
-        content = payload.get("content")
-        data = content.encode("utf-8") if isinstance(content, str) else b""
-        for token in ids:  # the sent ids' own text is at the end
-            piece = table[token] if token < len(table) else b""
-            if data.endswith(piece):
-                data = data[: len(data) - len(piece)]
-            elif not st.is_special_token(token):
-                data = b""
-                break
-        ways = decompose(data, missing, by_bytes)
-        if len(ways) != 1:
-            how = "no way" if not ways else "more than one way"
+        try:
+            recovered = recover(missing, ids, payload)
+        except Unrecoverable as exc:
             raise self.error(
-                f"the stream left out {missing} sampled ids (no chunk for an incomplete "
-                f"UTF-8 character), and its text {data!r} gives {how} to recover them"
-            )
+                f"the stream left out {missing} sampled ids at position {len(self.tokens)} "
+                f"(no chunk for an incomplete UTF-8 character), and they cannot be recovered "
+                f"exactly: {exc}"
+            ) from None
         if self.top_logprobs is not None:
             # llama-server sends each chunk's entry for its own id only: the
             # left-out ids' log-probabilities are gone.
@@ -288,7 +265,7 @@ class _Stream:
                 "recoverable but their logprobs are not: ask without top_logprobs"
             )
         self.engine.recovered_ids += missing
-        return ways[0] + ids
+        return recovered + ids
 
     def read_entries(self, payload: dict[str, Any]) -> dict[int, TokenLogprob]:
         """The chunk's ``completion_probabilities`` by id (the top ones cut to what was asked)."""

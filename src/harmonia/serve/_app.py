@@ -217,16 +217,23 @@ def create_app(
         assert shared is not None
         while True:
             with contextlib.suppress(OSError):
-                shared.publish(service.metrics, gauges())
+                engine_counters = {n: read() for n, read in _engine_counters(engine).items()}
+                shared.publish(service.metrics, {**gauges(), **engine_counters})
             await asyncio.sleep(1.0)
 
     @app.get("/metrics")
     async def metrics() -> Response:
         counters, values = service.metrics, gauges()
+        engine_counters = {name: read() for name, read in _engine_counters(engine).items()}
+        values.update(engine_counters)
         if shared is not None:  # --workers N: the sum of them all
             shared.publish(counters, values)
             counters, values = shared.combined(counters, values, lowest=("harmonia_ready",))
-        text = counters.render({name: functools.partial(float, v) for name, v in values.items()})
+        read = {name: functools.partial(float, v) for name, v in values.items()}
+        text = counters.render(
+            {name: f for name, f in read.items() if name not in engine_counters},
+            {name: f for name, f in read.items() if name in engine_counters},
+        )
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @app.exception_handler(StarletteHTTPException)
@@ -355,3 +362,21 @@ class _Guard:
             if hmac.compare_digest(token, key):
                 found = tenant
         return found
+
+
+#: What an engine counts about itself, by attribute, and its name in /metrics.
+_ENGINE_COUNTERS = {
+    # ids a server's stream left out that the engine recovered exactly (llama.cpp)
+    "recovered_ids": "harmonia_engine_recovered_ids_total",
+    # end ids a server got wrong under a grammar that the engine replaced (llama.cpp)
+    "repaired_ends": "harmonia_engine_repaired_ends_total",
+}
+
+
+def _engine_counters(engine: Any) -> dict[str, Callable[[], float]]:
+    """The engine's own counters that it has (engines without them show none)."""
+    found: dict[str, Callable[[], float]] = {}
+    for attribute, name in _ENGINE_COUNTERS.items():
+        if isinstance(getattr(engine, attribute, None), int):
+            found[name] = functools.partial(getattr, engine, attribute)
+    return found

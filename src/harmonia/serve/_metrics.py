@@ -63,7 +63,11 @@ class Metrics:
             self.ttft_counts[position] += count
         self.ttft_sum += snapshot["ttft_sum"]
 
-    def render(self, gauges: dict[str, Callable[[], float]]) -> str:
+    def render(
+        self,
+        gauges: dict[str, Callable[[], float]],
+        counters: dict[str, Callable[[], float]] | None = None,
+    ) -> str:
         lines = [
             "# HELP harmonia_requests_total HTTP requests by route and status.",
             "# TYPE harmonia_requests_total counter",
@@ -95,6 +99,8 @@ class Metrics:
             lines.append(f'harmonia_time_to_first_token_seconds_bucket{{le="{le}"}} {cumulative}')
         lines.append(f"harmonia_time_to_first_token_seconds_sum {self.ttft_sum:.6f}")
         lines.append(f"harmonia_time_to_first_token_seconds_count {cumulative}")
+        for name, read in (counters or {}).items():
+            lines += [f"# TYPE {name} counter", f"{name} {read():g}"]
         for name, read in gauges.items():
             lines += [f"# TYPE {name} gauge", f"{name} {read():g}"]
         return "\n".join(lines) + "\n"
