@@ -155,7 +155,8 @@ class ServerConfig:
             )
         if self.cot_policy not in COT_POLICY_NAMES:
             raise InputError(
-                f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
+                f"ServerConfig.cot_policy {self.cot_policy!r}: "
+                f"use one of {', '.join(COT_POLICY_NAMES)}"
             )
         if self.current_date not in (None, "today"):
             try:

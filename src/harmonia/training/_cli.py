@@ -230,11 +230,10 @@ def _policy(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--turns", choices=TURNS_MODES, default=None, help="which turns train")
     add_cot_policy(
         parser,
-        (*COT_POLICY_NAMES, "hf", "keep"),
+        COT_POLICY_NAMES,
         default=None,
-        help="which earlier reasoning a sample keeps: as render's --cot-policy, or hf (the "
-        "gpt-oss chat template's rule); keep is the old spelling of keep_all",
-        old="--cot",
+        help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
+        "hf is the gpt-oss chat template's rule); default: the preset's",
     )
     parser.add_argument("--channels", default=None, help="trained channels, comma-separated")
     parser.add_argument(
@@ -266,10 +265,6 @@ def _reject_rate(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: ``--cot-policy`` words (render's and serve's) as TrainPolicy's ``cot`` rules.
-_COT_RULE = {"keep_all": "keep"}
-
-
 def _policy_of(args: argparse.Namespace) -> TrainPolicy:
     changes: dict[str, Any] = {
         k: getattr(args, k)
@@ -277,7 +272,7 @@ def _policy_of(args: argparse.Namespace) -> TrainPolicy:
         if getattr(args, k) is not None
     }
     if args.cot_policy is not None:
-        changes["cot"] = _COT_RULE.get(args.cot_policy, args.cot_policy)
+        changes["cot"] = args.cot_policy
     if args.channels is not None:
         changes["channels"] = tuple(c.strip() for c in args.channels.split(",") if c.strip())
     return PRESETS[args.policy].with_(**changes)

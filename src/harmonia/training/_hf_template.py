@@ -36,10 +36,10 @@ from harmonia import (
 )
 from harmonia.vocabulary import ANALYSIS, COMMENTARY, FINAL
 
+from ._faithful import turn_ids
 from ._inputs import tools_from_json
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
-from ._rules import turn_ids
 from ._sample import FULL, TrainSample, finish_sample, mask_from_spans
 
 _START: Final = "<|start|>"
