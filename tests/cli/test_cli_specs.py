@@ -90,7 +90,7 @@ def test_a_field_added_to_tools_spec_appears_in_each_command(
 
 SAME_ARGV = [
     ["--engine", "vllm", "--url", "http://127.0.0.1:8001", "--engine-model", "gpt-oss-20b"],
-    ["--engine", "transformers", "--model-path", "./gpt-oss-20b", "--device", "cuda"],
+    ["--engine", "transformers", "--engine-model", "./gpt-oss-20b", "--device", "cuda"],
     ["--engine", "llama.cpp", "--url", "http://h:1", "--json-args", "any"],
     ["--engine", "scripted", "--script", "r.json", "--script-delay", "0.5"],
     ["--engine", "random", "--browser", "you", "--python"],
@@ -105,22 +105,22 @@ def test_chat_and_serve_read_the_same_argv_into_the_same_specs(argv: list[str]) 
     assert from_args(ToolsSpec, chat) == from_args(ToolsSpec, serve)
 
 
-def test_the_drifted_spellings_are_one_now(capsys: pytest.CaptureFixture[str]) -> None:
-    # On main: chat --model, serve --model-path / --engine-model for the engine's model.
+def test_the_drifted_spellings_are_gone(capsys: pytest.CaptureFixture[str]) -> None:
+    # Once: chat --model, serve --model-path for the engine's model; tools browser
+    # --corpus / --web for --browser, --database for --browser-index. One spelling now.
     for command in ENGINE_COMMANDS:
-        parsed = parse(command, ["--engine", "transformers", "--model-path", "d"])
+        parsed = parse(command, ["--engine", "transformers", "--engine-model", "d"])
         assert from_args(EngineSpec, parsed).engine_model == "d"
-        assert "--model-path is deprecated; write --engine-model" in capsys.readouterr().err
-    chat = parse("chat", ["--engine", "transformers", "--model", "d"])
-    assert from_args(EngineSpec, chat).engine_model == "d"
-    assert "--model is deprecated; write --engine-model" in capsys.readouterr().err
+        with pytest.raises(SystemExit):
+            parse(command, ["--engine", "transformers", "--model-path", "d"])
+    with pytest.raises(SystemExit):
+        parse("chat", ["--engine", "transformers", "--model", "d"])
     # serve's --model is the name it serves, not the engine's.
     assert parse("serve", ["--engine", "scripted", "--model", "m"]).model == "m"
-    # On main: tools browser took --corpus DIR / --web exa|you where chat and serve take --browser.
-    for old, value in (("--corpus", "docs/"), ("--web", "exa")):
-        parsed = parse("tools browser search", ["q", old, value])
-        assert from_args(ToolsSpec, parsed).browser == value
-        assert f"{old} is deprecated; write --browser" in capsys.readouterr().err
+    for old, value in (("--corpus", "docs/"), ("--web", "exa"), ("--database", "i.sqlite")):
+        with pytest.raises(SystemExit):
+            parse("tools browser search", ["q", old, value])
+        assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_a_flag_means_the_same_and_defaults_alike_in_every_command() -> None:
@@ -160,7 +160,7 @@ def test_generated_options_follow_the_field() -> None:
     class Spec:
         kind: str = option(help="required: no default")
         count: int = option(3, help="a number")
-        rate: float | None = option(None, help="maybe a number", old=(("--speed", None),))
+        rate: float | None = option(None, help="maybe a number", flag="--speed")
         on: bool = option(False, help="a switch", scope=("x",))
 
     parser = argparse.ArgumentParser()

@@ -27,10 +27,11 @@ from harmonia import (
     load_harmony_encoding,
 )
 from harmonia._files import refuse_existing, write_text
-from harmonia._options import DeprecatedAlias, add_force, add_options, flag_of, from_args
+from harmonia._options import add_cot_policy, add_force, add_options, from_args
 from harmonia.engines import EngineSpec, SamplingParams
 from harmonia.tools import ToolsSpec
 from harmonia.tools._spec import CHAT_SCOPE
+from harmonia.vocabulary import DEFAULT_COT_POLICY
 
 from ._agent import Agent
 from ._chat_ui import TerminalView, use_color
@@ -74,13 +75,6 @@ def add_subcommand(
 def _arguments(p: argparse.ArgumentParser) -> None:
     engine = p.add_argument_group("engine")
     add_options(engine, EngineSpec)
-    engine.add_argument(  # chat's own former spelling; serve's --model is the served name
-        "--model",
-        dest="engine_model",
-        action=DeprecatedAlias,
-        new=flag_of(EngineSpec, "engine_model"),
-        help="deprecated: --engine-model",
-    )
     engine.add_argument(
         "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
     )
@@ -98,6 +92,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
     )
     talk.add_argument("--load", metavar="FILE", help="continue a conversation (harmony JSON)")
+    add_cot_policy(
+        talk,
+        default=DEFAULT_COT_POLICY,
+        help="which earlier reasoning each step's prompt keeps (as serve's)",
+    )
     talk.add_argument(
         "--save",
         metavar="FILE",
@@ -167,6 +166,7 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
         limits=AgentLimits(max_steps=args.max_steps, max_tokens=max_tokens),
         # Random weights write well-formed turns only under the harmony constraint.
         constraint=args.constrain or args.engine == "random",
+        cot_policy=args.cot_policy,
     )
     if args.load:
         conversation = Conversation.from_json(Path(args.load).read_text(encoding="utf-8"))

@@ -59,7 +59,6 @@ class EngineSpec:
         None,
         help="transformers: a model folder or hub id (required); vllm: the model name its "
         "server serves (default: the one it lists)",
-        old=(("--model-path", None),),
         metavar="NAME|DIR",
     )
     engine_api_key_env: str | None = option(

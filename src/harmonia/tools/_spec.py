@@ -48,7 +48,6 @@ class ToolsSpec:
         help="the browser's backend: a folder of Markdown, text or HTML files, or web search "
         "with exa (EXA_API_KEY) or you (YDC_API_KEY) (default: none, no browser)",
         metavar="DIR|exa|you",
-        old=(("--corpus", None), ("--web", None)),
         scope=("browser",),
     )
     browser_index: str = option(
@@ -56,7 +55,6 @@ class ToolsSpec:
         help="--browser DIR: an SQLite file that keeps the folder's index between runs "
         "(:memory: indexes the folder again each run)",
         metavar="FILE",
-        old=(("--database", None),),
         scope=("browser",),
     )
     python: bool = option(

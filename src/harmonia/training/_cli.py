@@ -20,7 +20,6 @@ from typing import Any, TextIO
 
 from harmonia import HarmonyError, InputError
 from harmonia._files import atomic_file, atomic_folder, refuse_existing, write_text
-from harmonia._names import COT_POLICY_NAMES
 from harmonia._options import (
     STDIN,
     add_cot_policy,
@@ -185,7 +184,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 
 def _input_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--format",
+        "--input-format",
         choices=INPUT_FORMATS,
         default="auto",
         help="input format; auto detects it from the first rows and says what it chose",
@@ -209,7 +208,7 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
         "--map",
         default=None,
         metavar="SLOT=COLUMN,...",
-        help="columns of --format columns (slots: developer, user, analysis, final)",
+        help="columns of --input-format columns (slots: developer, user, analysis, final)",
     )
 
 
@@ -230,7 +229,6 @@ def _policy(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--turns", choices=TURNS_MODES, default=None, help="which turns train")
     add_cot_policy(
         parser,
-        COT_POLICY_NAMES,
         default=None,
         help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
         "hf is the gpt-oss chat template's rule); default: the preset's",
@@ -286,7 +284,7 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
             raise InputError(f"--map needs SLOT=COLUMN pairs, got {args.map!r}")
         columns = {slot.strip(): column.strip() for slot, column in pairs}
     return InputOptions(
-        format=args.format,
+        format=args.input_format,
         date=args.date,
         reasoning_effort=args.reasoning_effort,
         columns=columns,
