@@ -115,13 +115,9 @@ def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Bac
         return None, None
     from ._agent_tool_loop import AgentToolLoop
 
+    spec.check()  # a sandbox that cannot start is refused at start-up, as in chat
     backend = None if spec.browser is None else spec.backend(index=True)
-    loop = AgentToolLoop(browser=backend, python=spec.python)
-    if spec.python:
-        why = loop.python_unavailable()
-        if why is not None:  # said at start-up rather than at each request
-            logging.getLogger("harmonia.serve").warning("%s", why)
-    return loop, backend
+    return AgentToolLoop(browser=backend, python=spec.python, tools=spec), backend
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
