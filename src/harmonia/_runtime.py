@@ -23,7 +23,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Every default timeout of harmonia's apps, in seconds (one table)."""
+    """Every default timeout, wait and interval of harmonia's apps, in seconds (one table;
+    ``tests/test_runtime.py`` fails on a duration default written anywhere else)."""
 
     #: A tool call, before the dispatcher cancels it (above the python tool's own 120 s,
     #: so that its message wins).
@@ -46,6 +47,28 @@ class Timeouts:
     engine_read: float = 60.0
     #: A server's write of one response chunk to a slow client.
     client_send: float = 30.0
+    #: An agent run, tool calls included (``AgentLimits.max_seconds``).
+    agent_run: float = 600.0
+    #: What a server with a full queue tells a client to wait (``Retry-After``).
+    retry_after: int = 1
+    #: An SSE keep-alive comment after this long without data (long prefills).
+    sse_ping: float = 15.0
+    #: How often a replica looks in the store for cancels other replicas recorded.
+    cancel_poll: float = 0.25
+    #: How long a cancel sent to another replica waits for it to confirm.
+    cancel_wait: float = 5.0
+    #: A server's graceful shutdown: open streams get this long to finish.
+    graceful_shutdown: int = 5
+    #: The SQLite response store's wait for a lock another replica holds.
+    store_busy: float = 30.0
+    #: After interrupting a python cell, how long the kernel gets before it is restarted.
+    python_interrupt_grace: float = 5.0
+    #: How often a python cell that prints nothing checks that its kernel is alive.
+    kernel_poll: float = 0.25
+    #: Asking the host's interpreter for its paths (what the sandbox mounts).
+    interpreter_probe: float = 30.0
+    #: The sandbox's start-up probe (``sandbox_status``).
+    sandbox_probe: float = 60.0
 
 
 TIMEOUTS = Timeouts()

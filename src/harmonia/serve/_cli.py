@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
+from harmonia._runtime import TIMEOUTS
 
 from .._options import add_options, from_args
 from ..engines import EngineSpec
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             port=config.port,
             log_level=args.log_level,
             access_log=False,  # the app logs each request with its id
-            timeout_graceful_shutdown=5,
+            timeout_graceful_shutdown=TIMEOUTS.graceful_shutdown,
         )
     )
     service = app.state.service

@@ -42,7 +42,7 @@ class ServerConfig:
     max_concurrent: int = option(64, help="generations at once; more wait in the queue")
     queue_size: int = option(256, help="requests that may wait; beyond, 429 with Retry-After")
     #: Seconds a client is told to wait (``Retry-After``) when the queue is full.
-    retry_after_s: int = 1
+    retry_after_s: int = TIMEOUTS.retry_after
     #: Largest request body, in bytes (413 beyond).
     max_body_bytes: int = option(4 * 1024 * 1024, help="request size limit")
     #: Largest rendered prompt, in tokens (400 ``context_length_exceeded`` beyond).
@@ -66,7 +66,7 @@ class ServerConfig:
     )
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = option(
-        15.0,
+        TIMEOUTS.sse_ping,
         flag="--ping-interval",
         metavar="SECONDS",
         help="seconds between SSE keep-alive comments while the engine is silent",
@@ -81,11 +81,11 @@ class ServerConfig:
     )
     #: How often a replica running background responses looks in the store for cancel
     #: requests other replicas recorded (one query per interval, only while some run).
-    cancel_poll_s: float = 0.25
+    cancel_poll_s: float = TIMEOUTS.cancel_poll
     #: How long a cancel sent to another replica than the one running the response waits
     #: for that one to record ``cancelled`` before answering 504 ``cancel_not_confirmed``.
     cancel_wait_s: float = option(
-        5.0,
+        TIMEOUTS.cancel_wait,
         flag="--cancel-wait",
         metavar="SECONDS",
         help="seconds a cancel of a background response another replica runs waits for "

@@ -83,7 +83,7 @@ class PythonToolConfig:
     """
 
     timeout: float = TIMEOUTS.python_call
-    interrupt_grace: float = 5.0
+    interrupt_grace: float = TIMEOUTS.python_interrupt_grace
     startup_timeout: float = TIMEOUTS.python_startup
     max_output_chars: int = 20_000
     memory_limit: int | None = 2 * _GIB
