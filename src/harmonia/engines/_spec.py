@@ -16,6 +16,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .. import InputError
 from .._options import flag_of, option
+from ..vocabulary import (
+    ANALYSIS,
+    ASSISTANT,
+    CHANNEL_TEXT,
+    END_TEXT,
+    FINAL,
+    MESSAGE_TEXT,
+    RETURN_TEXT,
+    START_TEXT,
+)
 from ._base import Constraint, Engine, UnsupportedConstraintError
 from ._generation import Generation
 from .scripted import Script, ScriptedEngine
@@ -27,9 +37,9 @@ EngineKind = Literal["scripted", "random", "transformers", "vllm", "llama.cpp"]
 
 #: What ``--engine scripted`` replays without ``--script``: a demo, not a model.
 DEMO_REPLY = (
-    "<|channel|>analysis<|message|>A scripted engine: there is no model behind it.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Hello from harmonia's scripted engine."
-    "<|return|>"
+    f"{CHANNEL_TEXT}{ANALYSIS}{MESSAGE_TEXT}A scripted engine: there is no model behind it."
+    f"{END_TEXT}{START_TEXT}{ASSISTANT}{CHANNEL_TEXT}{FINAL}{MESSAGE_TEXT}"
+    f"Hello from harmonia's scripted engine.{RETURN_TEXT}"
 )
 
 #: Where each HTTP engine's server listens unless told otherwise: named in the

@@ -34,7 +34,15 @@ from harmonia import (
     SpanRecord,
     SystemContent,
 )
-from harmonia.vocabulary import ANALYSIS, COMMENTARY, FINAL
+from harmonia.vocabulary import (
+    ANALYSIS,
+    CHANNEL_TEXT,
+    COMMENTARY,
+    END_TEXT,
+    FINAL,
+    MESSAGE_TEXT,
+    START_TEXT,
+)
 
 from ._faithful import turn_ids
 from ._inputs import tools_from_json
@@ -42,9 +50,9 @@ from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
 from ._sample import FULL, TrainSample, finish_sample, mask_from_spans
 
-_START: Final = "<|start|>"
-_CHANNEL: Final = "<|channel|>"
-_MESSAGE: Final = "<|message|>"
+_START: Final = START_TEXT
+_CHANNEL: Final = CHANNEL_TEXT
+_MESSAGE: Final = MESSAGE_TEXT
 _INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
 _DEFAULT_INDENT: Final = " " * 20
 
@@ -334,7 +342,7 @@ def render_hf(
             _SYSTEM_TEXT.clear()
         known = _SYSTEM_TEXT[key] = (
             encoding,
-            text[len("<|start|>system<|message|>") : -len("<|end|>")],
+            text[len(START_TEXT + Role.SYSTEM.value + MESSAGE_TEXT) : -len(END_TEXT)],
         )
     system_text = known[1]
     writer.message(add(system_message, -1), "system", "", None, "", system_text, "<|end|>")
@@ -418,7 +426,8 @@ def _assistant(
     thinking = message.get("thinking")
     for value in (content, thinking):
         if isinstance(value, str) and (
-            "<|channel|>analysis<|message|>" in value or "<|channel|>final<|message|>" in value
+            f"{CHANNEL_TEXT}{ANALYSIS}{MESSAGE_TEXT}" in value
+            or f"{CHANNEL_TEXT}{FINAL}{MESSAGE_TEXT}" in value
         ):
             raise RowError("E150", f"messages[{source}] holds <|channel|> tags in its text")
 
