@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TypeVar
 
 from ._errors import HarmonyError, InputError
@@ -152,3 +154,20 @@ def sse_frame(data: bytes, event: str | None = None) -> bytes:
     """
     head = b"" if event is None else b"event: " + event.encode() + b"\n"
     return head + b"data: " + data + b"\n\n"
+
+
+class ClosedOnExit(ABC):
+    """``async with`` for a resource that has ``aclose``: leaving the block closes it,
+    however the block ends (the subclass says what entering does)."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release what the resource holds."""
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

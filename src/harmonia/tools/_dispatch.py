@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from types import TracebackType
 from typing import Any, Literal
 
 from .. import (
@@ -32,7 +31,7 @@ from .. import (
     ToolNamespaceConfig,
 )
 from .._names import ASSISTANT, BUILTIN_NAMESPACES
-from .._runtime import TIMEOUTS, run_sync
+from .._runtime import TIMEOUTS, ClosedOnExit, run_sync
 from .._turn import is_call
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
@@ -48,7 +47,7 @@ DEFAULT_TIMEOUT = TIMEOUTS.tool_call
 _EXCEPTION_QUOTE_LIMIT = 500
 
 
-class Toolbox:
+class Toolbox(ClosedOnExit):
     """Runtimes by namespace, their declarations, and the dispatch of calls to them.
 
     >>> box = Toolbox()
@@ -214,14 +213,6 @@ class Toolbox:
 
     async def __aenter__(self) -> Toolbox:
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # -- helpers --------------------------------------------------------------
 
