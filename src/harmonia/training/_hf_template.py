@@ -175,9 +175,11 @@ def _tool_namespace(tools: Sequence[Any]) -> str:
 
 
 _CACHE_LIMIT: Final = 4096
-# id(encoding) -> (the encoding, special ids, header runs, repeated bodies)
+# Keyed by the encoding's name, a value: one name is one vocabulary, so the ids are the
+# same whichever object or BPE engine encodes them.
+# name -> (the encoding, special ids, header runs, repeated bodies)
 _WRITER_CACHE: dict[
-    int,
+    str,
     tuple[
         HarmonyEncoding,
         dict[str, int],
@@ -185,7 +187,7 @@ _WRITER_CACHE: dict[
         dict[str, list[int]],
     ],
 ] = {}
-# (id(encoding), date, effort, identity, browser, python, has tools) -> system text
+# (name, date, effort, identity, browser, python, has tools) -> system text
 _SYSTEM_TEXT: dict[tuple[Any, ...], tuple[HarmonyEncoding, str]] = {}
 # the tools' JSON text -> the template's namespace text
 _NAMESPACES: dict[str, str] = {}
@@ -197,8 +199,8 @@ class _Writer:
 
     def __init__(self, encoding: HarmonyEncoding) -> None:
         self.encoding = encoding
-        known = _WRITER_CACHE.get(id(encoding))
-        if known is None or known[0] is not encoding:
+        known = _WRITER_CACHE.get(encoding.name)
+        if known is None:
             special = {
                 text: encoding.encode(text, allowed_special="all")[0]
                 for text in (
@@ -210,7 +212,7 @@ class _Writer:
                     "<|return|>",
                 )
             }
-            known = _WRITER_CACHE[id(encoding)] = (encoding, special, {}, {})
+            known = _WRITER_CACHE[encoding.name] = (encoding, special, {}, {})
         _, self.special, self._runs, self._texts = known
         self.ids: list[int] = []
         self.spans: list[SpanRecord] = []
@@ -326,7 +328,7 @@ def render_hf(
         system = system.with_python_tool()
     system_message = Message.from_role_and_content(Role.SYSTEM, system)
     key = (
-        id(encoding),
+        encoding.name,
         date,
         effort,
         identity,
@@ -335,7 +337,7 @@ def render_hf(
         bool(tools),
     )
     known = _SYSTEM_TEXT.get(key)
-    if known is None or known[0] is not encoding:
+    if known is None:
         options = RenderOptions(conversation_has_function_tools=bool(tools))
         text = encoding.decode(encoding.render(system_message, options))
         if len(_SYSTEM_TEXT) >= _CACHE_LIMIT:
