@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -13,24 +14,101 @@ from harmonia._runtime import TIMEOUTS, api_key, api_keys, http_client, new_id, 
 SRC = Path(__file__).resolve().parent.parent / "src" / "harmonia"
 
 
+#: A name that holds a duration: a timeout, a wait, an interval, a grace period, seconds.
+_DURATION = re.compile(r"timeout|seconds|interval|grace|wait|poll|(^|_)s$", re.IGNORECASE)
+#: Durations that are no default limit of an app: the tokenizer's ski-rental budget and
+#: its cost estimate (measured costs, in the core, not settings).
+_NOT_LIMITS = frozenset({"DEFAULT_SWITCH_AFTER_SECONDS", "PYTHON_SECONDS_PER_CHAR"})
+
+
+def _positive_number(node: ast.AST | None) -> bool:
+    """A number literal above 0 (0 is a counter's start or "do not wait", no default)."""
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return (
+        isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value > 0  # type: ignore[operator]
+    )
+
+
+def _default_of(value: ast.AST | None) -> bool:
+    """``= 5.0``, or a field's default: ``option(5.0, ...)``, ``field(default=5.0)``."""
+    if _positive_number(value):
+        return True
+    if isinstance(value, ast.Call):
+        first = value.args[0] if value.args else None
+        return _positive_number(first) or any(
+            k.arg == "default" and _positive_number(k.value) for k in value.keywords
+        )
+    return False
+
+
+def duration_defaults(source: str) -> list[str]:
+    """(line and name of) every duration written as a number: assigned to a name or a
+    field, passed as a keyword (``timeout=30``), or a parameter's default."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                name = getattr(target, "id", None) or getattr(target, "attr", "")
+                if name not in _NOT_LIMITS and _DURATION.search(name) and _default_of(node.value):
+                    found.append(f"{node.lineno}: {name}")
+        elif isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                named = keyword.arg is not None and _DURATION.search(keyword.arg)
+                if named and _positive_number(keyword.value):
+                    found.append(f"{node.lineno}: {keyword.arg}=")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            positional = [*args.posonlyargs, *args.args]
+            pairs = [
+                *zip(
+                    positional[len(positional) - len(args.defaults) :], args.defaults, strict=True
+                ),
+                *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+            ]
+            for arg, default in pairs:
+                if _DURATION.search(arg.arg) and _positive_number(default):
+                    found.append(f"{node.lineno}: {arg.arg}=")
+    return sorted(found, key=lambda hit: int(hit.split(":")[0]))
+
+
+def test_the_checker_finds_every_kind_of_duration_default() -> None:
+    source = """
+REQUEST_TIMEOUT = 5
+DEFAULT_MAX_SECONDS = 600.0
+class C:
+    ping_interval_s: float = option(15.0, help="x")
+    cancel_poll_s: float = 0.25
+    grace: float = field(default=5.0)
+    count = 3
+    waiting = 0
+sqlite3.connect(path, timeout=30.0)
+get(timeout=0)
+def probe(timeout=60): ...
+def f(timeout=TIMEOUTS.tool_call, retries=3): ...
+"""
+    assert duration_defaults(source) == [
+        "2: REQUEST_TIMEOUT",
+        "3: DEFAULT_MAX_SECONDS",
+        "5: ping_interval_s",
+        "6: cancel_poll_s",
+        "7: grace",
+        "10: timeout=",
+        "12: timeout=",
+    ]
+
+
 def test_no_timeout_default_is_written_outside_the_table() -> None:
-    """``*timeout* = <number>`` (a constant or a field's default) elsewhere is a second
-    default."""
+    """Every default timeout, wait and interval is a field of ``TIMEOUTS``: a number
+    written elsewhere is a second default."""
     found = []
     for path in sorted(SRC.rglob("*.py")):
         if path.name == "_runtime.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets = node.targets if isinstance(node, ast.Assign) else []
-            if isinstance(node, ast.AnnAssign):
-                targets = [node.target]
-            value = getattr(node, "value", None)
-            for target in targets:
-                named = isinstance(target, ast.Name) and "TIMEOUT" in target.id.upper()
-                number = isinstance(value, ast.Constant) and type(value.value) in (int, float)
-                if named and number:
-                    found.append(f"{path.relative_to(SRC)}:{node.lineno}")
-    assert found == []
+        relative = path.relative_to(SRC).as_posix()
+        found += [f"{relative}:{hit}" for hit in duration_defaults(path.read_text())]
+    assert found == [], "move these into harmonia._runtime.TIMEOUTS:\n" + "\n".join(found)
 
 
 def test_the_defaults_are_the_documented_ones() -> None:

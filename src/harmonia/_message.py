@@ -225,7 +225,8 @@ class RenderConversationConfig:
 
     ``auto_drop_analysis`` is the reference's switch (``True``: its CoT policy,
     ``False``: keep all). ``cot_policy`` (a harmonia extension) names a policy
-    explicitly and wins when given: ``"reference"``, ``"guide"`` or ``"keep_all"``.
+    explicitly and wins when given: ``"reference"``, ``"guide"``, ``"keep_all"`` or
+    ``"hf"`` (``harmonia.COT_POLICIES``; ``_render/cot.py`` defines each).
     ``typescript`` (also an extension) selects the tool-schema rendering:
     ``"reference"`` (byte-exact, the default) or ``"corrected"``.
     """

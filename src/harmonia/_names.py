@@ -60,7 +60,7 @@ TypeScriptMode = Literal["reference", "corrected"]
 """How tool schemas become TypeScript: byte-exact with the reference, or corrected."""
 TYPESCRIPT_MODES: Final[tuple[TypeScriptMode, ...]] = get_args(TypeScriptMode)
 
-CotPolicyName = Literal["reference", "guide", "keep_all"]
+CotPolicyName = Literal["reference", "guide", "keep_all", "hf"]
 """Which earlier analysis messages a rendering drops (see ``harmonia.COT_POLICIES``)."""
 COT_POLICY_NAMES: Final[tuple[CotPolicyName, ...]] = get_args(CotPolicyName)
 #: The policy of the agent, the server and the OpenAI conversions: the harmony guide's

@@ -3,17 +3,19 @@
 ``harmonia render``, ``data``, ``chat``, ``serve`` and ``tools`` each add their
 options through these helpers, so a flag means the same thing, takes the same
 values and has the same default wherever it appears (docs/cli.md has the table).
-An older spelling is kept as a deprecated alias that says what to write instead.
+There are no aliases: a flag has one spelling (the package has no users whose
+scripts an old one would protect).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+from ._names import COT_POLICY_NAMES
 
 ProgressMode = Literal["auto", "lines", "none"]
 PROGRESS_MODES: Final[tuple[ProgressMode, ...]] = ("auto", "lines", "none")
@@ -22,29 +24,6 @@ PROGRESS_MODES: Final[tuple[ProgressMode, ...]] = ("auto", "lines", "none")
 STDIN: Final = "-"
 
 T = TypeVar("T")
-
-
-class DeprecatedAlias(argparse.Action):
-    """An old spelling of an option: stores into the new option's ``dest`` and says so."""
-
-    def __init__(self, *args: Any, new: str, value: Any = None, **kwargs: Any) -> None:
-        self.new = new
-        self.value = value
-        if value is not None:
-            kwargs["nargs"] = 0
-        super().__init__(*args, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        value = self.value if self.value is not None else values
-        written = self.new if self.value is None else f"{self.new} {self.value}"
-        print(f"{parser.prog}: {option_string} is deprecated; write {written}", file=sys.stderr)
-        setattr(namespace, self.dest, value)
 
 
 def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -> None:
@@ -57,48 +36,22 @@ def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -
 
 
 def add_progress(parser: argparse.ArgumentParser | Any) -> None:
-    """``--progress {auto,lines,none}`` (and the old ``--no-progress``)."""
+    """``--progress {auto,lines,none}``."""
     parser.add_argument(
         "--progress",
         choices=PROGRESS_MODES,
         default="auto",
-        nargs="?",
-        const="lines",
         help="progress on stderr: auto redraws one line when stderr is a terminal and is "
         "quiet otherwise; lines: a plain line per report (for logs); none: quiet",
-    )
-    parser.add_argument(
-        "--no-progress",
-        dest="progress",
-        action=DeprecatedAlias,
-        new="--progress",
-        value="none",
-        help="deprecated: --progress none",
     )
 
 
 def add_cot_policy(
-    parser: argparse.ArgumentParser | Any,
-    choices: Sequence[str],
-    *,
-    default: str | None,
-    help: str,
-    old: str | None = None,
+    parser: argparse.ArgumentParser | Any, *, default: str | None, help: str
 ) -> None:
-    """``--cot-policy``: which earlier reasoning a prompt or sample keeps.
-
-    ``old`` is a former spelling (``--cot``), kept as a deprecated alias.
-    """
-    parser.add_argument("--cot-policy", choices=tuple(choices), default=default, help=help)
-    if old is not None:
-        parser.add_argument(
-            old,
-            dest="cot_policy",
-            choices=tuple(choices),
-            action=DeprecatedAlias,
-            new="--cot-policy",
-            help="deprecated: --cot-policy",
-        )
+    """``--cot-policy``: which earlier reasoning a prompt or sample keeps; the same
+    choices (``harmonia.COT_POLICIES``) in ``render``, ``chat``, ``serve`` and ``data``."""
+    parser.add_argument("--cot-policy", choices=COT_POLICY_NAMES, default=default, help=help)
 
 
 def progress_on_terminal(mode: str, stream: Any) -> bool | None:
@@ -115,7 +68,7 @@ def progress_on_terminal(mode: str, stream: Any) -> bool | None:
 # -- options generated from a dataclass's fields -----------------------------------------
 #
 # An app's settings (``harmonia.engines.EngineSpec``, ``harmonia.tools.ToolsSpec``) are
-# dataclasses whose fields carry their flag, help and old spellings: every command that
+# dataclasses whose fields carry their flag and help: every command that
 # builds an engine or tools adds the options from the fields, so a new setting is one new
 # field and appears, spelled and defaulted alike, in each command.
 
@@ -128,9 +81,6 @@ class Option:
     flag: str | None = None
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
-    #: Former spellings: ``(old flag, value)``; ``value`` ``None`` takes the old flag's
-    #: argument, a value stands for it (``--no-progress`` is ``--progress none``).
-    old: tuple[tuple[str, str | None], ...] = ()
     #: The kinds of command that take the option (empty: every command given the class).
     scope: tuple[str, ...] = ()
 
@@ -142,13 +92,10 @@ def option(
     flag: str | None = None,
     choices: Sequence[str] | None = None,
     metavar: str | None = None,
-    old: Sequence[tuple[str, str | None]] = (),
     scope: Sequence[str] = (),
 ) -> Any:
     """A dataclass field that is also a command-line option (no default: a required one)."""
-    spec = Option(
-        help, flag, None if choices is None else tuple(choices), metavar, tuple(old), tuple(scope)
-    )
+    spec = Option(help, flag, None if choices is None else tuple(choices), metavar, tuple(scope))
     return field(default=default, metadata={"option": spec})
 
 
@@ -208,19 +155,6 @@ def add_options(
         else:  # the harmonia command's help formatter shows it
             kwargs["default"] = item.default
         target.add_argument(flag, **kwargs)
-        for old, value in spec.old:
-            written = flag if value is None else f"{flag} {value}"
-            extra: dict[str, Any] = {} if value is not None or kind is str else {"type": kind}
-            target.add_argument(
-                old,
-                dest=item.name,
-                action=DeprecatedAlias,
-                new=flag,
-                value=value,
-                metavar=spec.metavar,
-                help=f"deprecated: {written}",
-                **extra,
-            )
 
 
 def from_args(cls: type[T], args: argparse.Namespace) -> T:

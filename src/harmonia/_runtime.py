@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, TypeVar
 
 from ._errors import HarmonyError, InputError
@@ -23,7 +25,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Every default timeout of harmonia's apps, in seconds (one table)."""
+    """Every default timeout, wait and interval of harmonia's apps, in seconds (one table;
+    ``tests/test_runtime.py`` fails on a duration default written anywhere else)."""
 
     #: A tool call, before the dispatcher cancels it (above the python tool's own 120 s,
     #: so that its message wins).
@@ -46,6 +49,39 @@ class Timeouts:
     engine_read: float = 60.0
     #: A server's write of one response chunk to a slow client.
     client_send: float = 30.0
+    #: An agent run, tool calls included (``AgentLimits.max_seconds``).
+    agent_run: float = 600.0
+    #: What a server with a full queue tells a client to wait (``Retry-After``).
+    retry_after: int = 1
+    #: An SSE keep-alive comment after this long without data (long prefills).
+    sse_ping: float = 15.0
+    #: How often a replica looks in the store for cancels other replicas recorded.
+    cancel_poll: float = 0.25
+    #: How long a cancel sent to another replica waits for it to confirm.
+    cancel_wait: float = 5.0
+    #: After the drain, uvicorn's own graceful shutdown: only idle connections are left.
+    graceful_shutdown: int = 5
+    #: After SIGTERM/SIGINT, how long a server's running generations may go on before each
+    #: is ended with a terminal event (``--shutdown-timeout``).
+    shutdown_drain: float = 30.0
+    #: How often a draining server looks whether its running work has finished.
+    shutdown_poll: float = 0.05
+    #: How long the generations a drain ended get to write their terminal events and close.
+    shutdown_close: float = 10.0
+    #: Between two probes of an engine server's health (``/health`` calls share one).
+    engine_health_probe: float = 1.0
+    #: How often the uid-mode sandbox sums a session's resident memory while a call runs.
+    memory_watch: float = 0.25
+    #: The SQLite response store's wait for a lock another replica holds.
+    store_busy: float = 30.0
+    #: After interrupting a python cell, how long the kernel gets before it is restarted.
+    python_interrupt_grace: float = 5.0
+    #: How often a python cell that prints nothing checks that its kernel is alive.
+    kernel_poll: float = 0.25
+    #: Asking the host's interpreter for its paths (what the sandbox mounts).
+    interpreter_probe: float = 30.0
+    #: The sandbox's start-up probe (``sandbox_status``).
+    sandbox_probe: float = 60.0
 
 
 TIMEOUTS = Timeouts()
@@ -129,3 +165,20 @@ def sse_frame(data: bytes, event: str | None = None) -> bytes:
     """
     head = b"" if event is None else b"event: " + event.encode() + b"\n"
     return head + b"data: " + data + b"\n\n"
+
+
+class ClosedOnExit(ABC):
+    """``async with`` for a resource that has ``aclose``: leaving the block closes it,
+    however the block ends (the subclass says what entering does)."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release what the resource holds."""
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -61,6 +61,13 @@ GPT_OSS_VOCAB_SIZE: Final = _st.LAST_SPECIAL
 STOP_IDS: Final = _st.STOP_TOKENS
 #: The ids that end an assistant turn needing action, in id order: ``<|return|>``, ``<|call|>``.
 ACTION_STOP_IDS: Final = (_st.RETURN, _st.CALL)
+# Their texts, for code that writes format text to encode with ``allowed_special``.
+START_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.START]
+CHANNEL_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.CHANNEL]
+MESSAGE_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.MESSAGE]
+END_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.END]
+CALL_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.CALL]
+RETURN_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.RETURN]
 
 
 def is_special_id(token: int) -> bool:
@@ -88,8 +95,10 @@ __all__ = [
     "BROWSER",
     "BUILTIN_NAMESPACES",
     "CALL_ID",
+    "CALL_TEXT",
     "CHANNELS",
     "CHANNEL_ID",
+    "CHANNEL_TEXT",
     "CODE",
     "COMMENTARY",
     "CONSTRAIN",
@@ -100,6 +109,7 @@ __all__ = [
     "DEFAULT_COT_POLICY",
     "ENDOFTEXT_ID",
     "END_ID",
+    "END_TEXT",
     "FINAL",
     "FIRST_SPECIAL_ID",
     "FUNCTIONS",
@@ -107,12 +117,15 @@ __all__ = [
     "JSON",
     "LAST_SPECIAL_ID",
     "MESSAGE_ID",
+    "MESSAGE_TEXT",
     "NOT_RECIPIENTS",
     "N_VOCAB",
     "PYTHON",
     "RETURN_ID",
+    "RETURN_TEXT",
     "STARTOFTEXT_ID",
     "START_ID",
+    "START_TEXT",
     "STOP_IDS",
     "CotPolicyName",
     "is_special_id",

@@ -9,6 +9,7 @@ docs/cli.md's table lists every flag.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import re
 from pathlib import Path
@@ -90,7 +91,7 @@ def test_a_field_added_to_tools_spec_appears_in_each_command(
 
 SAME_ARGV = [
     ["--engine", "vllm", "--url", "http://127.0.0.1:8001", "--engine-model", "gpt-oss-20b"],
-    ["--engine", "transformers", "--model-path", "./gpt-oss-20b", "--device", "cuda"],
+    ["--engine", "transformers", "--engine-model", "./gpt-oss-20b", "--device", "cuda"],
     ["--engine", "llama.cpp", "--url", "http://h:1", "--json-args", "any"],
     ["--engine", "scripted", "--script", "r.json", "--script-delay", "0.5"],
     ["--engine", "random", "--browser", "you", "--python"],
@@ -105,22 +106,22 @@ def test_chat_and_serve_read_the_same_argv_into_the_same_specs(argv: list[str]) 
     assert from_args(ToolsSpec, chat) == from_args(ToolsSpec, serve)
 
 
-def test_the_drifted_spellings_are_one_now(capsys: pytest.CaptureFixture[str]) -> None:
-    # On main: chat --model, serve --model-path / --engine-model for the engine's model.
+def test_the_drifted_spellings_are_gone(capsys: pytest.CaptureFixture[str]) -> None:
+    # Once: chat --model, serve --model-path for the engine's model; tools browser
+    # --corpus / --web for --browser, --database for --browser-index. One spelling now.
     for command in ENGINE_COMMANDS:
-        parsed = parse(command, ["--engine", "transformers", "--model-path", "d"])
+        parsed = parse(command, ["--engine", "transformers", "--engine-model", "d"])
         assert from_args(EngineSpec, parsed).engine_model == "d"
-        assert "--model-path is deprecated; write --engine-model" in capsys.readouterr().err
-    chat = parse("chat", ["--engine", "transformers", "--model", "d"])
-    assert from_args(EngineSpec, chat).engine_model == "d"
-    assert "--model is deprecated; write --engine-model" in capsys.readouterr().err
+        with pytest.raises(SystemExit):
+            parse(command, ["--engine", "transformers", "--model-path", "d"])
+    with pytest.raises(SystemExit):
+        parse("chat", ["--engine", "transformers", "--model", "d"])
     # serve's --model is the name it serves, not the engine's.
     assert parse("serve", ["--engine", "scripted", "--model", "m"]).model == "m"
-    # On main: tools browser took --corpus DIR / --web exa|you where chat and serve take --browser.
-    for old, value in (("--corpus", "docs/"), ("--web", "exa")):
-        parsed = parse("tools browser search", ["q", old, value])
-        assert from_args(ToolsSpec, parsed).browser == value
-        assert f"{old} is deprecated; write --browser" in capsys.readouterr().err
+    for old, value in (("--corpus", "docs/"), ("--web", "exa"), ("--database", "i.sqlite")):
+        with pytest.raises(SystemExit):
+            parse("tools browser search", ["q", old, value])
+        assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_a_flag_means_the_same_and_defaults_alike_in_every_command() -> None:
@@ -160,7 +161,7 @@ def test_generated_options_follow_the_field() -> None:
     class Spec:
         kind: str = option(help="required: no default")
         count: int = option(3, help="a number")
-        rate: float | None = option(None, help="maybe a number", old=(("--speed", None),))
+        rate: float | None = option(None, help="maybe a number", flag="--speed")
         on: bool = option(False, help="a switch", scope=("x",))
 
     parser = argparse.ArgumentParser()
@@ -181,3 +182,64 @@ def test_docs_cli_lists_every_engine_and_tool_flag() -> None:
             assert flag_of(cls, field.name) in listed, (cls.__name__, field.name)
     words = " ".join(table.splitlines())
     assert "--browser DIR\\|exa\\|you" in words  # on main it said DIR|exa
+
+
+# -- one toolbox builder for chat and serve (issue 32 item 3) ------------------------------
+
+
+def test_a_missing_sandbox_is_the_same_start_up_error_in_chat_and_serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harmonia.tools.python as python_tool
+    from harmonia import InputError
+    from harmonia.serve._cli import build_tool_loop
+    from harmonia.tools.python import SandboxStatus
+
+    broken = SandboxStatus(ok=False, reason="bwrap: no user namespaces")
+    monkeypatch.setattr(python_tool, "sandbox_status", lambda config=None: broken)
+    errors = []
+    for command in ENGINE_COMMANDS:
+        args = parse(command, ["--engine", "scripted", "--python"])
+        with pytest.raises(InputError) as caught:
+            if command == "serve":
+                build_tool_loop(args)  # on main: a warning, and the server started
+            else:
+                from_args(ToolsSpec, args).build()
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]
+    assert "bwrap: no user namespaces" in errors[0] and "leave out --python" in errors[0]
+
+
+def test_chat_and_serve_index_the_browser_folder_at_start_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from harmonia.serve._cli import build_tool_loop
+    from harmonia.tools.browser import LocalCorpusBackend
+
+    (tmp_path / "tides.md").write_text("# Tides\n\nHigh water twice a day.\n", encoding="utf-8")
+    indexed: list[str] = []
+    real = LocalCorpusBackend.index
+    monkeypatch.setattr(LocalCorpusBackend, "index", lambda self: indexed.append("x") or real(self))
+    for command in ENGINE_COMMANDS:
+        args = parse(command, ["--engine", "scripted", "--browser", str(tmp_path)])
+        if command == "serve":
+            loop, backend = build_tool_loop(args)
+            assert loop is not None and backend is not None
+            backend.close()
+        else:
+            asyncio.run(from_args(ToolsSpec, args).build().aclose())
+        assert len(indexed) == ENGINE_COMMANDS.index(command) + 1, command
+
+
+def test_serve_builds_each_response_s_tools_with_the_spec() -> None:
+    # On main serve built PythonTool() itself, ignoring the settings.
+    from harmonia.serve import AgentToolLoop
+
+    loop = AgentToolLoop(python=True, tools=ToolsSpec(python=True, timeout=7.0))
+    box, browser = loop._toolbox(["code_interpreter", "function"])
+    try:
+        python = box.tool("python")
+        assert python is not None and python.config.timeout == 7.0  # type: ignore[attr-defined]
+        assert browser is None and "functions" in box.namespaces
+    finally:
+        asyncio.run(box.aclose())

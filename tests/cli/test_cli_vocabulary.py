@@ -21,6 +21,7 @@ import pytest
 
 from harmonia._cli.main import _build_parser
 from harmonia._options import PROGRESS_MODES
+from harmonia.vocabulary import COT_POLICY_NAMES
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROWS = [
@@ -272,30 +273,46 @@ def test_the_shared_flags_mean_the_same_everywhere() -> None:
             assert options["--progress"].default == "auto", words
         if "--cot-policy" in options:
             seen["--cot-policy"].add(words)
-            assert {"reference", "guide", "keep_all"} <= set(options["--cot-policy"].choices or ())
-        if "--cot" in options:  # only as the deprecated alias
-            assert options["--cot"].dest == "cot_policy", words
+            assert tuple(options["--cot-policy"].choices or ()) == COT_POLICY_NAMES, words
         for flag in ("--html", "--save", "--rejects", "--report"):
             if flag in options:
                 assert "--force" in options, (words, flag)
         if "--force" in options:
             seen["--force"].add(words)
     assert {"inspect", "data build"} <= seen["--progress"]
-    assert {"render", "serve", "data build", "data inspect"} <= seen["--cot-policy"]
+    assert {"render", "chat", "serve", "data build", "data inspect"} <= seen["--cot-policy"]
     assert {"inspect", "data build", "data pack", "data export", "chat"} <= seen["--force"]
 
 
-def test_old_spellings_still_work_and_say_what_to_write(tmp_path: Path) -> None:
+def test_old_spellings_are_usage_errors(tmp_path: Path) -> None:
     rows = jsonl(tmp_path / "in.jsonl", ROWS[:2])
-    old = harmonia("data", "validate", str(rows), "--cot", "keep")
-    assert old.returncode == 0
-    assert "--cot is deprecated; write --cot-policy" in old.stderr
     new = harmonia("data", "validate", str(rows), "--cot-policy", "keep_all")
-    assert new.returncode == 0 and new.stderr == "" and new.stdout == old.stdout
+    assert new.returncode == 0 and new.stderr == ""
+    for old in (["--cot", "keep_all"], ["--cot-policy", "keep"], ["--format", "openai"]):
+        refused = harmonia("data", "validate", str(rows), *old)
+        assert refused.returncode == 2, old
     ids = tmp_path / "c.txt"
     ids.write_text("<|channel|>final<|message|>Hi<|return|>", encoding="utf-8")
-    quiet = harmonia("inspect", str(ids), "--no-progress", "--color", "never")
-    assert (
-        quiet.returncode == 0
-        and "--no-progress is deprecated; write --progress none" in quiet.stderr
-    )
+    assert harmonia("inspect", str(ids), "--no-progress").returncode == 2
+
+
+#: A flag whose values differ by command while its meaning does not: each command
+#: reads its own kinds of input (render: a request or harmony JSON; data: rows).
+_OWN_CHOICES = {"--input-format"}
+
+
+def test_a_flag_name_has_one_meaning_in_every_command() -> None:
+    """The same option string stores to the same destination, with the same action
+    and the same choices, wherever it appears (issue 35 item 11: --format was the
+    output in render and the input in data; chat --model was the engine's model)."""
+    seen: dict[str, dict[tuple[object, ...], list[str]]] = {}
+    for words, parser in _all_commands().items():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                choices = None if flag in _OWN_CHOICES else action.choices
+                key = (action.dest, type(action).__name__, tuple(choices or ()))
+                seen.setdefault(flag, {}).setdefault(key, []).append(words)
+    differing = {flag: kinds for flag, kinds in seen.items() if len(kinds) > 1}
+    assert differing == {}
+    assert seen["--input-format"] and seen["--format"]
+    assert [w for ws in seen["--format"].values() for w in ws] == ["render"]

@@ -151,7 +151,28 @@ def test_alias_keeps_header_fields_in_the_call(box: Toolbox) -> None:
 
 def test_bare_function_name_finds_its_namespace(box: Toolbox) -> None:
     message = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("get_weather")
-    assert box.parse_call(message).recipient == "functions.get_weather"
+    assert box.parse_call(message.with_channel("commentary")).recipient == "functions.get_weather"
+
+
+def test_parse_call_and_is_tool_call_read_alike(box: Toolbox) -> None:
+    """One rule: a bare name on no channel is no call for either (the parser reads
+    ``to=get_weather`` with no channel as a content type), ``to=user`` neither."""
+    calls = 0
+    for channel in (None, "analysis", "commentary", "final"):
+        for recipient in ("get_weather", "functions.get_weather", "user", "all", "json", "python"):
+            # The builders mutate: a new message each time.
+            message = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient(recipient)
+            if channel is not None:
+                message = message.with_channel(channel)
+            if is_tool_call(message):
+                box.parse_call(message)
+                calls += 1
+            else:
+                with pytest.raises(InputError, match="is not a tool call"):
+                    box.parse_call(message)
+    bare = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("get_weather")
+    assert not is_tool_call(bare)
+    assert calls == 4 + 4 + 2  # functions.f and python anywhere, the bare name on two channels
 
 
 def _ask(box: Toolbox, recipient: str, body: str, channel: str = "analysis") -> Message:

@@ -12,7 +12,7 @@ from harmonia import (
 )
 from harmonia.training import PRESETS, render_for_training
 
-KEEP = PRESETS["harmony"].with_(turns="expand", cot="keep")
+KEEP = PRESETS["harmony"].with_(turns="expand", cot="keep_all")
 
 
 def user(text: str) -> Message:
@@ -56,7 +56,7 @@ def test_consecutive_turns_without_reasoning_share_a_sample(enc: HarmonyEncoding
         said("final", "D"),  # 9
     ]
     full, merged, last = render_for_training(messages, enc, KEEP)
-    # cot="keep" shows turn 0's reasoning, which the model never saw after it:
+    # cot="keep_all" shows turn 0's reasoning, which the model never saw after it:
     # turns 1 and 2 are trained elsewhere, in one sample, not two; turn 3 has
     # reasoning of its own and gets its own sample.
     assert trained(full.reasons) == [1, 2]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harmonia import HarmonyEncoding, MessageSpans
+from harmonia._render.cot import dropped_indices
 from harmonia.training._hf_template import render_hf
 
 jinja2 = pytest.importorskip("jinja2", reason="jinja2 (the dev extra) renders the template")
@@ -225,6 +226,13 @@ def test_ids_equal_the_template(enc: HarmonyEncoding, name: str) -> None:
         body = enc.decode(ids[span.message + 1 : span.end])
         if m.author.role.value not in ("system",):
             assert body == getattr(m.content[0], "text", None)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_template_drops_what_the_hf_policy_drops(enc: HarmonyEncoding, name: str) -> None:
+    """The reasoning the template leaves out is the core's ``hf`` CoT policy's."""
+    _, _, messages, dropped, _ = render_hf(CASES[name], enc, date=DATE)
+    assert dropped == dropped_indices(messages, "hf", training=True)
 
 
 def test_generation_prompt(enc: HarmonyEncoding) -> None:

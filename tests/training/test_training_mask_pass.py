@@ -16,7 +16,7 @@ import pytest
 
 from harmonia import HarmonyEncoding, Message, Role
 from harmonia.training import PRESETS, TrainPolicy, TrainSample, render_for_training
-from harmonia.training._rules import drops, faithful, turn_ids
+from harmonia.training._faithful import drops, faithful, turn_ids
 
 Convs = list[tuple[list[Message], list[float | None] | None]]
 HEADER_PARTS = {"recipient", "channel", "content_type", "message"}
@@ -24,7 +24,7 @@ POLICIES = {
     **PRESETS,
     "expand": PRESETS["harmony"].with_(turns="expand"),
     "reference-all": TrainPolicy(cot="reference", turns="all"),
-    "no-headers-turn-start": TrainPolicy(headers=False, turn_start=True, cot="keep"),
+    "no-headers-turn-start": TrainPolicy(headers=False, turn_start=True, cot="keep_all"),
     "no-terminators": TrainPolicy(terminators=False, turns="all"),
     "no-calls": TrainPolicy(tool_calls=False, turns="last"),
     "final-end-weights-off": TrainPolicy(final_end="end", weights=False, channels=("final",)),
@@ -146,8 +146,8 @@ def test_rules_equal_their_definitions(random_conversations: Convs) -> None:
         # Prefixes too: an expanded sample renders the history up to a turn.
         for n in range(1, len(messages) + 1):
             head, head_turns = messages[:n], turns[:n]
-            reference = drops(head, "reference", head_turns)
-            guide = drops(head, "guide", head_turns)
+            reference = drops(head, "reference")
+            guide = drops(head, "guide")
             assert reference == slow_reference_drops(head)
             assert guide == slow_guide_drops(head, head_turns)
             for dropped in (reference, guide, frozenset()):

@@ -23,8 +23,8 @@ from .._enums import HarmonyEncodingName, Role, StreamState
 from .._errors import HarmonyError, InputError, ParseError
 from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
-from .._names import COT_POLICY_NAMES, FUNCTIONS, TYPESCRIPT_MODES
-from .._options import add_force, add_progress, progress_on_terminal
+from .._names import FUNCTIONS, TYPESCRIPT_MODES
+from .._options import add_cot_policy, add_force, add_progress, progress_on_terminal
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
@@ -312,9 +312,8 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         help=f"the role of the message to complete (--mode completion; default: "
         f"{Role.ASSISTANT.value})",
     )
-    render.add_argument(
-        "--cot-policy",
-        choices=COT_POLICY_NAMES,
+    add_cot_policy(
+        render,
         default=None,
         help=f"which earlier reasoning the model sees (default: {DEFAULT_COT_POLICY} for a "
         "Chat request, as openai_compat.render_chat_request; the reference's rule for "
@@ -368,7 +367,18 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
             importlib.import_module(module, __package__).add_subcommand(sub, _HelpFormatter)
         else:
             sub.add_parser(name, help=help, add_help=False)
+    _one_spelling(parser)
     return parser
+
+
+def _one_spelling(parser: argparse.ArgumentParser) -> None:
+    """No abbreviated flags in any command: a flag has one spelling, so a removed one
+    (``--cot`` for ``--cot-policy``) is a usage error rather than a prefix match."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _one_spelling(child)
 
 
 #: The apps' commands: the module that adds each, and its line in ``harmonia --help``.

@@ -30,6 +30,7 @@ from .recipients import (
     classify,
     clean_recipient,
     is_builtin_name,
+    is_call,
     is_content_type_word,
 )
 
@@ -52,5 +53,6 @@ __all__ = [
     "classify",
     "clean_recipient",
     "is_builtin_name",
+    "is_call",
     "is_content_type_word",
 ]

@@ -20,6 +20,7 @@ from typing import Final, Literal
 
 from .._enums import Role
 from .._errors import ModelOutputError
+from .._message import Message
 from .._names import (
     ANALYSIS,
     BROWSER,
@@ -180,3 +181,23 @@ def classify(
     if channel not in (None, FINAL):
         notes.append((DiagnosticKind.UNKNOWN_CHANNEL, f"channel {channel!r} read as final"))
     return Reading("text", channel, None, content_type, FINAL, tuple(notes))
+
+
+def is_call(message: Message) -> bool:
+    """Whether ``message`` calls a tool: :func:`classify` of its header as written.
+
+    A message is read as its fields say, with no channel filled in: a bare
+    ``get_weather`` with no channel is a content type (as the parser reads
+    ``<|start|>assistant to=get_weather<|message|>``), ``to=user`` addresses no
+    tool, ``functions.f`` is a call on any channel.
+
+    >>> m = Message.from_role_and_content(Role.ASSISTANT, "{}")
+    >>> is_call(m.with_recipient("functions.f")), is_call(m.with_recipient("get_weather"))
+    (True, False)
+    >>> is_call(m.with_channel("commentary").with_recipient("get_weather"))
+    True
+    """
+    if message.recipient is None:
+        return False  # the common case, and no reading can make it a call
+    reading = classify(message.author.role, message.channel, message.recipient)
+    return reading.kind == "call"

@@ -29,12 +29,16 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
-from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
+from harmonia._files import (
+    check_output_file,
+    read_text_file,
+    refuse_same,
+    write_text,
+)
 from harmonia._options import (
-    DeprecatedAlias,
+    add_cot_policy,
     add_force,
     add_options,
-    flag_of,
     flag_words,
     flags_of,
     from_args,
@@ -43,6 +47,7 @@ from harmonia.engines import EngineSpec, SamplingParams
 from harmonia.openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 from harmonia.tools import ToolsSpec
 from harmonia.tools._spec import CHAT_SCOPE
+from harmonia.vocabulary import DEFAULT_COT_POLICY
 
 from ._agent import Agent
 from ._chat_ui import TerminalView, use_color
@@ -86,13 +91,6 @@ def add_subcommand(
 def _arguments(p: argparse.ArgumentParser) -> None:
     engine = p.add_argument_group("engine")
     add_options(engine, EngineSpec)
-    engine.add_argument(  # chat's own former spelling; serve's --model is the served name
-        "--model",
-        dest="engine_model",
-        action=DeprecatedAlias,
-        new=flag_of(EngineSpec, "engine_model"),
-        help="deprecated: --engine-model",
-    )
     engine.add_argument(
         "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
     )
@@ -114,6 +112,11 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="continue a conversation: harmony JSON (as --save writes it) or a Chat "
         "Completions request (read as harmonia render reads it)",
+    )
+    add_cot_policy(
+        talk,
+        default=DEFAULT_COT_POLICY,
+        help="which earlier reasoning each step's prompt keeps (as serve's)",
     )
     talk.add_argument(
         "--save",
@@ -206,6 +209,7 @@ async def _session(args: argparse.Namespace, out: TextIO) -> int:
         limits=AgentLimits(max_steps=args.max_steps, max_tokens=max_tokens),
         # Random weights write well-formed turns only under the harmony constraint.
         constraint=args.constrain or args.engine == "random",
+        cot_policy=args.cot_policy,
     )
     if args.load:
         conversation = _load(args.load)

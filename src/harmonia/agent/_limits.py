@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harmonia import InputError
+from harmonia._runtime import TIMEOUTS
 
 #: Generations (model steps) per run: a tool-using turn rarely needs more.
 DEFAULT_MAX_STEPS = 16
 #: Completion tokens per run, over all its steps.
 DEFAULT_MAX_TOKENS = 32_768
 #: Wall-clock seconds per run, tool calls included.
-DEFAULT_MAX_SECONDS = 600.0
+DEFAULT_MAX_SECONDS = TIMEOUTS.agent_run
 
 
 @dataclass(frozen=True, slots=True)

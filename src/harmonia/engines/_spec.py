@@ -17,6 +17,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from .. import InputError
 from .._files import read_text_file
 from .._options import flag_of, option
+from ..vocabulary import (
+    ANALYSIS,
+    ASSISTANT,
+    CHANNEL_TEXT,
+    END_TEXT,
+    FINAL,
+    MESSAGE_TEXT,
+    RETURN_TEXT,
+    START_TEXT,
+)
 from ._base import Constraint, Engine, UnsupportedConstraintError
 from ._generation import Generation
 from .scripted import Script, ScriptedEngine
@@ -28,9 +38,9 @@ EngineKind = Literal["scripted", "random", "transformers", "vllm", "llama.cpp"]
 
 #: What ``--engine scripted`` replays without ``--script``: a demo, not a model.
 DEMO_REPLY = (
-    "<|channel|>analysis<|message|>A scripted engine: there is no model behind it.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Hello from harmonia's scripted engine."
-    "<|return|>"
+    f"{CHANNEL_TEXT}{ANALYSIS}{MESSAGE_TEXT}A scripted engine: there is no model behind it."
+    f"{END_TEXT}{START_TEXT}{ASSISTANT}{CHANNEL_TEXT}{FINAL}{MESSAGE_TEXT}"
+    f"Hello from harmonia's scripted engine.{RETURN_TEXT}"
 )
 
 #: Where each HTTP engine's server listens unless told otherwise: named in the
@@ -64,7 +74,6 @@ class EngineSpec:
         None,
         help="transformers: a model folder or hub id (required); vllm: the model name its "
         "server serves (default: the one it lists)",
-        old=(("--model-path", None),),
         metavar="NAME|DIR",
     )
     engine_api_key_env: str | None = option(

@@ -18,7 +18,7 @@ from .._content import ResponseFormat, ToolDescription
 from .._encoding import HarmonyEncoding
 from .._message import Conversation
 from .._names import COMMENTARY, FINAL, CotPolicyName
-from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
+from .._turn import OutputDiagnostic, OutputItem
 from ._common import (
     DEFAULT_COT_POLICY,
     JsonDict,
@@ -44,6 +44,7 @@ from ._finish import finish_reason as reason_for
 from ._history import Transcript
 from ._ids import IdGenerator, as_generator
 from ._logprobs import LogprobLike
+from ._stream import read_tokens, replay
 
 _TEXT_PARTS: Final = {"text": "text"}
 _ASSISTANT_PARTS: Final = {"text": "text", "refusal": "refusal"}
@@ -347,7 +348,6 @@ def chat_completion_from_tokens(
     """
     override = checked_finish_reason(finish_reason)
     if logprobs is not None:
-        # The stream keeps the log-probabilities with the text they belong to.
         from ._chat_stream import ChatCompletionStream
 
         stream = ChatCompletionStream(
@@ -359,17 +359,9 @@ def chat_completion_from_tokens(
             reasoning_field=reasoning_field,
             logprobs=True,
         )
-        stream.feed_many(tokens, logprobs)
-        stream.finish(finished=finished, finish_reason=finish_reason)
-        if diagnostics is not None:
-            diagnostics += stream.diagnostics
-        return stream.completion
-    assembler = OutputAssembler(encoding)
-    for token in tokens:
-        assembler.feed(token)
-    assembler.finish(finished=finished)
-    if diagnostics is not None:
-        diagnostics += assembler.diagnostics
+        end = {"finished": finished, "finish_reason": finish_reason}
+        return replay(stream, tokens, logprobs, diagnostics, **end).completion
+    assembler = read_tokens(encoding, tokens, finished, diagnostics)
     gen = as_generator(ids)
     completion_id = gen.new("chatcmpl", sep="-")
     call_ids = [gen.new("call") for i in assembler.items if i.kind == "call"]

@@ -27,11 +27,12 @@ from typing import Any, Final, Literal
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
 from .._names import BROWSER, COMMENTARY, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, PYTHON
-from .._turn import OutputAssembler, OutputDiagnostic, OutputItem
+from .._turn import OutputDiagnostic, OutputItem
 from ._common import JsonDict
 from ._finish import checked_incomplete_reason, response_status
 from ._ids import IdGenerator, as_generator
 from ._logprobs import LogprobLike
+from ._stream import read_tokens, replay
 
 BuiltinCalls = Literal["function_call", "native"]
 
@@ -368,39 +369,22 @@ def response_from_tokens(
     [('function_call', 'f', '{}')]
     """
     override = checked_incomplete_reason(incomplete_reason)
+    settings: dict[str, Any] = {
+        "model": model,
+        "request": request,
+        "ids": ids,
+        "created_at": created_at,
+        "prompt_tokens": prompt_tokens,
+        "builtin_calls": builtin_calls,
+    }
     if logprobs is not None:
-        # The stream keeps the log-probabilities with the text they belong to.
         from ._responses_stream import ResponseStream
 
-        stream = ResponseStream(
-            encoding,
-            model=model,
-            request=request,
-            ids=ids,
-            created_at=created_at,
-            prompt_tokens=prompt_tokens,
-            builtin_calls=builtin_calls,
-            logprobs=True,
-        )
-        stream.feed_many(tokens, logprobs)
-        stream.finish(finished=finished, incomplete_reason=incomplete_reason)
-        if diagnostics is not None:
-            diagnostics += stream.diagnostics
-        return stream.response
-    builder = ResponseBuilder(
-        model=model,
-        request=request,
-        ids=ids,
-        created_at=created_at,
-        prompt_tokens=prompt_tokens,
-        builtin_calls=builtin_calls,
-    )
-    assembler = OutputAssembler(encoding)
-    for token in tokens:
-        assembler.feed(token)
-    assembler.finish(finished=finished)
-    if diagnostics is not None:
-        diagnostics += assembler.diagnostics
+        stream = ResponseStream(encoding, logprobs=True, **settings)
+        end = {"finished": finished, "incomplete_reason": incomplete_reason}
+        return replay(stream, tokens, logprobs, diagnostics, **end).response
+    builder = ResponseBuilder(**settings)
+    assembler = read_tokens(encoding, tokens, finished, diagnostics)
     output = [builder.item_json(item) for item in assembler.items]
     status, reason = response_status(assembler.summary, override)
     return builder.response(

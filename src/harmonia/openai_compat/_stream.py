@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
@@ -16,6 +17,41 @@ from .._tokenizer import special_tokens as st
 from .._turn import OutputAssembler, OutputDiagnostic, OutputEvent, OutputItem, TurnSummary
 from ._common import JsonDict
 from ._logprobs import LogprobLike, logprob_json
+
+_S = TypeVar("_S", bound="AssembledStream")
+
+
+def read_tokens(
+    encoding: HarmonyEncoding,
+    tokens: Iterable[int],
+    finished: bool | None,
+    diagnostics: list[OutputDiagnostic] | None,
+) -> OutputAssembler:
+    """A whole output read at once (the batch converters' path without logprobs);
+    what the model got wrong is added to ``diagnostics`` when given."""
+    assembler = OutputAssembler(encoding)
+    for token in tokens:
+        assembler.feed(token)
+    assembler.finish(finished=finished)
+    if diagnostics is not None:
+        diagnostics += assembler.diagnostics
+    return assembler
+
+
+def replay(
+    stream: _S,
+    tokens: Iterable[int],
+    logprobs: Sequence[LogprobLike],
+    diagnostics: list[OutputDiagnostic] | None,
+    **finish: Any,
+) -> _S:
+    """A whole output fed through ``stream`` (the batch converters' path with logprobs:
+    the stream keeps each log-probability with the text it belongs to)."""
+    stream.feed_many(tokens, logprobs)
+    stream.finish(**finish)
+    if diagnostics is not None:
+        diagnostics += stream.diagnostics
+    return stream
 
 
 class AssembledStream(ABC):

@@ -23,6 +23,7 @@ from harmonia.agent import Agent, AgentLimits, AgentResult, AgentRun, RunHooks, 
 from harmonia.engines import Constraint, Finish, FinishReason, Generation
 
 from ..openai_compat import ChatCompletionStream, ResponseStream
+from ..vocabulary import ASSISTANT, START_ID
 from ._errors import ServerShuttingDown
 from ._service import turn_constraint
 
@@ -223,7 +224,7 @@ class Turn(RunHooks):
     def step(self, number: int) -> None:
         self._steps, self._began = number, time.monotonic()
         if number > 1:
-            header = self.encoding.encode("<|start|>assistant", allowed_special="all")
+            header = [START_ID, *self.encoding.encode_ordinary(ASSISTANT)]
             self._put(self.stream.feed_many(header))  # no item events
 
     def sampled(

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harmonia import HarmonyError
+from harmonia.vocabulary import BROWSER, FUNCTIONS, PYTHON
 
 from ..openai_compat import ResponseStream
 from ._errors import APIError
 
 if TYPE_CHECKING:
     from harmonia.agent import AgentLimits
-    from harmonia.tools import Toolbox
+    from harmonia.tools import Toolbox, ToolsSpec
     from harmonia.tools.browser import Backend, BrowserTool
 
     from ._agent_driver import Turn
@@ -39,7 +41,10 @@ class AgentToolLoop:
       the tool is left out of such requests);
     * ``python``: run ``code_interpreter`` calls in harmonia's sandboxed
       python tool (left out of requests, the log saying why, when the sandbox cannot start);
-    * ``limits``: the agent's :class:`~harmonia.agent.AgentLimits` per response.
+    * ``limits``: the agent's :class:`~harmonia.agent.AgentLimits` per response;
+    * ``tools``: the python tool's settings (``harmonia.tools.ToolsSpec``, what
+      ``harmonia serve`` reads from its flags); each response's toolbox is built by
+      ``ToolsSpec.build``, the builder ``harmonia chat`` uses too.
 
     .. code-block:: python
 
@@ -56,10 +61,14 @@ class AgentToolLoop:
         browser: Backend | None = None,
         python: bool = False,
         limits: AgentLimits | None = None,
+        tools: ToolsSpec | None = None,
     ) -> None:
+        from harmonia.tools import ToolsSpec
+
         self.browser = browser
         self.python = python
         self.limits = limits
+        self.tools = ToolsSpec() if tools is None else tools
 
     def check(self, tool_types: Sequence[str]) -> None:
         """Refuse (a 400) a request whose built-in tools this server cannot run."""
@@ -94,24 +103,19 @@ class AgentToolLoop:
 
     def _toolbox(self, tool_types: Sequence[str]) -> tuple[Toolbox, BrowserTool | None]:
         from harmonia import ToolNamespaceConfig
-        from harmonia.tools import Toolbox
 
-        tools: list[Any] = []
-        browser_tool: BrowserTool | None = None
+        builtins = []
         if self.browser is not None and any(t in _SEARCH_TYPES for t in tool_types):
-            from harmonia.tools.browser import BrowserTool
-
-            browser_tool = BrowserTool(self.browser, owns_backend=False)  # shared: kept open
-            tools.append(browser_tool)
+            builtins.append(BROWSER)
         if self.python and "code_interpreter" in tool_types:
-            from harmonia.tools.python import PythonTool
-
-            tools.append(PythonTool())
-        box = Toolbox(tools)
+            builtins.append(PYTHON)
+        # ``check`` refused a python request the sandbox cannot run: nothing to refuse here.
+        spec = replace(self.tools, python=PYTHON in builtins, functions=None)
+        box = spec.build(backend=self.browser, builtins=builtins)  # the shared backend stays open
         # The client's functions are declared but not run here: such a call ends the
         # response with a function_call item, for the client to answer.
-        box.declare(ToolNamespaceConfig("functions", None, []))
-        return box, browser_tool
+        box.declare(ToolNamespaceConfig(FUNCTIONS, None, []))
+        return box, box.tool(BROWSER)  # type: ignore[return-value]  # a BrowserTool
 
     async def run(self, turn: Turn) -> AsyncIterator[list[JsonDict]]:
         """One response: sample, run the built-in calls, until an answer or a client call."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
+from harmonia._runtime import TIMEOUTS
 
 from .._options import add_options, flag_words, flags_of, from_args
 from ..engines import EngineSpec
@@ -164,13 +165,9 @@ def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Bac
         return None, None
     from ._agent_tool_loop import AgentToolLoop
 
+    spec.check()  # a sandbox that cannot start is refused at start-up, as in chat
     backend = None if spec.browser is None else spec.backend(index=True)
-    loop = AgentToolLoop(browser=backend, python=spec.python)
-    if spec.python:
-        why = loop.python_unavailable()
-        if why is not None:  # said at start-up rather than at each request
-            logging.getLogger("harmonia.serve").warning("%s", why)
-    return loop, backend
+    return AgentToolLoop(browser=backend, python=spec.python, tools=spec), backend
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -214,7 +211,8 @@ def _serve(
             port=config.port,
             log_level=args.log_level,
             access_log=False,  # the app logs each request with its id
-            timeout_graceful_shutdown=5,  # after the drain: only idle connections are left
+            # after the drain: only idle connections are left
+            timeout_graceful_shutdown=TIMEOUTS.graceful_shutdown,
         ),
         app.state.shutdown,
         config.shutdown_timeout_s,

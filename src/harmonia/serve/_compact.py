@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from .._names import COMMENTARY
 from .._runtime import new_id
 from ._errors import APIError
 
@@ -179,7 +180,7 @@ async def compact(responses: Responses, request: Request, request_id: str) -> Re
     summary = "\n\n".join(
         part.get("text", "")
         for item in result["output"]
-        if item.get("type") == "message" and item.get("phase") != "commentary"
+        if item.get("type") == "message" and item.get("phase") != COMMENTARY
         for part in item.get("content") or ()
     ).strip()
     if result["status"] != "completed" or not summary:

@@ -57,7 +57,7 @@ class ServerConfig:
     )
     queue_size: int = option(256, help="requests that may wait; beyond, 429 with Retry-After")
     #: Seconds a client is told to wait (``Retry-After``) when the queue is full.
-    retry_after_s: int = 1
+    retry_after_s: int = TIMEOUTS.retry_after
     #: Largest request body, in bytes (413 beyond).
     max_body_bytes: int = option(4 * 1024 * 1024, help="request size limit")
     #: Largest rendered prompt, in tokens (400 ``context_length_exceeded`` beyond).
@@ -81,7 +81,7 @@ class ServerConfig:
     )
     #: An SSE comment is sent after this long without data (long prefills).
     ping_interval_s: float = option(
-        15.0,
+        TIMEOUTS.sse_ping,
         flag="--ping-interval",
         metavar="SECONDS",
         help="seconds between SSE keep-alive comments while the engine is silent",
@@ -96,11 +96,11 @@ class ServerConfig:
     )
     #: How often a replica running background responses looks in the store for cancel
     #: requests other replicas recorded (one query per interval, only while some run).
-    cancel_poll_s: float = 0.25
+    cancel_poll_s: float = TIMEOUTS.cancel_poll
     #: How long a cancel sent to another replica than the one running the response waits
     #: for that one to record ``cancelled`` before answering 504 ``cancel_not_confirmed``.
     cancel_wait_s: float = option(
-        5.0,
+        TIMEOUTS.cancel_wait,
         flag="--cancel-wait",
         metavar="SECONDS",
         help="seconds a cancel of a background response another replica runs waits for "
@@ -120,7 +120,7 @@ class ServerConfig:
     #: After SIGTERM/SIGINT, how long running generations (streams, background responses)
     #: may go on before each is ended with a terminal event (``harmonia serve`` only).
     shutdown_timeout_s: float = option(
-        30.0,
+        TIMEOUTS.shutdown_drain,
         flag="--shutdown-timeout",
         metavar="SECONDS",
         help="seconds after SIGTERM/SIGINT that running generations may take to finish; "
@@ -211,7 +211,8 @@ class ServerConfig:
             )
         if self.cot_policy not in COT_POLICY_NAMES:
             raise InputError(
-                f"ServerConfig.cot_policy {self.cot_policy!r}: use reference, guide or keep_all"
+                f"ServerConfig.cot_policy {self.cot_policy!r}: "
+                f"use one of {', '.join(COT_POLICY_NAMES)}"
             )
         if self.current_date not in (None, "today"):
             try:

@@ -21,6 +21,7 @@ from harmonia import (
 )
 
 from .._names import BROWSER, PYTHON
+from .._runtime import TIMEOUTS
 from ..engines import Constraint, Engine, EngineRefusedError, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
@@ -346,7 +347,7 @@ class Service:
 
 
 #: Seconds between two health probes of the engine's server (``/health`` calls share one).
-HEALTH_PROBE_S = 1.0
+HEALTH_PROBE_S = TIMEOUTS.engine_health_probe
 
 
 def _probe_of(engine: Engine) -> Callable[[], Awaitable[None]] | None:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
+from .._runtime import TIMEOUTS
 from ._service import log
 
 if TYPE_CHECKING:
@@ -29,10 +30,10 @@ if TYPE_CHECKING:
     from ._service import Service
 
 #: How often the drain looks whether the running work has finished (a shutdown path only).
-_POLL_S = 0.05
+_POLL_S = TIMEOUTS.shutdown_poll
 _REASON = "the server is shutting down"
 #: How long the ended generations get to write their terminal events and close.
-_CLOSE_S = 10.0
+_CLOSE_S = TIMEOUTS.shutdown_close
 
 
 class Shutdown:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from harmonia import InputError
+from harmonia._runtime import TIMEOUTS
 
 JsonDict = dict[str, Any]
 #: Ids per ``IN (...)`` query of :class:`SqliteStore`.
@@ -203,7 +204,7 @@ class SqliteStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=TIMEOUTS.store_busy)
         with self._lock:
             if path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from types import TracebackType
 from typing import Any, Literal
 
 from .. import (
@@ -31,9 +30,9 @@ from .. import (
     ToolError,
     ToolNamespaceConfig,
 )
-from .._names import ASSISTANT, BUILTIN_NAMESPACES, COMMENTARY
-from .._runtime import TIMEOUTS, run_sync
-from .._turn import Reading, classify
+from .._names import ASSISTANT, BUILTIN_NAMESPACES
+from .._runtime import TIMEOUTS, ClosedOnExit, run_sync
+from .._turn import is_call
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
 from ._route import call_from_fields
@@ -48,7 +47,7 @@ DEFAULT_TIMEOUT = TIMEOUTS.tool_call
 _EXCEPTION_QUOTE_LIMIT = 500
 
 
-class Toolbox:
+class Toolbox(ClosedOnExit):
     """Runtimes by namespace, their declarations, and the dispatch of calls to them.
 
     >>> box = Toolbox()
@@ -137,14 +136,15 @@ class Toolbox:
         """The :class:`ToolCall` a message makes, its recipient resolved.
 
         Raises :class:`harmonia.InputError` when the message is not a tool call
-        (:func:`is_tool_call`; a message built without a channel is read as one
-        on ``commentary``, where a bare function name is a call).
+        (:func:`is_tool_call`, the same reading: a bare function name is a call
+        only on a channel calls are made on).
         """
-        channel = message.channel or COMMENTARY
-        if classify(message.author.role, channel, message.recipient).kind != "call":
+        if not is_call(message):
             raise InputError(
-                f"message with recipient {message.recipient!r} is not a tool call; "
-                "check is_tool_call(message) before dispatching"
+                f"message with recipient {message.recipient!r} on channel "
+                f"{message.channel!r} is not a tool call; check is_tool_call(message) "
+                "before dispatching (a bare function name needs the commentary channel, "
+                "or write functions.NAME)"
             )
         assert message.recipient is not None
         return call_from_fields(
@@ -214,14 +214,6 @@ class Toolbox:
     async def __aenter__(self) -> Toolbox:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     # -- helpers --------------------------------------------------------------
 
     def _function_names(self) -> Mapping[str, Collection[str]]:
@@ -242,20 +234,17 @@ class Toolbox:
 def is_tool_call(message: Message) -> bool:
     """Whether ``message`` is an assistant message addressed to a tool.
 
-    The reading is :func:`harmonia._turn.classify`'s, the one the server's
-    stream uses: a content-type word (``<|channel|>commentary markdown``) or a
-    role (``system``) in the recipient's place is no call.
+    The reading is :func:`harmonia._turn.is_call`'s (``classify`` of the fields as
+    written), the one the server's stream, ``Toolbox.parse_call`` and the training
+    masks use: a content-type word (``<|channel|>commentary markdown``) or a role
+    (``system``) in the recipient's place is no call, and neither is a bare name
+    (``get_weather``) on no channel.
 
     >>> call = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("functions.f")
     >>> is_tool_call(call), is_tool_call(Message.from_role_and_content(Role.USER, "hi"))
     (True, False)
     """
-    return _reading(message).kind == "call"
-
-
-def _reading(message: Message) -> Reading:
-    """The one reading of a header the stream, the agent and the server share."""
-    return classify(message.author.role, message.channel, message.recipient, message.content_type)
+    return is_call(message)
 
 
 def tool_reply(call: ToolCall | Message, output: ToolOutput | str) -> Message:

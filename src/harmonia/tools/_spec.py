@@ -16,11 +16,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import InputError
+from .._names import BROWSER, PYTHON
 from .._options import flag_of, flag_words, option
 from ._dispatch import Toolbox
 from ._functions import FunctionTool, FunctionTools
@@ -48,7 +50,6 @@ class ToolsSpec:
         help="the browser's backend: a folder of Markdown, text or HTML files, or web search "
         "with exa (EXA_API_KEY) or you (YDC_API_KEY) (default: none, no browser)",
         metavar="DIR|exa|you",
-        old=(("--corpus", None), ("--web", None)),
         scope=("browser",),
     )
     browser_index: str = option(
@@ -56,7 +57,6 @@ class ToolsSpec:
         help="--browser DIR: an SQLite file that keeps the folder's index between runs "
         "(:memory: indexes the folder again each run)",
         metavar="FILE",
-        old=(("--database", None),),
         scope=("browser",),
     )
     python: bool = option(
@@ -117,19 +117,48 @@ class ToolsSpec:
             names = {"PythonToolConfig.timeout": flag_of(ToolsSpec, "timeout")}
             raise InputError(flag_words(str(exc), names)) from None
 
-    def build(self) -> Toolbox:
-        """The toolbox the settings ask for (``box.tool("browser")`` is the browser)."""
-        box = Toolbox()
-        if self.browser is not None:
-            from .browser import BrowserTool
+    def check(self) -> None:
+        """Refuse settings that cannot run here, saying how to fix them.
 
-            box.add(BrowserTool(self.backend()))
-        if self.python:
-            from .python import PythonTool, sandbox_status
+        ``chat`` and ``serve`` both call it at start-up (through :meth:`build` and
+        ``serve``'s tool loop), so a missing sandbox is the same error in both.
+        """
+        if self.python and not self.dangerously_allow_unsandboxed:
+            from .python import sandbox_status
 
             status = sandbox_status()
-            if not (status.ok or self.dangerously_allow_unsandboxed):
-                raise InputError(f"--python: the sandbox cannot start here: {status.reason}")
+            if not status.ok:
+                raise InputError(
+                    f"--python: the sandbox cannot start here: {status.reason}; install "
+                    "bubblewrap (bwrap) where unprivileged user namespaces are allowed, or "
+                    "leave out --python"
+                )
+
+    def build(
+        self, *, backend: Backend | None = None, builtins: Collection[str] | None = None
+    ) -> Toolbox:
+        """The toolbox the settings ask for (``box.tool("browser")`` is the browser).
+
+        The one builder of ``chat``'s toolbox and each of ``serve``'s responses'.
+        ``backend``: a browser backend shared with other toolboxes (``serve``: one per
+        server, a toolbox per response), which the toolbox leaves open; without it a
+        ``--browser`` folder is indexed now, so a bad file is reported at start-up in
+        every command. ``builtins``: only these of ``browser`` and ``python`` (``serve``:
+        those a request asks for; ``None``: every one the settings name).
+        """
+        self.check()
+        box = Toolbox()
+        wanted = (BROWSER, PYTHON) if builtins is None else tuple(builtins)
+        if BROWSER in wanted and (backend is not None or self.browser is not None):
+            from .browser import BrowserTool
+
+            if backend is None:
+                box.add(BrowserTool(self.backend(index=True)))
+            else:
+                box.add(BrowserTool(backend, owns_backend=False))
+        if self.python and PYTHON in wanted:
+            from .python import PythonTool
+
             box.add(PythonTool(self.python_config()))
         if self.functions:
             box.add(FunctionTools(load_functions(self.functions)))

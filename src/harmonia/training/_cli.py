@@ -28,7 +28,6 @@ from harmonia._files import (
     refuse_same,
     write_text,
 )
-from harmonia._names import COT_POLICY_NAMES
 from harmonia._options import (
     STDIN,
     add_cot_policy,
@@ -214,7 +213,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 
 def _input_format(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--format",
+        "--input-format",
         choices=INPUT_FORMATS,
         default="auto",
         help="input format; auto detects it from the first rows and says what it chose",
@@ -238,7 +237,7 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
         "--map",
         default=None,
         metavar="SLOT=COLUMN,...",
-        help="columns of --format columns (slots: developer, user, analysis, final)",
+        help="columns of --input-format columns (slots: developer, user, analysis, final)",
     )
 
 
@@ -259,11 +258,9 @@ def _policy(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--turns", choices=TURNS_MODES, default=None, help="which turns train")
     add_cot_policy(
         parser,
-        (*COT_POLICY_NAMES, "hf", "keep"),
         default=None,
-        help="which earlier reasoning a sample keeps: as render's --cot-policy, or hf (the "
-        "gpt-oss chat template's rule); keep is the old spelling of keep_all",
-        old="--cot",
+        help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
+        "hf is the gpt-oss chat template's rule); default: the preset's",
     )
     parser.add_argument("--channels", default=None, help="trained channels, comma-separated")
     parser.add_argument(
@@ -295,10 +292,6 @@ def _reject_rate(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: ``--cot-policy`` words (render's and serve's) as TrainPolicy's ``cot`` rules.
-_COT_RULE = {"keep_all": "keep"}
-
-
 def _policy_of(args: argparse.Namespace) -> TrainPolicy:
     changes: dict[str, Any] = {
         k: getattr(args, k)
@@ -306,7 +299,7 @@ def _policy_of(args: argparse.Namespace) -> TrainPolicy:
         if getattr(args, k) is not None
     }
     if args.cot_policy is not None:
-        changes["cot"] = _COT_RULE.get(args.cot_policy, args.cot_policy)
+        changes["cot"] = args.cot_policy
     if args.channels is not None:
         changes["channels"] = tuple(c.strip() for c in args.channels.split(",") if c.strip())
     return PRESETS[args.policy].with_(**changes)
@@ -358,7 +351,7 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
             raise InputError(f"--map needs SLOT=COLUMN pairs, got {args.map!r}")
         columns = {slot.strip(): column.strip() for slot, column in pairs}
     return InputOptions(
-        format=args.format,
+        format=args.input_format,
         date=args.date,
         reasoning_effort=args.reasoning_effort,
         columns=columns,

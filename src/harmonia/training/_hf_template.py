@@ -34,17 +34,25 @@ from harmonia import (
     SpanRecord,
     SystemContent,
 )
-from harmonia.vocabulary import ANALYSIS, COMMENTARY, FINAL
+from harmonia.vocabulary import (
+    ANALYSIS,
+    CHANNEL_TEXT,
+    COMMENTARY,
+    END_TEXT,
+    FINAL,
+    MESSAGE_TEXT,
+    START_TEXT,
+)
 
+from ._faithful import turn_ids
 from ._inputs import tools_from_json
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
-from ._rules import turn_ids
 from ._sample import FULL, TrainSample, finish_sample, mask_from_spans
 
-_START: Final = "<|start|>"
-_CHANNEL: Final = "<|channel|>"
-_MESSAGE: Final = "<|message|>"
+_START: Final = START_TEXT
+_CHANNEL: Final = CHANNEL_TEXT
+_MESSAGE: Final = MESSAGE_TEXT
 _INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
 _DEFAULT_INDENT: Final = " " * 20
 
@@ -167,9 +175,11 @@ def _tool_namespace(tools: Sequence[Any]) -> str:
 
 
 _CACHE_LIMIT: Final = 4096
-# id(encoding) -> (the encoding, special ids, header runs, repeated bodies)
+# Keyed by the encoding's name, a value: one name is one vocabulary, so the ids are the
+# same whichever object or BPE engine encodes them.
+# name -> (the encoding, special ids, header runs, repeated bodies)
 _WRITER_CACHE: dict[
-    int,
+    str,
     tuple[
         HarmonyEncoding,
         dict[str, int],
@@ -177,7 +187,7 @@ _WRITER_CACHE: dict[
         dict[str, list[int]],
     ],
 ] = {}
-# (id(encoding), date, effort, identity, browser, python, has tools) -> system text
+# (name, date, effort, identity, browser, python, has tools) -> system text
 _SYSTEM_TEXT: dict[tuple[Any, ...], tuple[HarmonyEncoding, str]] = {}
 # the tools' JSON text -> the template's namespace text
 _NAMESPACES: dict[str, str] = {}
@@ -189,8 +199,8 @@ class _Writer:
 
     def __init__(self, encoding: HarmonyEncoding) -> None:
         self.encoding = encoding
-        known = _WRITER_CACHE.get(id(encoding))
-        if known is None or known[0] is not encoding:
+        known = _WRITER_CACHE.get(encoding.name)
+        if known is None:
             special = {
                 text: encoding.encode(text, allowed_special="all")[0]
                 for text in (
@@ -202,7 +212,7 @@ class _Writer:
                     "<|return|>",
                 )
             }
-            known = _WRITER_CACHE[id(encoding)] = (encoding, special, {}, {})
+            known = _WRITER_CACHE[encoding.name] = (encoding, special, {}, {})
         _, self.special, self._runs, self._texts = known
         self.ids: list[int] = []
         self.spans: list[SpanRecord] = []
@@ -318,7 +328,7 @@ def render_hf(
         system = system.with_python_tool()
     system_message = Message.from_role_and_content(Role.SYSTEM, system)
     key = (
-        id(encoding),
+        encoding.name,
         date,
         effort,
         identity,
@@ -327,14 +337,14 @@ def render_hf(
         bool(tools),
     )
     known = _SYSTEM_TEXT.get(key)
-    if known is None or known[0] is not encoding:
+    if known is None:
         options = RenderOptions(conversation_has_function_tools=bool(tools))
         text = encoding.decode(encoding.render(system_message, options))
         if len(_SYSTEM_TEXT) >= _CACHE_LIMIT:
             _SYSTEM_TEXT.clear()
         known = _SYSTEM_TEXT[key] = (
             encoding,
-            text[len("<|start|>system<|message|>") : -len("<|end|>")],
+            text[len(START_TEXT + Role.SYSTEM.value + MESSAGE_TEXT) : -len(END_TEXT)],
         )
     system_text = known[1]
     writer.message(add(system_message, -1), "system", "", None, "", system_text, "<|end|>")
@@ -418,7 +428,8 @@ def _assistant(
     thinking = message.get("thinking")
     for value in (content, thinking):
         if isinstance(value, str) and (
-            "<|channel|>analysis<|message|>" in value or "<|channel|>final<|message|>" in value
+            f"{CHANNEL_TEXT}{ANALYSIS}{MESSAGE_TEXT}" in value
+            or f"{CHANNEL_TEXT}{FINAL}{MESSAGE_TEXT}" in value
         ):
             raise RowError("E150", f"messages[{source}] holds <|channel|> tags in its text")
 

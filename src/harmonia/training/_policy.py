@@ -14,14 +14,15 @@ from typing import Any, Final, Literal, get_args
 
 from harmonia import InputError
 from harmonia.vocabulary import CHANNELS as CHANNELS
-from harmonia.vocabulary import FINAL
+from harmonia.vocabulary import COT_POLICY_NAMES, FINAL, CotPolicyName
 
-CotRule = Literal["guide", "reference", "hf", "keep"]
+#: The CoT policies are the renderer's (``harmonia._render.cot`` defines each).
+CotRule = CotPolicyName
 TurnsMode = Literal["faithful", "expand", "all", "last"]
 FinalEnd = Literal["return", "end"]
 Overflow = Literal["drop", "truncate", "trim-history", "error"]
 
-COT_RULES: Final[tuple[CotRule, ...]] = get_args(CotRule)
+COT_RULES: Final[tuple[CotRule, ...]] = COT_POLICY_NAMES
 TURNS_MODES: Final[tuple[TurnsMode, ...]] = get_args(TurnsMode)
 FINAL_ENDS: Final[tuple[FinalEnd, ...]] = get_args(FinalEnd)
 OVERFLOWS: Final[tuple[Overflow, ...]] = get_args(Overflow)
@@ -46,10 +47,12 @@ class TrainPolicy:
       wrote; TRL, Unsloth and Megatron-Bridge train it).
     * ``final_end``: a conversation ending with a final answer ends ``<|return|>``
       (the reference, TRL) or ``<|end|>`` (Unsloth's template).
-    * ``cot``: which earlier ``analysis`` messages the sequence keeps: ``guide``
-      (drop the reasoning of turns before the last that a final concluded),
-      ``reference`` (openai-harmony 0.0.8's ``render_conversation_for_training``),
-      ``hf`` (the gpt-oss Hugging Face chat template) or ``keep``.
+    * ``cot``: which earlier ``analysis`` messages the sequence keeps, by the
+      renderer's policies (``harmonia.COT_POLICIES``, one definition for inference
+      and training): ``guide`` (drop the reasoning of turns before the last that a
+      final concluded), ``reference`` (openai-harmony 0.0.8's
+      ``render_conversation_for_training``), ``hf`` (the gpt-oss Hugging Face chat
+      template) or ``keep_all``.
     * ``turns``: ``faithful`` trains a message only when the tokens before it are
       what the model saw when it wrote it; ``expand`` adds one sample per turn
       that would otherwise be left out; ``all`` trains every assistant message;

@@ -20,11 +20,12 @@ from harmonia import (
     Role,
     SpanRecord,
 )
+from harmonia._turn import is_call
 from harmonia.vocabulary import CALL_ID, END_ID, FINAL, RETURN_ID
 
+from ._faithful import ANALYSIS, drops, faithful, inference_drops, turn_ids
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
-from ._rules import ANALYSIS, drops, faithful, inference_drops, turn_ids
 
 # o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
 RETURN: Final = RETURN_ID
@@ -143,7 +144,7 @@ def _trailing_context(messages: Sequence[Message], policy: TrainPolicy) -> int:
     for k in range(n - 1, -1, -1):
         m = messages[k]
         if m.author.role is Role.ASSISTANT:
-            final = m.channel == FINAL and m.recipient in (None, "all")
+            final = m.channel == FINAL and not is_call(m)
             return n - 1 - k if final else 0
     return 0
 
@@ -155,10 +156,9 @@ def _samples(
     weights: Sequence[float | None] | None,
 ) -> list[TrainSample]:
     messages = conversation.messages
-    # Turns matter to the guide's rule and to every turns mode but "all".
-    needed = policy.cot == "guide" or policy.turns != "all"
-    turns: Sequence[int] = turn_ids(messages) if needed else ()
-    drop = drops(messages, policy.cot, turns)
+    # Turns matter to every turns mode but "all".
+    turns: Sequence[int] = turn_ids(messages) if policy.turns != "all" else ()
+    drop = drops(messages, policy.cot)
     if policy.turns != "expand" or policy.full_sequence:  # one sample, the common case
         full = _one(encoding, conversation, drop, turns, policy, weights, None, 0)
         return [] if full is None else [full]
@@ -391,8 +391,9 @@ def mask_from_spans(
             why = None if first is None else first[i]
             reasons[i] = CHANNEL_OFF if why is None else why
             continue
-        to = m.recipient
-        call = to is not None and to != "all"
+        # The one call rule (``_turn.classify``): ``to=user`` or a content-type word
+        # in the recipient's place is no call.
+        call = is_call(m)
         if gated:
             why = None if first is None else first[i]
             if why is None and calls_off and call:

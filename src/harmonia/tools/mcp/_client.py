@@ -19,11 +19,10 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import Any, Literal
 
 from ... import InputError, ToolDescription, ToolError, ToolNamespaceConfig
-from ..._runtime import TIMEOUTS
+from ..._runtime import TIMEOUTS, ClosedOnExit
 from .._arguments import load_arguments
 from .._base import ToolCall, ToolOutput
 from .._schema import harmonize_schema
@@ -34,7 +33,7 @@ DEFAULT_CONNECT_TIMEOUT = TIMEOUTS.mcp_connect
 Transport = Literal["stdio", "http", "sse"]
 
 
-class McpToolset:
+class McpToolset(ClosedOnExit):
     """An MCP server's tools as one harmony namespace.
 
     Build with :meth:`stdio`, :meth:`http` or :meth:`sse`, then connect with
@@ -201,14 +200,6 @@ class McpToolset:
 
     async def __aenter__(self) -> McpToolset:
         return await self.connect()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _session(self, ready: asyncio.Event, closing: asyncio.Event) -> None:
         from mcp import Client

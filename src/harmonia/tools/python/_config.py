@@ -85,7 +85,7 @@ class PythonToolConfig:
     """
 
     timeout: float = TIMEOUTS.python_call
-    interrupt_grace: float = 5.0
+    interrupt_grace: float = TIMEOUTS.python_interrupt_grace
     startup_timeout: float = TIMEOUTS.python_startup
     max_output_chars: int = 20_000
     memory_limit: int | None = 2 * _GIB
@@ -101,7 +101,7 @@ class PythonToolConfig:
     isolation: Literal["auto", "uid"] = "auto"
     cgroup_parent: str | None = None
     session_memory_limit: int | None = 4 * _GIB
-    memory_watch_interval: float = 0.25
+    memory_watch_interval: float = TIMEOUTS.memory_watch
     max_image_bytes: int = 16 * _MIB
     max_images_per_call: int = 16
     max_message_bytes: int = 64 * _MIB

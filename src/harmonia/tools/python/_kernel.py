@@ -25,6 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from harmonia import SandboxUnavailableError, ToolError
 from harmonia._errors import install_hint
+from harmonia._runtime import TIMEOUTS
 
 from ._config import PythonToolConfig
 from ._output import CellOutput
@@ -40,7 +41,7 @@ from ._session import descendants, kill_below
 
 Outcome = Literal["idle", "timeout", "died", "lost"]
 # How often a cell that prints nothing checks that its kernel is still alive.
-_POLL_S = 0.25
+_POLL_S = TIMEOUTS.kernel_poll
 _MIB = 1024 * 1024
 # Below this address space a kernel may fail to start with no message at all
 # (measured: 256 MiB starts, 128 MiB dies silently, 96 MiB cannot start threads).

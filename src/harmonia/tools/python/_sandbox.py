@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harmonia._errors import install_hint
+from harmonia._runtime import TIMEOUTS
 
 from ._config import PythonToolConfig
 
@@ -183,7 +184,11 @@ def interpreter_paths(python: str) -> tuple[str, ...]:
         " sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path]))"
     )
     done = subprocess.run(
-        [python, "-I", "-c", script], capture_output=True, text=True, timeout=30, check=True
+        [python, "-I", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUTS.interpreter_probe,
+        check=True,
     )
     found: list[str] = json.loads(done.stdout)
     return tuple(found)
@@ -368,7 +373,9 @@ def _probe(python: str, uid: int, gid: int) -> SandboxStatus:
         write_identity_files(etc, uid, gid)
         try:
             argv = bwrap_argv(config, dirs, python, ["--check"], Identity(uid, gid))
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=TIMEOUTS.sandbox_probe
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             return SandboxStatus(
                 False, f"the sandbox probe could not run: {exc}. {_HOW_TO_OPT_OUT}"

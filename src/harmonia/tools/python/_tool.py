@@ -10,10 +10,10 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from harmonia import SandboxUnavailableError, ToolError, ToolNamespaceConfig
+from harmonia._runtime import ClosedOnExit
 from harmonia.tools import ToolCall, ToolOutput
 
 from ._config import PythonToolConfig
@@ -101,7 +101,7 @@ class _Resources:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class PythonTool:
+class PythonTool(ClosedOnExit):
     """The built-in ``python`` tool: a stateful Jupyter kernel in a bubblewrap sandbox.
 
     One instance is one session: one kernel (started on the first call),
@@ -218,14 +218,6 @@ class PythonTool:
     async def __aenter__(self) -> PythonTool:
         await self.start()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def start(self) -> None:
         """Start the kernel now rather than on the first call (errors surface here)."""

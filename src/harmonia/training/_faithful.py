@@ -1,9 +1,16 @@
-"""Turns, the reasoning (CoT) rules, and faithfulness, on a list of messages.
+"""Turns and faithfulness on a list of messages.
 
 A *turn* is what the model writes between two harness inputs that are not tool
 results: it starts at the first assistant message after a system, developer or
-user message and runs, through tool calls and their results, to the next such
-message. Only the messages' roles and channels matter here, never their tokens.
+user message (or after a final answer) and runs, through tool calls and their
+results, to its final answer or the next such message. Only the messages' roles
+and channels matter here, never their tokens.
+
+Which reasoning a sequence leaves out is the renderer's rule
+(``harmonia._render.cot``, used through :func:`drops` and :func:`inference_drops`);
+:func:`faithful` checks a sequence against the ``guide`` policy's prompt for
+each turn with running counts (``tests/training/test_training_mask_pass.py``
+compares it with that policy, prefix by prefix).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harmonia import Message, Role
+from harmonia._render.cot import GUIDE, dropped_indices
 from harmonia.vocabulary import ANALYSIS as ANALYSIS
 from harmonia.vocabulary import FINAL
 
@@ -31,6 +39,8 @@ def turn_ids(messages: Sequence[Message]) -> list[int]:
                 turn += 1
                 in_turn = True
             append(turn)
+            if m.channel == FINAL:
+                in_turn = False  # a final answer ends the turn (as ``last_turn_start``)
         elif role is tool:
             append(turn if in_turn else -1)
         else:
@@ -39,67 +49,15 @@ def turn_ids(messages: Sequence[Message]) -> list[int]:
     return out
 
 
-def _is_final(m: Message) -> bool:
-    return m.author.role is Role.ASSISTANT and m.channel == FINAL
+def drops(messages: Sequence[Message], rule: CotRule) -> frozenset[int]:
+    """The messages a training sequence leaves out under ``rule``."""
+    return dropped_indices(messages, rule, training=True)
 
 
 def inference_drops(messages: Sequence[Message], before: int) -> frozenset[int]:
-    """What the model saw at inference for a turn starting at ``before`` (the guide's
-    rule): the analysis of earlier turns that a final answer concluded is gone."""
-    last_final = before - 1
-    while last_final >= 0 and not _is_final(messages[last_final]):
-        last_final -= 1
-    return frozenset(k for k in range(last_final) if messages[k].channel == ANALYSIS)
-
-
-def drops(messages: Sequence[Message], rule: CotRule, turns: Sequence[int]) -> frozenset[int]:
-    """The messages a training sequence leaves out under ``rule``."""
-    if rule == "keep" or not messages:
-        return frozenset()
-    if rule == "reference":
-        # openai-harmony 0.0.8: when the last assistant message is a final, drop the
-        # analysis (any role) before the *first* final.
-        # Plain loops, not generators: this runs for every sample.
-        assistant = Role.ASSISTANT
-        for m in reversed(messages):
-            if m.author.role is assistant:
-                if m.channel != FINAL:
-                    return frozenset()
-                break
-        else:
-            return frozenset()
-        analysis: list[int] = []
-        for i, m in enumerate(messages):
-            channel = m.channel
-            if channel == FINAL:
-                break
-            if channel == ANALYSIS:
-                analysis.append(i)
-        return frozenset(analysis)
-    if rule == "guide":
-        last_turn = max(turns, default=-1)
-        # turn ids never decrease, so the last turn starts at its first index
-        start = turns.index(last_turn) if last_turn >= 0 else len(messages)
-        return inference_drops(messages, start)
-    # The HF template renders reasoning only on tool calls with no final after them,
-    # and on the last message when it is a final answer.
-    keep_run: set[int] = set()
-    if _is_final(messages[-1]):
-        k = len(messages) - 2
-        while (
-            k >= 0 and messages[k].channel == ANALYSIS and messages[k].author.role is Role.ASSISTANT
-        ):
-            keep_run.add(k)
-            k -= 1
-    out = []
-    seen_final = False
-    for k in range(len(messages) - 1, -1, -1):
-        m = messages[k]
-        if m.channel == ANALYSIS and seen_final and k not in keep_run:
-            out.append(k)
-        if _is_final(m):
-            seen_final = True
-    return frozenset(out)
+    """What the model's prompt left out for a turn starting at ``before`` (the
+    ``guide`` policy, the agent's and the server's default)."""
+    return dropped_indices(messages[:before], GUIDE)
 
 
 def faithful(
