@@ -298,7 +298,7 @@ def test_nonsense_combinations_are_refused(
     line = refused(capsys, "chat", "--engine", "scripted", "--url", "http://x", "--prompt", "x")
     assert "--url is for --engine vllm or llama.cpp, not --engine scripted" in line
     line = refused(capsys, "data", "validate", str(rows), "--map", "user=q")
-    assert "--map names the columns of --format columns" in line
+    assert "--map names the columns of --input-format columns" in line
     line = refused(capsys, "render", str(rows), "--mode", "conversation", "--next-role", "user")
     assert "--next-role" in line and "--mode completion" in line
     for rate in ("2", "-1"):

@@ -92,7 +92,7 @@ def test_columns_without_map_say_how_to_name_them(
 ) -> None:
     rows = tmp_path / "cols.jsonl"
     rows.write_text('{"question": "2+2?", "answer": "4"}\n')
-    assert main(["data", "validate", str(rows), "--format", "columns"]) == 1
+    assert main(["data", "validate", str(rows), "--input-format", "columns"]) == 1
     first = capsys.readouterr().out.splitlines()[0]
     assert "--map SLOT=COLUMN" in first
 

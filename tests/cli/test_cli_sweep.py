@@ -107,7 +107,7 @@ CONFLICTS: dict[str, tuple[list[str], int, str]] = {
     "data validate --map without columns": (
         ["data", "validate", "IN", "--map", "user=q"],
         1,
-        "--format columns",
+        "--input-format columns",
     ),
     "data inspect --html is its input": (
         ["data", "inspect", "IN", "--row", "1", "--html", "IN", "--force"],

@@ -318,8 +318,8 @@ def _check_flags(args: argparse.Namespace) -> None:
     fmt = getattr(args, "format", None)
     if getattr(args, "map", None) and fmt != "columns":
         raise InputError(
-            f"--map names the columns of --format columns, not of --format {fmt}: "
-            "add --format columns, or leave --map out"
+            f"--map names the columns of --input-format columns, not of --input-format {fmt}: "
+            "add --input-format columns, or leave --map out"
         )
     rate = getattr(args, "max_reject_rate", None)
     if rate is not None and not 0.0 <= rate <= 1.0:
