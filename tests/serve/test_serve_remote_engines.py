@@ -20,7 +20,7 @@ def test_llamacpp_refuses_json_schemas_it_cannot_enforce_with_a_400(make_server)
         "strict": True,
         "schema": {
             "type": "object",
-            "properties": {"n": {"type": "integer", "maximum": 9}},  # no GBNF for maximum
+            "properties": {"n": {"type": "integer", "multipleOf": 3}},  # no GBNF for it
             "required": ["n"],
         },
     }
