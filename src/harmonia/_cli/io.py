@@ -12,7 +12,7 @@ import sys
 from typing import Any, Final, Literal
 
 from .._errors import InputError
-from .._files import cannot_read, describe, not_utf8
+from .._files import describe, not_utf8, read_text_file
 from ..openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 
 InputFormat = Literal["auto", "harmony", "chat"]
@@ -21,15 +21,12 @@ INPUT_FORMATS: Final[tuple[InputFormat, ...]] = ("auto", "harmony", "chat")
 
 def read_input(path: str) -> str:
     """The text of ``path``, or of standard input for ``-``."""
+    if path != "-":
+        return read_text_file(path)
     try:
-        if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        return sys.stdin.read()
     except UnicodeDecodeError as exc:
         raise InputError(not_utf8(path, exc)) from None
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
 
 
 def read_json(path: str) -> Any:
