@@ -130,6 +130,7 @@ class SSEResponse(Response):
         send_timeout_s: float,
         ping_interval_s: float,
         on_disconnect: Callable[[], None] | None = None,
+        on_stalled: Callable[[], None] | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
         on_open: Callable[[int], None] | None = None,
     ) -> None:
@@ -143,6 +144,7 @@ class SSEResponse(Response):
         self.send_timeout_s = send_timeout_s
         self.ping_interval_s = ping_interval_s
         self.on_disconnect = on_disconnect
+        self.on_stalled = on_stalled
         self.on_close = on_close
         self.on_open = on_open
         self._lock = asyncio.Lock()
@@ -209,6 +211,8 @@ class SSEResponse(Response):
             since = self._sending_since
             if since is not None and now - since > self.send_timeout_s:
                 self._dropped = True
+                if self.on_stalled is not None:
+                    self.on_stalled()
                 stream.cancel()  # a client that stopped reading: drop it
                 return
             if since is None and now - self._last_send >= self.ping_interval_s:

@@ -266,6 +266,7 @@ class Service:
             ping_interval_s=self.config.ping_interval_s,
             on_close=None if turn is None else turn.close,
             on_disconnect=self.note_disconnect,
+            on_stalled=self.note_stalled_client,
             on_open=self._stream_opened,
         )
 
@@ -293,6 +294,10 @@ class Service:
 
     def note_disconnect(self) -> None:
         self.metrics.disconnects += 1
+
+    def note_stalled_client(self) -> None:
+        # Counted as an error kind: the server ended the stream, not the client.
+        self.metrics.errors["client_stalled"] += 1
 
     # -- health --------------------------------------------------------------------------
 
