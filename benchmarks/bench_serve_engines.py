@@ -71,9 +71,9 @@ def tree(pid: int) -> list[int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int, children: bool = True) -> float:
     total = 0
-    for each in tree(pid):
+    for each in tree(pid) if children else [pid]:
         try:
             fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
@@ -203,25 +203,54 @@ async def _warm(stack: Stack, words: int) -> None:
     await asyncio.gather(*(stream(stack.port, payload) for _ in range(4)))
 
 
+async def stream_usage(port: int, payload: bytes) -> tuple[int, int]:
+    """One SSE stream: its data chunks and the ``completion_tokens`` of its usage chunk."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(payload)
+    chunks, tokens, body = 0, 0, b""
+    try:
+        while await reader.readline() not in (b"\r\n", b""):
+            pass  # the response headers
+        while size := int((await reader.readline()).strip() or b"0", 16):
+            body += (await reader.readexactly(size + 2))[:-2]
+            *events, body = body.split(b"\n\n")
+            for event in events:
+                if not event.startswith(b"data: {"):
+                    continue
+                chunks += 1
+                if b'"usage"' in event:
+                    usage = json.loads(event[6:]).get("usage") or {}
+                    tokens = usage.get("completion_tokens") or tokens
+    finally:
+        writer.close()
+    return chunks, tokens
+
+
 async def against(port: int, pid: int, streams: int, tokens: int, args: Any) -> None:
     """Streams to a server already running (``--target-port``), the CPU of process ``pid``.
 
     For the side-by-side with vLLM's own front end: run it once against vLLM's
-    OpenAI server (``pid``: its API server process, not the engine core) and
-    once against ``harmonia serve`` in front of it (``pid``: harmonia's).
+    OpenAI server (``pid``: its API server process, ``--target-alone`` so that its
+    EngineCore child is left out) and once against ``harmonia serve`` in front of
+    it (``pid``: harmonia's, its workers included). Per token is per sampled id
+    (the usage of each stream), since the two front ends chunk the ids differently.
     """
     extra = json.loads(args.extra_body) if args.extra_body else None
-    payload = request_bytes(port, tokens, args.model, extra)
-    await asyncio.gather(*(stream(port, payload) for _ in range(min(streams, 2))))  # warm
-    before = cpu_seconds(pid)
+    usage = {"stream_options": {"include_usage": True}}
+    payload = request_bytes(port, tokens, args.model, {**usage, **(extra or {})})
+    await asyncio.gather(*(stream_usage(port, payload) for _ in range(min(streams, 2))))  # warm
+    children = not args.target_alone
+    before = cpu_seconds(pid, children)
     started = time.perf_counter()
-    results = await asyncio.gather(*(stream(port, payload) for _ in range(streams)))
+    results = await asyncio.gather(*(stream_usage(port, payload) for _ in range(streams)))
     elapsed = time.perf_counter() - started
-    cpu = cpu_seconds(pid) - before
-    delivered = sum(count for _, _, count, _ in results)
+    cpu = cpu_seconds(pid, children) - before
+    chunks = sum(count for count, _ in results)
+    sampled = sum(count for _, count in results)
     print(
-        f"{streams} streams: {delivered} chunks in {elapsed:.1f} s; process {pid}: "
-        f"{cpu:.2f} s CPU, {cpu / max(delivered, 1) * 1e6:.0f} us per streamed chunk"
+        f"{streams} streams: {sampled} tokens ({chunks} chunks) in {elapsed:.1f} s; "
+        f"process {pid}{'' if children else ' alone'}: {cpu:.2f} s CPU, "
+        f"{cpu / max(sampled, 1) * 1e6:.0f} us per token"
     )
 
 
@@ -271,6 +300,12 @@ def main() -> None:
     parser.add_argument("--target-pid", type=int, help="whose CPU to count (--target-port)")
     parser.add_argument("--model", default=MODEL, help="the model name (--target-port)")
     parser.add_argument("--extra-body", help="JSON merged into each request (--target-port)")
+    parser.add_argument(
+        "--target-alone",
+        action="store_true",
+        help="count --target-pid's own CPU, not its children's (vLLM's API server, "
+        "without its EngineCore)",
+    )
     parser.add_argument("--soak", type=int, help="this many short requests: RSS growth")
     args = parser.parse_args()
     if args.soak:
