@@ -69,10 +69,16 @@ OTHER_COMMANDS = {
     "--streams 64,256,1024 --workers 1,2 --repeat 3": "a benchmark",
     "python benchmarks/bench_serve_engines.py --target-port 8000 --target-pid $! "
     "--model gpt-oss-live --streams 4 --words 256": "a benchmark against a live vLLM",
+    "export TIKTOKEN_ENCODINGS_BASE=$HARMONIA_LIVE_CACHE/tiktoken VLLM_CPU_KVCACHE_SPACE=1 "
+    "VLLM_CPU_OMP_THREADS_BIND=nobind HF_HUB_OFFLINE=1": "the live vLLM's environment",
     "python benchmarks/bench_serve_engines.py --target-port 8001 --target-pid $VLLM_API "
-    "--model gpt-oss-live --streams 4 --words 256 --extra-body '{\"ignore_eos\": true}'": (
+    "--target-alone --model gpt-oss-live --streams 4 --words 256 --extra-body "
+    '\'{"ignore_eos": true, "logit_bias": {"200002": -100, "200012": -100}}\'': (
         "a benchmark against a live vLLM"
     ),
+    "python benchmarks/bench_live_engines.py --serve-child serve --engine vllm "
+    "--url http://127.0.0.1:8001 --engine-model gpt-oss-live --model gpt-oss-live "
+    "--port 8000 --store none &": "harmonia serve in front of the live vLLM (a benchmark's)",
 }
 
 #: What a line needs installed to run (pass 2 of CI installs it).
