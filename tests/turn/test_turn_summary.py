@@ -69,6 +69,14 @@ def test_output_without_a_stop_token_is_truncated_with_one_diagnostic(
     assert truncations(s) == 1, s.diagnostics
 
 
+def test_a_diagnostic_names_its_kind_and_position_once(enc: HarmonyEncoding) -> None:
+    # What serve logs: "truncated at token 7: ...", not the kind and position twice.
+    [diagnostic] = summary_of(enc, THINK + "<|channel|>final<|message|>The answer is").diagnostics
+    text = str(diagnostic)
+    assert text.startswith(f"truncated at token {diagnostic.token_index}: ")
+    assert text.count("truncated at token") == 1, text
+
+
 def test_the_cut_item_is_marked_and_keeps_its_text(enc: HarmonyEncoding) -> None:
     s = summary_of(enc, CALL + '{"city": "To')
     [item] = s.items

@@ -62,13 +62,17 @@ class Diagnostic:
     dropped: str | None = None
     tokens: tuple[int, ...] = ()
 
-    def __str__(self) -> str:
-        out = f"{self.kind.value} at token {self.token_index}: {self.description}"
+    def detail(self) -> str:
+        """The description with what was kept and dropped (no kind, no position)."""
+        out = self.description
         if self.kept is not None:
             out += f"; kept {self.kept!r}"
         if self.dropped is not None:
             out += f"; dropped {self.dropped!r}"
         return out
+
+    def __str__(self) -> str:
+        return f"{self.kind.value} at token {self.token_index}: {self.detail()}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,7 +208,7 @@ class OutputAssembler:
                     # leaves the stop token out): the missing stop is no cut.
                     continue
                 self._s.diagnostics.append(
-                    OutputDiagnostic(event.kind, str(event), event.token_index)
+                    OutputDiagnostic(event.kind, event.detail(), event.token_index)
                 )
                 if cut:
                     self._s.cut = self._s.parser_truncated = True
