@@ -72,8 +72,15 @@ class Timeouts:
     engine_health_probe: float = 1.0
     #: How often the uid-mode sandbox sums a session's resident memory while a call runs.
     memory_watch: float = 0.25
-    #: The SQLite response store's wait for a lock another replica holds.
+    #: The response store's wait: SQLite for a lock another replica holds, Redis for a reply.
     store_busy: float = 30.0
+    #: Opening a connection to a Redis response store (down: the request gets a 503 at once).
+    store_connect: float = 5.0
+    #: How often a background run whose record the store refused (it is down) writes it again.
+    store_retry: float = 0.5
+    #: A background response's lease: its replica renews it every third of this; one whose
+    #: lease ran out is reported failed by any replica that reads it (``--background-lease``).
+    background_lease: float = 30.0
     #: After interrupting a python cell, how long the kernel gets before it is restarted.
     python_interrupt_grace: float = 5.0
     #: How often a python cell that prints nothing checks that its kernel is alive.
