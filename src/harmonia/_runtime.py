@@ -72,10 +72,11 @@ class Timeouts:
     engine_health_probe: float = 1.0
     #: How often the uid-mode sandbox sums a session's resident memory while a call runs.
     memory_watch: float = 0.25
-    #: The response store's wait: SQLite for a lock another replica holds, Redis for a reply.
+    #: The SQLite response store's wait for a lock another replica holds.
     store_busy: float = 30.0
-    #: Opening a connection to a Redis response store (down: the request gets a 503 at once).
-    store_connect: float = 5.0
+    #: A Redis response store's connect, and each of its replies (a Redis that is down
+    #: refuses at once; this bounds one that hangs); then the request gets a 503.
+    store_reply: float = 5.0
     #: How often a background run whose record the store refused (it is down) writes it again.
     store_retry: float = 0.5
     #: A background response's lease: its replica renews it every third of this; one whose

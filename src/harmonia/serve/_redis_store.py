@@ -29,8 +29,8 @@ class RedisStore:
     ``redis`` package (``harmonia[serve-redis]``).
 
     A Redis that is down or restarting fails each call at once with
-    :class:`StoreUnavailableError` (a connection refused; at most
-    ``TIMEOUTS.store_connect`` to connect, ``TIMEOUTS.store_busy`` for a reply);
+    :class:`StoreUnavailableError` (a connection refused; a Redis that hangs, after
+    ``TIMEOUTS.store_reply`` for a connect or a reply, tried twice);
     the next call connects afresh, so the store works again as soon as Redis does.
     """
 
@@ -51,8 +51,8 @@ class RedisStore:
         self._errors = (redis.RedisError, OSError)
         self._client: Any = redis.asyncio.Redis.from_url(
             url,
-            socket_connect_timeout=TIMEOUTS.store_connect,
-            socket_timeout=TIMEOUTS.store_busy,
+            socket_connect_timeout=TIMEOUTS.store_reply,
+            socket_timeout=TIMEOUTS.store_reply,
             # One immediate retry on a new connection: after a Redis restart every pooled
             # connection is dead, and the first call on each must not fail for that; while
             # Redis is down the retry fails too, at once (redis-py's default backs off
