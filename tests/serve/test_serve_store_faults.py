@@ -343,3 +343,13 @@ def test_a_replica_killed_while_it_owns_background_responses(tmp_path, shared_st
                     if process.poll() is None:
                         process.kill()
                         process.wait()
+
+
+def test_the_lease_is_one_flag_with_one_default(capsys):
+    from harmonia._runtime import TIMEOUTS
+    from harmonia.serve import ServerConfig
+    from harmonia.serve._cli import main
+
+    assert ServerConfig().background_lease_s == TIMEOUTS.background_lease
+    assert main(["--engine", "scripted", "--background-lease", "0"]) == 1
+    assert "--background-lease must be > 0" in capsys.readouterr().err
