@@ -74,6 +74,14 @@ class Timeouts:
     memory_watch: float = 0.25
     #: The SQLite response store's wait for a lock another replica holds.
     store_busy: float = 30.0
+    #: A Redis response store's connect, and each of its replies (a Redis that is down
+    #: refuses at once; this bounds one that hangs); then the request gets a 503.
+    store_reply: float = 5.0
+    #: How often a background run whose record the store refused (it is down) writes it again.
+    store_retry: float = 0.5
+    #: A background response's lease: its replica renews it every third of this; one whose
+    #: lease ran out is reported failed by any replica that reads it (``--background-lease``).
+    background_lease: float = 30.0
     #: After interrupting a python cell, how long the kernel gets before it is restarted.
     python_interrupt_grace: float = 5.0
     #: How often a python cell that prints nothing checks that its kernel is alive.

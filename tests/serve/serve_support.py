@@ -239,33 +239,63 @@ def redis_server() -> Iterator[str]:
 
     Skips, saying why, where redis-server is not installed or does not start.
     """
-    import shutil
-    import subprocess
-
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
+    server = RedisProcess()
     try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+class RedisProcess:
+    """A redis-server on a free loopback port, stopped and started again at will.
+
+    With ``folder`` it keeps its data there across restarts (an append-only
+    file, synced on every write), as a production Redis would; without, it
+    keeps nothing. Skips, saying why, where redis-server is not installed or
+    does not start (the first time; a restart that fails is a failure).
+    """
+
+    def __init__(self, folder: Path | None = None) -> None:
+        import shutil
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed (apt-get install redis-server)")
+        pytest.importorskip("redis", reason="the redis package (harmonia[serve-redis]) is missing")
+        self.binary, self.folder, self.port = binary, folder, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: Any = None
+        self.start(first=True)
+
+    def start(self, first: bool = False) -> None:
+        import subprocess
+
         import redis
 
-        deadline = time.monotonic() + 10
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        if self.folder is None:
+            args += ["--appendonly", "no"]
+        else:
+            args += ["--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.folder)]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
         while True:
             try:
-                redis.Redis(port=port).ping()
-                break
+                redis.Redis(port=self.port).ping()
+                return
             except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    pytest.skip("redis-server did not start on this machine")
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.stop()
+                    if first:
+                        pytest.skip("redis-server did not start on this machine")
+                    raise AssertionError("redis-server did not start again") from None
                 time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop it (SIGTERM: it writes its data first) and wait until it has."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
 
 
 def start_server(engine_factory: Callable[[Book], Any] | None = None, **config: Any) -> Server:

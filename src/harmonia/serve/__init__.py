@@ -13,10 +13,12 @@ from ._create import create_app
 from ._errors import APIError
 from ._redis_store import RedisStore
 from ._store import (
+    Lease,
     MemoryStore,
     ResponseStore,
     SqliteStore,
     StoredResponse,
+    StoreUnavailableError,
     open_store,
     tenant_id,
 )
@@ -26,11 +28,13 @@ __all__ = [
     "API_KEYS_ENV",
     "APIError",
     "AgentToolLoop",
+    "Lease",
     "MemoryStore",
     "RedisStore",
     "ResponseStore",
     "ServerConfig",
     "SqliteStore",
+    "StoreUnavailableError",
     "StoredResponse",
     "ToolLoop",
     "Turn",

@@ -6,20 +6,31 @@ the store: that replica records a cancel request (:meth:`ResponseStore.request_c
 the owner's :class:`CancelWatch` sees it within ``cancel_poll_s`` and cancels
 the run exactly as a local cancel does, and the first replica waits (at most
 ``cancel_wait_s``) for the record to say so (:func:`cancel_elsewhere`).
+
+A replica can die (SIGKILL, a lost host) with background responses running:
+nothing is left to record how they ended. So the owner holds a *lease* on
+each (:class:`LeaseKeeper`: renewed in the store every third of
+``background_lease_s``), and any replica that reads a running response whose
+lease ran out records it ``failed``, saying its replica is gone
+(:func:`settle_orphan`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import dataclasses
+import os
+import socket
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Any
 
-from .._runtime import SSE_DONE, sse_frame
+from .._runtime import SSE_DONE, TIMEOUTS, sse_frame
+from ..openai_compat import ending_events
 from ._asgi import dumps
 from ._errors import APIError
 from ._responses_input import RUNNING
 from ._service import log
-from ._store import ResponseStore, StoredResponse
+from ._store import Lease, ResponseStore, StoredResponse
 
 JsonDict = dict[str, Any]
 
@@ -147,3 +158,97 @@ async def cancel_elsewhere(
                 "recorded; send the cancel again to check",
                 code="cancel_not_confirmed",
             )
+
+
+def replica_name(worker: int | None = None) -> str:
+    """This process as a failure message names it: ``host:pid`` (``host:pid/wN`` for a
+    ``--workers`` worker), so an operator can find the replica that died."""
+    name = f"{socket.gethostname()}:{os.getpid()}"
+    return name if worker is None else f"{name}/w{worker}"
+
+
+class LeaseKeeper:
+    """Renews this replica's lease on each run in ``runs`` while any runs.
+
+    Each renewal vouches for ``lease_s`` from ``now()`` (seconds since the
+    epoch: replicas compare it with their own clocks) and comes every third
+    of that, so two renewals may fail before the lease runs out; a renewal
+    the store refuses is tried again after ``TIMEOUTS.store_retry``. A store
+    without leases (a custom one written before them) gets none, and its
+    runs are never reported orphaned.
+    """
+
+    def __init__(
+        self,
+        store: ResponseStore,
+        runs: dict[str, BackgroundRun],
+        owner: str,
+        lease_s: float,
+        now: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._runs = runs
+        self.owner = owner
+        self._lease_s = lease_s
+        self._now = now
+        self._task: asyncio.Task[None] | None = None
+        self.enabled = callable(getattr(store, "renew_leases", None))
+
+    async def renew(self, response_ids: Collection[str]) -> None:
+        """Take (or renew) the lease on ``response_ids`` now."""
+        if self.enabled and response_ids:
+            lease = Lease(self.owner, self._now() + self._lease_s)
+            await self._store.renew_leases(response_ids, lease)
+
+    def wake(self) -> None:
+        """Make sure the renewals run (call after adding a run)."""
+        if self.enabled and (self._task is None or self._task.done()):
+            self._task = asyncio.ensure_future(self._keep())
+
+    async def _keep(self) -> None:
+        failing = False
+        while self._runs:
+            try:
+                await self.renew(list(self._runs))
+            except Exception as exc:  # the store is down: keep running, say so once
+                if not failing:
+                    log.warning("cannot renew the leases of background responses: %s", exc)
+                failing = True
+                await asyncio.sleep(TIMEOUTS.store_retry)
+                continue
+            failing = False
+            await asyncio.sleep(self._lease_s / 3)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+#: What a background response whose replica died says failed (its ``error.message``).
+ORPHAN_CAUSE = "the replica that ran it is gone"
+
+
+async def settle_orphan(store: ResponseStore, record: StoredResponse, now: float) -> StoredResponse:
+    """``record``, or, when it is a running background response whose lease ran out
+    before ``now``, the ``failed`` record this writes in its place.
+
+    A record without a lease (a store without leases, a replica of an older
+    version) is left as it is: nothing says its replica is gone.
+    """
+    if record.status not in RUNNING or record.response.get("background") is not True:
+        return record
+    if not callable(getattr(store, "leases", None)):
+        return record
+    lease = (await store.leases([record.id])).get(record.id)
+    if lease is None or lease.until >= now:
+        return record
+    message = (
+        f"{ORPHAN_CAUSE} ({lease.owner}): it stopped renewing its lease on the response, "
+        f"which ran out {now - lease.until:.1f} s ago, before the response finished"
+    )
+    failed = ending_events(record.response, 0, message=message)[0]["response"]
+    settled = dataclasses.replace(record, response=failed)
+    await store.put(settled)
+    log.warning("[%s] %s", record.id, message)
+    return settled

@@ -106,6 +106,17 @@ class ServerConfig:
         help="seconds a cancel of a background response another replica runs waits for "
         "that replica to confirm it (then 504)",
     )
+    #: A background response's lease: its replica renews it every third of this, and any
+    #: replica that reads a running one whose lease ran out records it ``failed`` (its
+    #: replica is gone). The bound on how long a dead replica's responses stay running.
+    background_lease_s: float = option(
+        TIMEOUTS.background_lease,
+        flag="--background-lease",
+        metavar="SECONDS",
+        help="seconds a replica's lease on each background response it runs lasts (it renews "
+        "it every third of that); a running response whose lease ran out is reported failed, "
+        "its replica gone",
+    )
     #: Server processes on the one port (``harmonia serve`` only; SO_REUSEPORT: the
     #: kernel spreads connections). They share only the store, so ``memory`` needs 1.
     workers: int = option(
@@ -180,7 +191,13 @@ class ServerConfig:
                 f"ServerConfig.port must be from 1 to {MAX_PORT} (0: any free port), "
                 f"got {self.port}"
             )
-        for name in ("send_timeout_s", "ping_interval_s", "cancel_poll_s", "cancel_wait_s"):
+        for name in (
+            "send_timeout_s",
+            "ping_interval_s",
+            "cancel_poll_s",
+            "cancel_wait_s",
+            "background_lease_s",
+        ):
             if getattr(self, name) <= 0:
                 raise InputError(f"ServerConfig.{name} must be > 0")
         if self.workers < 1:

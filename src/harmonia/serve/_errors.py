@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 from harmonia import EngineError, HarmonyError, InputError
+from harmonia._runtime import TIMEOUTS
 
 from ..engines import EngineRefusedError, UnsupportedConstraintError, UnsupportedParameterError
 from ..openai_compat import RequestError
+from ._store import StoreUnavailableError
 
 _TYPES = {
     400: "invalid_request_error",
@@ -94,6 +96,8 @@ def from_exception(exc: BaseException) -> APIError:
         return APIError(400, str(exc), code="invalid_value")
     if isinstance(exc, EngineError):
         return engine_error(exc)
+    if isinstance(exc, StoreUnavailableError):
+        return store_unavailable(exc)
     return APIError(500, "internal server error; the server log has the details", code="internal")
 
 
@@ -111,3 +115,11 @@ def engine_error(exc: EngineError) -> APIError:
     if isinstance(exc, EngineRefusedError) and exc.status in _REFUSALS:
         return APIError(400, f"the engine refused the request: {exc}", code="engine_refused")
     return APIError(502, f"the engine failed: {exc}", code="engine_error")
+
+
+def store_unavailable(exc: StoreUnavailableError) -> APIError:
+    """The answer when the response store does not answer: a 503 ``store_unavailable``
+    with ``Retry-After`` (the server is fine and the request may be; the store is not)."""
+    return APIError(
+        503, str(exc), code="store_unavailable", headers={"Retry-After": str(TIMEOUTS.retry_after)}
+    )

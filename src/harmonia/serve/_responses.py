@@ -19,18 +19,28 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from harmonia import EngineError
+from harmonia._runtime import TIMEOUTS
 
 from ..engines import SamplingParams
 from ..openai_compat import ResponseStream, ending_events
 from ..openai_compat._responses_output import response_with_every_key
 from ._agent_driver import Turn
 from ._asgi import Disconnect, json_response, stream_failed
-from ._background import DONE_FRAME, BackgroundRun, CancelWatch, cancel_elsewhere, frame
+from ._background import (
+    DONE_FRAME,
+    BackgroundRun,
+    CancelWatch,
+    LeaseKeeper,
+    cancel_elsewhere,
+    frame,
+    replica_name,
+    settle_orphan,
+)
 from ._errors import APIError, ServerShuttingDown
 from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
 from ._service import Prepared, Service, builtin_recipient, log, log_diagnostics
-from ._store import StoredResponse
+from ._store import StoredResponse, StoreUnavailableError
 from ._tool_loop import ToolLoop
 
 JsonDict = dict[str, Any]
@@ -85,11 +95,25 @@ class Responses:
         self.service = service
         self.tool_loop = tool_loop
         self.background: dict[str, BackgroundRun] = {}
+        config, store = service.config, service.store
         self._watch = (
-            None
-            if service.store is None
-            else CancelWatch(service.store, self.background, service.config.cancel_poll_s)
+            None if store is None else CancelWatch(store, self.background, config.cancel_poll_s)
         )
+        self._leases = (
+            None
+            if store is None
+            else LeaseKeeper(
+                store,
+                self.background,
+                replica_name(config.worker_index),
+                config.background_lease_s,
+                self._now,
+            )
+        )
+
+    def _now(self) -> float:
+        """Seconds since the epoch, on the config's clock (the one tests inject)."""
+        return self.service.config.clock().timestamp()
 
     # -- POST /v1/responses ----------------------------------------------------------------
 
@@ -208,7 +232,10 @@ class Responses:
         if body.background:
             service.admission.check()
             queued = {**plan.snapshot, "status": "queued"}
-            assert service.store is not None
+            assert service.store is not None and self._leases is not None
+            # The lease first: a replica that dies between the two leaves a lease that runs
+            # out, never a running record without one.
+            await self._leases.renew([plan.id])
             await service.store.put(record(queued))
             run = BackgroundRun()
             run.publish(opening)
@@ -218,6 +245,7 @@ class Responses:
             )
             assert self._watch is not None
             self._watch.wake()
+            self._leases.wake()
             if body.stream:
                 return service.sse(run.follow(-1), Disconnect(request.receive))
             return json_response(queued)
@@ -261,6 +289,12 @@ class Responses:
             stream_failed(exc.status)
             for event in _failure(snapshot, last, exc.message, cause=SHUTDOWN_CAUSE):
                 yield frame(event)
+        except StoreUnavailableError as exc:  # the answer is whole, but cannot be kept
+            log.error("[%s] %s", request_id, exc)
+            self.service.metrics.errors["store_unavailable"] += 1
+            stream_failed(503)
+            for event in _failure(snapshot, last, str(exc), cause=STORE_CAUSE):
+                yield frame(event)
         yield DONE_FRAME
 
     async def _background(
@@ -278,17 +312,21 @@ class Responses:
         job: Turn | None = None
         try:
             job = await admit()
-            await service.store.put(record({**snapshot, "status": "in_progress"}))
+            try:
+                await service.store.put(record({**snapshot, "status": "in_progress"}))
+            except StoreUnavailableError as exc:  # it runs all the same; its end is kept
+                log.warning("[%s] background response: %s", request_id, exc)
+                service.metrics.errors["store_unavailable"] += 1
             async for batch in job.events():
                 if stream_finished(batch):
-                    await service.store.put(record(stream.response, job.tokens))
+                    await self._keep(record(stream.response, job.tokens), request_id)
                 last = batch[-1]["sequence_number"] if batch else last
                 run.publish(batch)
             log_diagnostics(stream, request_id)
         except asyncio.CancelledError:
             if job is not None:  # the engine stops before the store says it has
                 await job.close()
-            await service.store.put(record({**snapshot, "status": "cancelled"}))
+            await self._keep(record({**snapshot, "status": "cancelled"}), request_id)
         except Exception as exc:
             cause = "the engine failed"
             if isinstance(exc, ServerShuttingDown):
@@ -307,7 +345,7 @@ class Responses:
                 else "internal server error"
             )
             failure = _failure(snapshot, last, message, cause=cause)
-            await service.store.put(record(failure[0]["response"]))
+            await self._keep(record(failure[0]["response"]), request_id)
             run.publish(failure)
         finally:
             if job is not None:
@@ -315,10 +353,48 @@ class Responses:
             run.end()
             self.background.pop(snapshot["id"], None)
 
+    async def _keep(self, record: StoredResponse, request_id: str) -> None:
+        """Store a background run's last record, however long the store is down: until
+        it is, polls answer 503 and then find it, never a response left running.
+
+        Only cancelling the run again (a shutdown's last resort) gives up; its
+        lease, no longer renewed, then has the record reported failed.
+        """
+        assert self.service.store is not None
+        failing = False
+        while True:
+            try:
+                await self.service.store.put(record)
+                if failing:
+                    log.info("[%s] background response stored after all", request_id)
+                return
+            except StoreUnavailableError as exc:
+                if not failing:
+                    log.warning(
+                        "[%s] background response (its record is kept to retry): %s",
+                        request_id,
+                        exc,
+                    )
+                    self.service.metrics.errors["store_unavailable"] += 1
+                failing = True
+            await asyncio.sleep(TIMEOUTS.store_retry)
+
+    async def _record(self, response_id: str, tenant: str) -> StoredResponse:
+        """``tenant``'s stored response, a running one whose replica is gone settled
+        as ``failed`` (see :func:`settle_orphan`)."""
+        record = await get_record(self.service, response_id, tenant)
+        if response_id in self.background:  # ours: alive, whatever the clock says
+            return record
+        assert self.service.store is not None
+        settled = await settle_orphan(self.service.store, record, self._now())
+        if settled is not record:
+            self.service.metrics.errors["background_orphaned"] += 1
+        return settled
+
     # -- GET / DELETE / cancel / input_items ---------------------------------------------------
 
     async def retrieve(self, request: Request, response_id: str) -> Response:
-        record = await get_record(self.service, response_id, tenant_of(request))
+        record = await self._record(response_id, tenant_of(request))
         if request.query_params.get("stream") in ("true", "1"):
             run = self.background.get(response_id)
             if run is None:
@@ -336,7 +412,7 @@ class Responses:
         return json_response(response_with_every_key(record.response))
 
     async def delete(self, request: Request, response_id: str) -> Response:
-        record = await get_record(self.service, response_id, tenant_of(request))
+        record = await self._record(response_id, tenant_of(request))
         # A running response is cancelled first, and its cancelled record written,
         # so that the run does not write the record back after the delete.
         try:
@@ -351,7 +427,7 @@ class Responses:
         return json_response({"id": response_id, "object": "response", "deleted": True})
 
     async def cancel(self, request: Request, response_id: str) -> Response:
-        record = await get_record(self.service, response_id, tenant_of(request))
+        record = await self._record(response_id, tenant_of(request))
         if record.response.get("background") is not True:
             raise APIError(
                 400,
@@ -380,10 +456,16 @@ class Responses:
         tasks = [run.task for run in self.background.values() if run.task is not None]
         for task in tasks:
             task.cancel()
-        # Let each cancelled run record its status before the store closes.
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if self._watch is not None:
-            await self._watch.aclose()
+        # Let each cancelled run record its status before the store closes; a store that
+        # is down gets a bound, then the runs are cancelled again (their leases run out).
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=TIMEOUTS.shutdown_close)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for watch in (self._watch, self._leases):
+            if watch is not None:
+                await watch.aclose()
 
     async def input_items(self, request: Request, response_id: str) -> Response:
         record = await get_record(self.service, response_id, tenant_of(request))
@@ -459,6 +541,8 @@ def stream_finished(batch: Sequence[JsonDict]) -> bool:
 
 #: What a response ended by the shutdown timeout says failed.
 SHUTDOWN_CAUSE = "the server shut down before the response finished"
+#: What a streamed response whose record the store refused says failed.
+STORE_CAUSE = "the response was generated but could not be stored"
 
 
 def _failure(

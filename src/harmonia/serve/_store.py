@@ -4,7 +4,12 @@ A record keeps what the model saw and said *as tokens* next to the API
 objects, so a conversation continued with ``previous_response_id`` starts from
 exactly the ids of the earlier turn. Next to the records the store keeps
 *cancel requests*: the way a replica asks the replica running a background
-response to cancel it.
+response to cancel it, and *leases*: the running replica's word, renewed while
+it runs, that it is still alive (a lease that ran out means its replica is gone).
+
+A store that cannot answer (Redis down, a SQLite lock held past
+``TIMEOUTS.store_busy``) raises :class:`StoreUnavailableError`; the server
+answers it with a 503 ``store_unavailable``.
 
 Every record belongs to a *tenant*: the API key that made it, kept as
 :func:`tenant_id` (a slow salted hash of the key, never the key), or ``""``
@@ -22,20 +27,38 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from harmonia import InputError
+from harmonia import HarmonyError, InputError
 from harmonia._runtime import TIMEOUTS
 
 JsonDict = dict[str, Any]
+T = TypeVar("T")
 #: Ids per ``IN (...)`` query of :class:`SqliteStore`.
 _SQL_BATCH = 500
 #: The tenant of a server without API keys (and of records written before tenancy).
 SINGLE_TENANT = ""
 _TENANT_SALT = b"harmonia.serve tenant v1"
 _TENANT_ROUNDS = 250_000  # (not 200_000: that number spells a special-token id)
+
+
+class StoreUnavailableError(HarmonyError):
+    """The response store did not answer (down, unreachable, locked too long): no one's
+    mistake in the request; the same request may work once the store is back."""
+
+    def __init__(self, store: str, reason: object) -> None:
+        self.store = store
+        super().__init__(f"the response store ({store}) is unavailable: {reason}")
+
+
+class Lease(NamedTuple):
+    """A running background response's lease: which replica runs it, and until when
+    (seconds since the epoch, the owner's clock) it vouches for it."""
+
+    owner: str
+    until: float
 
 
 def tenant_id(api_key: str) -> str:
@@ -124,6 +147,17 @@ class ResponseStore(Protocol):
         """Which of ``response_ids`` have a cancel request (one query, however many)."""
         ...
 
+    async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
+        """Record ``lease`` for each of ``response_ids`` (one query, however many).
+
+        A separate mark, like a cancel request: renewing never rewrites a record.
+        """
+        ...
+
+    async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
+        """The lease of each of ``response_ids`` that has one."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -155,6 +189,7 @@ class MemoryStore:
         self._capacity = capacity
         self._records: OrderedDict[str, StoredResponse] = OrderedDict()
         self._cancels: set[str] = set()
+        self._leases: dict[str, Lease] = {}
 
     async def put(self, record: StoredResponse) -> None:
         self._records[record.id] = record
@@ -162,6 +197,7 @@ class MemoryStore:
         while len(self._records) > self._capacity:
             evicted, _ = self._records.popitem(last=False)
             self._cancels.discard(evicted)
+            self._leases.pop(evicted, None)
 
     def _own(self, response_id: str, tenant: str) -> StoredResponse | None:
         record = self._records.get(response_id)
@@ -177,6 +213,7 @@ class MemoryStore:
         if self._own(response_id, tenant) is None:
             return False
         self._cancels.discard(response_id)
+        self._leases.pop(response_id, None)
         del self._records[response_id]
         return True
 
@@ -187,9 +224,18 @@ class MemoryStore:
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
         return self._cancels.intersection(response_ids)
 
+    async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
+        for response_id in response_ids:
+            if response_id in self._records:  # bounded like the records
+                self._leases[response_id] = lease
+
+    async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
+        return {i: self._leases[i] for i in response_ids if i in self._leases}
+
     async def aclose(self) -> None:
         self._records.clear()
         self._cancels.clear()
+        self._leases.clear()
 
 
 class SqliteStore:
@@ -215,6 +261,10 @@ class SqliteStore:
             self._add_tenant_column()
             # Its own table: a replica rewriting a record never loses a cancel request.
             self._db.execute("CREATE TABLE IF NOT EXISTS cancel_requests (id TEXT PRIMARY KEY)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS leases (id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+                " until REAL NOT NULL)"
+            )
             self._db.commit()
 
     def _add_tenant_column(self) -> None:
@@ -253,6 +303,7 @@ class SqliteStore:
             )
             if cursor.rowcount > 0:
                 self._db.execute("DELETE FROM cancel_requests WHERE id = ?", (response_id,))
+                self._db.execute("DELETE FROM leases WHERE id = ?", (response_id,))
             self._db.commit()
         return cursor.rowcount > 0
 
@@ -266,32 +317,59 @@ class SqliteStore:
             self._db.commit()
 
     def _cancel_requests(self, response_ids: list[str]) -> set[str]:
-        found: set[str] = set()
+        return {row[0] for row in self._select("SELECT id FROM cancel_requests", response_ids)}
+
+    def _select(self, query: str, response_ids: list[str]) -> list[Any]:
+        """The rows of ``query WHERE id IN (...)`` for ``response_ids``."""
+        rows: list[Any] = []
         with self._lock:
             # In slices: SQLite caps the parameters of one statement (999 before 3.32).
             for start in range(0, len(response_ids), _SQL_BATCH):
                 batch = response_ids[start : start + _SQL_BATCH]
                 marks = ",".join("?" * len(batch))
-                rows = self._db.execute(
-                    f"SELECT id FROM cancel_requests WHERE id IN ({marks})", batch
-                ).fetchall()
-                found.update(row[0] for row in rows)
-        return found
+                rows += self._db.execute(f"{query} WHERE id IN ({marks})", batch).fetchall()
+        return rows
+
+    def _renew_leases(self, response_ids: list[str], lease: Lease) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO leases (id, owner, until) VALUES (?, ?, ?)",
+                [(response_id, lease.owner, lease.until) for response_id in response_ids],
+            )
+            self._db.commit()
+
+    def _leases(self, response_ids: list[str]) -> dict[str, Lease]:
+        rows = self._select("SELECT id, owner, until FROM leases", response_ids)
+        return {row[0]: Lease(row[1], row[2]) for row in rows}
+
+    async def _call(self, method: Callable[..., T], *args: Any) -> T:
+        """``method(*args)`` in a worker thread; SQLite's failures (a lock held past
+        ``store_busy``, a disk that is full or gone) as :class:`StoreUnavailableError`."""
+        try:
+            return await asyncio.to_thread(method, *args)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError("sqlite", exc) from exc
 
     async def put(self, record: StoredResponse) -> None:
-        await asyncio.to_thread(self._put, record)
+        await self._call(self._put, record)
 
     async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
-        return await asyncio.to_thread(self._get, response_id, tenant)
+        return await self._call(self._get, response_id, tenant)
 
     async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
-        return await asyncio.to_thread(self._delete, response_id, tenant)
+        return await self._call(self._delete, response_id, tenant)
 
     async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
-        await asyncio.to_thread(self._request_cancel, response_id, tenant)
+        await self._call(self._request_cancel, response_id, tenant)
 
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
-        return await asyncio.to_thread(self._cancel_requests, list(response_ids))
+        return await self._call(self._cancel_requests, list(response_ids))
+
+    async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
+        await self._call(self._renew_leases, list(response_ids), lease)
+
+    async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
+        return await self._call(self._leases, list(response_ids))
 
     async def aclose(self) -> None:
         with self._lock:
