@@ -313,6 +313,18 @@ def test_a_replica_killed_while_it_owns_background_responses(tmp_path, shared_st
             )
         owner.send_signal(signal.SIGKILL)  # nothing left to record how they end
         owner.wait(timeout=30)
+        # A continuation of one is refused while the lease may still be renewed, then
+        # goes on from the failed response (not a 409 until someone happens to poll it).
+        follow = {"model": MODEL, "input": "Go on", "previous_response_id": ids[0],
+                  "max_output_tokens": 16}  # fmt: skip
+        answers: list[httpx.Response] = []
+
+        def continued() -> bool:
+            answers.append(httpx.post(other_url + "/v1/responses", json=follow, timeout=60))
+            return answers[-1].status_code != 409
+
+        wait_for(continued, "a dead replica's response could never be continued")
+        assert answers[-1].status_code == 200, answers[-1].text
         for response_id in ids:  # the lease runs out and the other replica says so
             wait_for(
                 lambda rid=response_id: status_of(other_url, rid).json()["status"] == "failed",

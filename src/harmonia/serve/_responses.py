@@ -189,7 +189,9 @@ class Responses:
             )
         params = service.sampling(body.max_output_tokens, body.temperature, body.top_p)
         params = replace(params, top_logprobs=top_logprobs)
-        context, previous = await expand_context(service, body, data, tenant, local)
+        context, previous = await expand_context(
+            service, body, data, tenant, local, settle=self._settled
+        )
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
         prepared = await asyncio.to_thread(
@@ -382,8 +384,10 @@ class Responses:
     async def _record(self, response_id: str, tenant: str) -> StoredResponse:
         """``tenant``'s stored response, a running one whose replica is gone settled
         as ``failed`` (see :func:`settle_orphan`)."""
-        record = await get_record(self.service, response_id, tenant)
-        if response_id in self.background:  # ours: alive, whatever the clock says
+        return await self._settled(await get_record(self.service, response_id, tenant))
+
+    async def _settled(self, record: StoredResponse) -> StoredResponse:
+        if record.id in self.background:  # ours: alive, whatever the clock says
             return record
         assert self.service.store is not None
         settled = await settle_orphan(self.service.store, record, self._now())

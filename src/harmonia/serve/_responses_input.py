@@ -9,7 +9,7 @@ exactly the ids the engine has cached.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._runtime import new_id as _new_id
@@ -71,10 +71,12 @@ async def expand_context(
     data: JsonDict,
     tenant: str,
     local: Mapping[str, StoredResponse] | None = None,
+    settle: Callable[[StoredResponse], Awaitable[StoredResponse]] | None = None,
 ) -> tuple[list[JsonDict], StoredResponse | None]:
     """Earlier turns (``previous_response_id``, ``tenant``'s) then this input, references
     resolved. ``local``: a WebSocket connection's own responses, looked up first (they
-    need not be stored)."""
+    need not be stored). ``settle``: what a stored record that still runs really is (a
+    dead replica's is ``failed``), so a continuation of it is not refused for good."""
     earlier: list[JsonDict] = []
     record = None
     if body.previous_response_id is not None:
@@ -83,6 +85,8 @@ async def expand_context(
             record = await get_record(
                 service, body.previous_response_id, tenant, param="previous_response_id"
             )
+            if settle is not None and record.status in RUNNING:
+                record = await settle(record)
         if record.status in RUNNING:
             raise APIError(
                 409,
