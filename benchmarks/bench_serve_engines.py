@@ -260,11 +260,13 @@ async def soak(total: int, concurrency: int, workers: int) -> None:
     started = time.perf_counter()
     try:
         payload = request_bytes(stack.port, 20)
-        done, marks = 0, []
+        done, marks, events, empty = 0, [], 0, 0
         while done < total:
             wave = min(concurrency, total - done)
-            await asyncio.gather(*(stream(stack.port, payload) for _ in range(wave)))
+            results = await asyncio.gather(*(stream(stack.port, payload) for _ in range(wave)))
             done += wave
+            events += sum(count for _, _, count, _ in results)
+            empty += sum(1 for _, _, count, _ in results if count == 0)  # refused or failed
             if done >= (len(marks) + 1) * total // 10:
                 marks.append(rss_mb(stack.server.pid))
                 print(
@@ -277,7 +279,8 @@ async def soak(total: int, concurrency: int, workers: int) -> None:
     print(
         f"soak: {total} requests ({concurrency} at a time, {workers} workers): server RSS "
         f"{marks[0]:.0f} MB after {total // 10}, {marks[-1]:.0f} MB after {total} "
-        f"({(marks[-1] / marks[0] - 1) * 100:+.1f}%)"
+        f"({(marks[-1] / marks[0] - 1) * 100:+.1f}%); {events} SSE events, "
+        f"{empty} requests answered none"
     )
 
 
