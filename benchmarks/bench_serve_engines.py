@@ -6,11 +6,13 @@ here ``harmonia serve`` is the real command (``--engine vllm`` or
 streams one id per SSE event on each wire format (vLLM's generate endpoint,
 vLLM's ``/v1/completions``, llama-server's ``/completion``), paced at one
 token per ``--pace`` seconds per stream. The load client is raw asyncio
-HTTP/1.1 (no client library in the measurement): N streamed Chat requests at
-once. Reported per run:
+HTTP/1.1 (no client library in the measurement): N streamed requests at once,
+Chat Completions or Responses (``--api chat,responses``). Reported per run:
 
 * server CPU per streamed token: the user+system CPU time of the harmonia
-  process (all its workers) during the run, over the tokens streamed;
+  process (all its workers) during the run, over the SSE events streamed (a
+  Chat stream of N tokens has N + 2 events, a Responses stream N + 8: its
+  deltas and the item and response events around them);
 * delivered / offered tokens per second (offered: N / pace);
 * time to first token p50/p99 and inter-token latency p50/p99 at the client.
 
@@ -140,26 +142,34 @@ class Stack:
 
 
 def request_bytes(
-    port: int, max_tokens: int, model: str = MODEL, extra: dict[str, Any] | None = None
+    port: int,
+    max_tokens: int,
+    model: str = MODEL,
+    extra: dict[str, Any] | None = None,
+    api: str = "chat",
 ) -> bytes:
-    body = json.dumps(
-        {
-            "model": model,
+    """One streamed request: Chat Completions (``api="chat"``) or Responses."""
+    if api == "responses":
+        path = "/v1/responses"
+        fields: dict[str, Any] = {"input": "Say many words.", "max_output_tokens": max_tokens}
+    else:
+        path = "/v1/chat/completions"
+        fields = {
             "messages": [{"role": "user", "content": "Say many words."}],
-            "stream": True,
             "max_tokens": max_tokens,
-            **(extra or {}),
         }
-    ).encode()
+    body = json.dumps({"model": model, **fields, "stream": True, **(extra or {})}).encode()
     head = (
-        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 
 
-async def one_run(stack: Stack, streams: int, words: int, pace: float) -> dict[str, float]:
-    payload = request_bytes(stack.port, words + 20)
+async def one_run(
+    stack: Stack, streams: int, words: int, pace: float, api: str
+) -> dict[str, float]:
+    payload = request_bytes(stack.port, words + 20, api=api)
     before = cpu_seconds(stack.server.pid)
     started = time.perf_counter()
     results = await asyncio.gather(*(stream(stack.port, payload) for _ in range(streams)))
@@ -179,17 +189,19 @@ async def one_run(stack: Stack, streams: int, words: int, pace: float) -> dict[s
     }
 
 
-def bench(wire: str, streams: int, workers: int, words: int, pace: float, repeat: int) -> None:
+def bench(
+    wire: str, api: str, streams: int, workers: int, words: int, pace: float, repeat: int
+) -> None:
     stack = Stack(wire, words, pace, workers)
     try:
-        asyncio.run(_warm(stack, words))
-        runs = [asyncio.run(one_run(stack, streams, words, pace)) for _ in range(repeat)]
+        asyncio.run(_warm(stack, words, api))
+        runs = [asyncio.run(one_run(stack, streams, words, pace, api)) for _ in range(repeat)]
     finally:
         stack.stop()
     median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     each = ", ".join(f"{run['us_per_token']:.0f}" for run in runs)
     print(
-        f"| {wire} | {streams} | {workers} | {median['us_per_token']:.0f} "
+        f"| {wire} | {api} | {streams} | {workers} | {median['us_per_token']:.0f} "
         f"({each}) | "
         f"{median['delivered']:,.0f} / {median['offered']:,.0f} | "
         f"{median['ttft50']:.0f} / {median['ttft99']:.0f} | "
@@ -198,8 +210,8 @@ def bench(wire: str, streams: int, workers: int, words: int, pace: float, repeat
     )
 
 
-async def _warm(stack: Stack, words: int) -> None:
-    payload = request_bytes(stack.port, words + 20)
+async def _warm(stack: Stack, words: int, api: str) -> None:
+    payload = request_bytes(stack.port, words + 20, api=api)
     await asyncio.gather(*(stream(stack.port, payload) for _ in range(4)))
 
 
@@ -267,30 +279,44 @@ def rss_mb(pid: int) -> float:
 
 
 async def soak(total: int, concurrency: int, workers: int) -> None:
-    """``total`` short streamed requests, ``concurrency`` at once: RSS after a tenth, at the end."""
+    """``total`` short streamed requests, ``concurrency`` at once: RSS after each tenth.
+
+    Each tenth is printed as it is reached (with the time so far), so a soak
+    stopped early still shows its trend; the last line compares the end with
+    the first tenth.
+    """
     stack = Stack("generate", 5, 0.0, workers)
+    started = time.perf_counter()
     try:
         payload = request_bytes(stack.port, 20)
-        done, marks = 0, {}
+        done, marks, events, empty = 0, [], 0, 0
         while done < total:
             wave = min(concurrency, total - done)
-            await asyncio.gather(*(stream(stack.port, payload) for _ in range(wave)))
+            results = await asyncio.gather(*(stream(stack.port, payload) for _ in range(wave)))
             done += wave
-            if done >= total // 10 and "tenth" not in marks:
-                marks["tenth"] = rss_mb(stack.server.pid)
-        marks["end"] = rss_mb(stack.server.pid)
+            events += sum(count for _, _, count, _ in results)
+            empty += sum(1 for _, _, count, _ in results if count == 0)  # refused or failed
+            if done >= (len(marks) + 1) * total // 10:
+                marks.append(rss_mb(stack.server.pid))
+                print(
+                    f"soak: {done} requests, server RSS {marks[-1]:.0f} MB "
+                    f"({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
     finally:
         stack.stop()
     print(
         f"soak: {total} requests ({concurrency} at a time, {workers} workers): server RSS "
-        f"{marks['tenth']:.0f} MB after {total // 10}, {marks['end']:.0f} MB after {total} "
-        f"({(marks['end'] / marks['tenth'] - 1) * 100:+.1f}%)"
+        f"{marks[0]:.0f} MB after {total // 10}, {marks[-1]:.0f} MB after {total} "
+        f"({(marks[-1] / marks[0] - 1) * 100:+.1f}%); {events} SSE events, "
+        f"{empty} requests answered none"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--formats", default="generate,completions,llama.cpp")
+    parser.add_argument("--api", default="chat", help="chat, responses or both (chat,responses)")
     parser.add_argument("--streams", default="64,256")
     parser.add_argument("--workers", default="1")
     parser.add_argument("--words", type=int, default=100, help="tokens per stream (about)")
@@ -316,13 +342,14 @@ def main() -> None:
         for streams in map(int, args.streams.split(",")):
             asyncio.run(against(args.target_port, args.target_pid, streams, args.words, args))
         return
-    print("| wire format | streams | workers | server CPU us/token: median (runs) | "
+    print("| wire format | API | streams | workers | server CPU us/token: median (runs) | "
           "delivered / offered tokens/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for wire in args.formats.split(","):
-        for streams in map(int, args.streams.split(",")):
-            for workers in map(int, args.workers.split(",")):
-                bench(wire, streams, workers, args.words, args.pace, args.repeat)
+        for api in args.api.split(","):
+            for streams in map(int, args.streams.split(",")):
+                for workers in map(int, args.workers.split(",")):
+                    bench(wire, api, streams, workers, args.words, args.pace, args.repeat)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harmonia import Conversation, EngineError, Message, Role
+from harmonia import Conversation, EngineError, InputError, Message, Role
 from harmonia.agent import Agent, AgentLimits, RunHooks, StopReason
 from harmonia.engines import Finish, FinishReason, Generation, ScriptedEngine
 from harmonia.engines.scripted import Script
@@ -137,3 +137,41 @@ def test_a_run_cancelled_before_its_task_runs_ends_cancelled_and_stops_the_engin
     result, finish = asyncio.run(main())
     assert result.stop_reason is StopReason.CANCELLED
     assert finish is not None and finish.reason is FinishReason.CANCELLED
+
+
+def test_a_run_without_events_keeps_none_and_refuses_to_be_iterated(turns):
+    # The server follows a run through its hooks; a run that kept one event per chunk
+    # would hold them all until its end, for nobody.
+    engine = ScriptedEngine([Script(turns(CALL), chunk_size=4), turns(FINAL)])
+    hooks = Recorder()
+    agent = Agent(engine, on_tool_call=lambda call: "one")
+
+    async def main() -> Any:
+        run = agent.run(chat(), hooks=hooks, events=False)
+        result = await run.result()
+        kept = run._queue
+        with pytest.raises(InputError, match="events=False"):
+            async for _ in run:
+                pass
+        return result, kept
+
+    result, kept = asyncio.run(main())
+    assert result.stop_reason is StopReason.FINAL and result.answer == "Done."
+    assert kept is None
+    # The hooks saw every chunk all the same.
+    assert sum(e[2] for e in hooks.seen if e[0] == "sampled") == len(turns(CALL)) + len(
+        turns(FINAL)
+    )
+
+
+def test_a_run_with_events_gives_the_same_result(turns):
+    engine = ScriptedEngine([Script(turns(CALL), chunk_size=4), turns(FINAL)])
+    agent = Agent(engine, on_tool_call=lambda call: "one")
+
+    async def main() -> Any:
+        run = agent.run(chat())
+        kinds = [type(event).__name__ async for event in run]
+        return await run.result(), kinds
+
+    result, kinds = asyncio.run(main())
+    assert result.answer == "Done." and kinds[-1] == "Done" and "FinalDelta" in kinds

@@ -66,7 +66,7 @@ OTHER_COMMANDS = {
     "--structured-outputs-config.backend guidance --enable-scale-out &": "the live vLLM",
     "VLLM_API=$!": "a step of the vLLM comparison",
     "python benchmarks/bench_serve_engines.py --formats generate,completions,llama.cpp "
-    "--streams 64,256,1024 --workers 1,2 --repeat 3": "a benchmark",
+    "--api chat,responses --streams 64,256 --workers 1 --repeat 3": "a benchmark",
     "python benchmarks/bench_serve_engines.py --target-port 8000 --target-pid $! "
     "--model gpt-oss-live --streams 4 --words 256": "a benchmark against a live vLLM",
     "export TIKTOKEN_ENCODINGS_BASE=$HARMONIA_LIVE_CACHE/tiktoken VLLM_CPU_KVCACHE_SPACE=1 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from openai_helpers import (
 )
 
 from harmonia import HarmonyEncoding, InputError, load_harmony_encoding
+from harmonia.engines import TokenLogprob
 from harmonia.openai_compat import ChatCompletionStream, chat_completion_from_tokens
 
 ENC = load_harmony_encoding("HarmonyGptOss")
@@ -173,3 +175,57 @@ def test_any_token_soup_streams_without_error_or_markup(
         for call in delta.get("tool_calls", []):
             assert "<|" not in call["function"].get("arguments", "")
             assert "<|" not in call["function"].get("name", "")
+
+
+def _dumps(chunk: dict[str, Any]) -> bytes:
+    return json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("reasoning_field", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize("logprobs", [False, True])
+def test_encode_chunk_is_the_json_encoders_bytes(reasoning_field: str, logprobs: bool) -> None:
+    # Text deltas come from a template (harmonia serve encodes one per token); every
+    # chunk, templated or not, must be the encoder's bytes exactly.
+    text = (
+        '<|channel|>analysis<|message|>Quote " back\\slash\ttab é 漢字 🙂\u2028<|end|>'
+        "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json"
+        '<|message|>{"a": "\\n"}<|call|>'
+    )
+    tokens = ENC.encode(text, allowed_special="all")
+    stream = ChatCompletionStream(
+        ENC, model='m"odel', ids="seed", reasoning_field=reasoning_field, logprobs=logprobs
+    )
+    chunks: list[dict[str, Any]] = []
+    for token in tokens:
+        chunks += stream.feed(token, TokenLogprob(token, -0.5) if logprobs else None)
+    chunks += stream.finish()
+    assert len(chunks) > 10
+    for chunk in chunks:
+        assert stream.encode_chunk(chunk) == _dumps(chunk)
+    assert stream._heads  # the template was used (for the reasoning deltas at least)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(), created=st.integers(min_value=0, max_value=2**40))
+def test_a_text_delta_of_any_text_encodes_as_the_encoder_does(text: str, created: int) -> None:
+    stream = ChatCompletionStream(ENC, model="gpt-oss-20b", ids="seed", created=created)
+    tokens = ENC.encode("<|channel|>final<|message|>", allowed_special="all")
+    chunks = [c for t in tokens for c in stream.feed(t)]
+    delta = stream._chunk({"content": text}, None)  # the shape _translate gives
+    for chunk in [*chunks, delta]:
+        try:
+            expected = _dumps(chunk)
+        except UnicodeEncodeError:  # a lone surrogate: neither path can write it
+            with pytest.raises(UnicodeEncodeError):
+                stream.encode_chunk(chunk)
+            continue
+        assert stream.encode_chunk(chunk) == expected
+
+
+def test_a_chunk_changed_after_it_was_made_is_encoded_whole() -> None:
+    stream = ChatCompletionStream(ENC, model="gpt-oss-20b", ids="seed", created=7)
+    chunk = stream._chunk({"content": "hi"}, None)
+    chunk["model"] = "other"  # no longer this stream's fixed fields: no template
+    chunk["choices"][0]["delta"]["content"] = "bye"
+    assert stream.encode_chunk(chunk) == _dumps(chunk)
+    assert b'"other"' in stream.encode_chunk(chunk)

@@ -21,6 +21,7 @@ from harmonia import (
     HarmonyEncoding,
     HarmonyEncodingName,
     HarmonyError,
+    InputError,
     Message,
     OutputEvent,
     load_harmony_encoding,
@@ -124,13 +125,17 @@ class Agent:
         *,
         prompt: Sequence[int] | None = None,
         hooks: RunHooks | None = None,
+        events: bool = True,
     ) -> AgentRun:
         """Start a run (lazily, on first use): iterate its events, or await its result.
 
         ``prompt``: the first step's ids, when the caller rendered them itself;
-        ``hooks``: see :class:`RunHooks`.
+        ``hooks``: see :class:`RunHooks`; ``events=False``: the run keeps no
+        events (a caller that follows it through its hooks alone, as the
+        server does: one event per sampled chunk, held until the run ends,
+        would be kept for nobody); iterating such a run is an ``InputError``.
         """
-        return AgentRun(self, conversation, prompt=prompt, hooks=hooks)
+        return AgentRun(self, conversation, prompt=prompt, hooks=hooks, events=events)
 
     def run_sync(
         self,
@@ -227,11 +232,13 @@ class AgentRun:
         *,
         prompt: Sequence[int] | None = None,
         hooks: RunHooks | None = None,
+        events: bool = True,
     ) -> None:
         self._agent = agent
         self._machine = agent.loop(conversation, prompt=prompt)
         self._hooks = hooks or RunHooks()
-        self._queue: asyncio.Queue[AgentEvent] = asyncio.Queue()
+        # None: events=False, nothing is kept (see Agent.run).
+        self._queue: asyncio.Queue[AgentEvent] | None = asyncio.Queue() if events else None
         self._task: asyncio.Task[AgentResult] | None = None
         self._stop: StopReason | None = None  # why we cancelled our own task
         self._running = False  # the task has begun (a task cancelled before it runs never does)
@@ -284,13 +291,19 @@ class AgentRun:
         return self._events()
 
     async def _events(self) -> AsyncIterator[AgentEvent]:
+        queue = self._queue
+        if queue is None:
+            raise InputError(
+                "this run was started with events=False and keeps no events; "
+                "await run.result(), or start it with events=True to iterate it"
+            )
         task = self._ensure_started()
         while not self._ended:
-            getter = asyncio.ensure_future(self._queue.get())
+            getter = asyncio.ensure_future(queue.get())
             await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
             if not getter.done():
                 getter.cancel()
-                if self._queue.empty():
+                if queue.empty():
                     task.result()  # the driver failed: raise its error here
                     return
                 continue
@@ -315,8 +328,9 @@ class AgentRun:
     # -- the driver ------------------------------------------------------------------
 
     def _emit(self, step: Step) -> None:
-        for event in step.events:
-            self._queue.put_nowait(event)
+        if self._queue is not None:
+            for event in step.events:
+                self._queue.put_nowait(event)
 
     async def _drive(self, step: Step, first: Generation | None) -> AgentResult:
         self._running = True

@@ -278,8 +278,13 @@ def int_list(value: Any, what: str, client: HttpClient, url: str) -> list[int]:
     """``value`` as a list of token ids, or an EngineError about malformed data."""
     if value is None:
         return []
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
-    ):
-        raise client.error(f"malformed stream data: {what} is {value!r}, not token ids", url)
-    return value
+    # ``type(v) is int``: JSON's ints, never a bool. One id per event is the common case
+    # (one call per streamed token): checked without a generator.
+    if type(value) is list:
+        if len(value) == 1:
+            first = value[0]
+            if type(first) is int and first >= 0:
+                return value
+        elif all(type(v) is int and v >= 0 for v in value):
+            return value
+    raise client.error(f"malformed stream data: {what} is {value!r}, not token ids", url)

@@ -53,6 +53,10 @@ class WireError(Exception):
         self.kind = kind
 
 
+class _Stalled(Exception):
+    """Set on a stream reader whose read waited the read timeout (:meth:`Answer._check`)."""
+
+
 class Answer:
     """An answer's status and headers; its body is read with :meth:`body` or :meth:`chunks`."""
 
@@ -72,15 +76,52 @@ class Answer:
         self._rest = rest
         self._keep_alive = keep_alive
         self._done = False
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None  # the stall check (see _read)
+        self._since = 0.0  # when the read in flight began
+        self._reading = False
 
     async def _read(self) -> bytes:
+        """One read of the body; ``stall`` when no data comes within the read timeout.
+
+        Not ``asyncio.timeout`` per read: at hundreds of streams a timer made and
+        cancelled per read was a measurable share of the server's CPU (issue 34).
+        One timer per answer checks, when it fires, whether the read in flight
+        has waited ``read_timeout`` since it began; if so it fails the read
+        (:meth:`_check`), else it is set again for that read's deadline.
+        """
+        loop = self._loop
+        self._since = loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(self._since + self._wire.read_timeout, self._check)
+        self._reading = True
         try:
-            data = await _read_within(self._reader, self._wire.read_timeout)
-        except asyncio.TimeoutError:
+            return await self._reader.read(READ_SIZE)
+        except _Stalled:
             raise WireError("stall", "no data") from None
         except OSError as exc:
             raise WireError("broken", str(exc) or type(exc).__name__) from None
-        return data
+        finally:
+            self._reading = False
+
+    def _check(self) -> None:
+        """The timer: fail a read that has waited the read timeout, else wait for its deadline."""
+        if self._done or self._writer.is_closing():
+            self._timer = None
+            return
+        timeout = self._wire.read_timeout
+        now = self._loop.time()
+        if self._reading and now - self._since >= timeout:
+            self._timer = None
+            self._reader.set_exception(_Stalled())  # the read in flight raises it
+            return
+        deadline = (self._since if self._reading else now) + timeout
+        self._timer = self._loop.call_at(deadline, self._check)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it comes: one piece per socket read (de-chunked), until its end."""
@@ -110,6 +151,7 @@ class Answer:
                 if not buffer:
                     break
         self._done = True
+        self._stop_timer()
 
     async def _dechunk(self, buffer: bytes) -> AsyncIterator[bytes]:
         data = bytearray(buffer)
@@ -175,7 +217,10 @@ class Answer:
 
     def close(self) -> None:
         """Give the connection back when the body was read to its end, else close it."""
-        if self._done and self._keep_alive and not self._writer.is_closing():
+        self._stop_timer()
+        # A reader the stall check failed (just as its last read came) is not reused.
+        reusable = self._reader.exception() is None and not self._writer.is_closing()
+        if self._done and self._keep_alive and reusable:
             self._wire.give_back(self._reader, self._writer)
         else:
             self._writer.close()

@@ -11,6 +11,7 @@ message :func:`chat_completion_from_tokens` returns for the same tokens.
 from __future__ import annotations
 
 import time
+from json.encoder import encode_basestring  # the JSON encoder's own string escaper (C)
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
@@ -22,10 +23,13 @@ from .._turn import (
     TurnSummary,
 )
 from ._chat import SEPARATOR, chat_message_from_items, chat_usage
-from ._common import JsonDict
+from ._common import JsonDict, compact_json
 from ._finish import checked_finish_reason, finish_reason
 from ._ids import IdGenerator, as_generator
 from ._stream import AssembledStream
+
+#: What follows a text delta's text in its chunk.
+_DELTA_TAIL = b'},"finish_reason":null,"logprobs":null}]}'
 
 
 class ChatCompletionStream(AssembledStream):
@@ -77,6 +81,7 @@ class ChatCompletionStream(AssembledStream):
         self._fresh: set[int] = set()  # items that have not written yet
         self._override: str | None = None
         self._reason = "stop"
+        self._heads: dict[str, bytes] | None = None  # encode_chunk's templates, by field
 
     def finish(
         self, *, finished: bool | None = None, finish_reason: str | None = None
@@ -109,6 +114,51 @@ class ChatCompletionStream(AssembledStream):
         if self._result is None:
             raise InputError("the completion is known after finish(): call finish() first")
         return self._result
+
+    def encode_chunk(self, chunk: JsonDict) -> bytes:
+        """``chunk`` as compact UTF-8 JSON, byte for byte
+        ``json.dumps(chunk, ensure_ascii=False, separators=(",", ":")).encode()``.
+
+        A text delta as this stream made it (most of its chunks) is written
+        from a template of its fixed fields around the escaped text, the rest by
+        the JSON encoder: a server encodes one chunk per streamed token.
+        """
+        choices = chunk.get("choices")
+        if (
+            len(chunk) == 5
+            and chunk.get("id") is self._id
+            and chunk.get("model") is self._model
+            and chunk.get("created") is self._created
+            and type(choices) is list
+            and len(choices) == 1
+        ):
+            choice = choices[0]
+            if (
+                type(choice) is dict
+                and len(choice) == 4
+                and choice.get("finish_reason", 0) is None
+                and choice.get("logprobs", 0) is None
+            ):
+                delta = choice.get("delta")
+                if type(delta) is dict and len(delta) == 1:
+                    ((field, text),) = delta.items()
+                    head = self._templates().get(field)
+                    if head is not None and type(text) is str:
+                        return head + encode_basestring(text).encode() + _DELTA_TAIL
+        return compact_json(chunk).encode()
+
+    def _templates(self) -> dict[str, bytes]:
+        """The bytes of a text delta chunk up to its text, by the delta's field."""
+        if self._heads is None:
+            self._heads = {}
+            # The keys in the order _chunk writes them (the template is only for those).
+            if type(self._created) is int and type(self._model) is str:
+                for field in ("content", self._reasoning_field):
+                    probe = self._chunk({field: ""}, None)
+                    whole = compact_json(probe).encode()
+                    cut = whole.rindex(b'""' + _DELTA_TAIL)
+                    self._heads[field] = whole[:cut]
+        return self._heads
 
     # -- internals -------------------------------------------------------------------------
 

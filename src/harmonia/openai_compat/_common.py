@@ -27,6 +27,10 @@ from .._names import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
 from .._turn import is_builtin_name
 from ._errors import RequestError, UnsupportedContentError
 
+#: Compact JSON text, as ``harmonia serve`` writes every body and SSE payload (one
+#: encoder for all: ``json.dumps`` with options builds a new one per call).
+compact_json: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
 JsonDict = dict[str, Any]
 
 BUILTIN_TOOLS: Final = BUILTIN_NAMESPACES

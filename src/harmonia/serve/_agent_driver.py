@@ -153,7 +153,8 @@ class Turn(RunHooks):
         sources = isinstance(include, list) and SOURCES_INCLUDE in include
         self._shaper = None if toolbox is None else _Shaper(browser, sources=sources)
         self._waiting = time.monotonic()
-        self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self)
+        # Followed through the hooks alone: the run keeps no events of its own.
+        self._run = agent.run(self.conversation, prompt=self.prompt, hooks=self, events=False)
         self._run.begin()
 
     async def drive(
@@ -178,7 +179,15 @@ class Turn(RunHooks):
         ended = asyncio.ensure_future(run.result())
         ended.add_done_callback(lambda _: self._queue.put_nowait(None))  # after the last batch
         try:
-            while (batch := await self._queue.get()) is not None:
+            end = False
+            while not end and (batch := await self._queue.get()) is not None:
+                # The batches already here go with it: one write per wake-up, not per batch.
+                while not self._queue.empty():
+                    more = self._queue.get_nowait()
+                    if more is None:
+                        end = True
+                        break
+                    batch += more
                 yield batch
             result = await ended
         finally:  # a client gone: the generation or tool stops before the runtimes close

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any, TypeVar
 
 from starlette.responses import Response
 
+from ..openai_compat._common import compact_json
 from ._errors import APIError
 
 T = TypeVar("T")
@@ -46,13 +46,9 @@ def stream_failed(status: int) -> None:
         outcome["status"] = status
 
 
-#: One encoder for every chunk: ``json.dumps`` with options builds a new one per call.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-
 def dumps(data: Any) -> bytes:
     """Compact JSON bytes (the hot path: one call per chunk)."""
-    return _ENCODE(data).encode()
+    return compact_json(data).encode()
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -75,9 +75,10 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
 async def _frames(
     turn: Turn, stream: ChatCompletionStream, request_id: str
 ) -> AsyncIterator[bytes]:
+    encode = stream.encode_chunk  # text deltas from a template: one per streamed token
     try:
         async for chunks in turn.events():
-            yield b"".join(sse_frame(dumps(chunk)) for chunk in chunks)
+            yield b"".join([sse_frame(encode(chunk)) for chunk in chunks])
     except EngineError as exc:
         # After the headers an error can only travel in the stream; the SDK raises APIError.
         log.error("[%s] engine failed mid-stream: %s", request_id, exc)

@@ -77,6 +77,8 @@ class Service:
         self.failed = False
         #: Called once when start-up fails (``harmonia serve`` exits 1).
         self.on_start_failure: Callable[[], None] | None = None
+        #: Called once when start-up succeeded, just before ``/health`` turns green.
+        self.on_ready: Callable[[], None] | None = None
         self.not_ready_reason = "starting: loading the vocabulary"
         #: Turns holding an admission slot (the shutdown ends those still running).
         self.turns: set[Turn] = set()
@@ -114,6 +116,8 @@ class Service:
                 # here, off the loop, rather than inside the first strict request.
                 await asyncio.to_thread(_warm_constraints, conversation)
             await self._fit_admission()
+            if self.on_ready is not None:
+                self.on_ready()
             self.ready = True
             log.info("ready: engine %s, model %s", self.engine.name, self.config.model)
         except Exception as exc:
