@@ -23,7 +23,6 @@ from .._runtime import new_id
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response, track_outcome
 from ._chat import chat_completions
-from ._compact import compact
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._metrics import SharedMetrics
@@ -117,7 +116,7 @@ def create_app(
     @app.post("/v1/responses/compact")
     async def compact_responses(request: Request) -> Response:
         rid = request.state.request_id
-        return await guarded(request, lambda: compact(responses, request, rid))
+        return await guarded(request, lambda: responses.compact(request, rid))
 
     @app.websocket("/v1/responses")
     async def responses_socket(websocket: WebSocket) -> None:
