@@ -26,6 +26,61 @@ STDIN: Final = "-"
 T = TypeVar("T")
 
 
+class Commands:
+    """Where subcommands are registered: the one way every ``harmonia`` command adds one.
+
+    ``harmonia`` gives each app module (``chat``, ``serve``, ``tools``, ``data``) a
+    ``Commands`` for its ``add_subcommand(commands)``; a command with commands of
+    its own (``data build``, ``tools browser search``) opens them with
+    :meth:`nested`. Every command so gets the same help layout, a description
+    (its help line unless it says more), and ``func(args, out) -> int`` as the
+    handler ``harmonia`` runs.
+    """
+
+    def __init__(
+        self,
+        parser: argparse.ArgumentParser,
+        *,
+        dest: str = "command",
+        metavar: str = "COMMAND",
+        help: str | None = None,
+        formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter,
+    ) -> None:
+        self._sub = parser.add_subparsers(dest=dest, required=True, metavar=metavar, help=help)
+        self.formatter_class = formatter_class
+
+    def add(
+        self,
+        name: str,
+        help: str,
+        run: Any = None,
+        *,
+        description: str | None = None,
+        epilog: str | None = None,
+        add_help: bool = True,
+    ) -> argparse.ArgumentParser:
+        """The parser of the command ``name``; ``run(args, out) -> int`` handles it."""
+        parser: argparse.ArgumentParser = self._sub.add_parser(
+            name,
+            help=help,
+            description=help if description is None else description,
+            epilog=epilog,
+            formatter_class=self.formatter_class,
+            add_help=add_help,
+        )
+        if run is not None:
+            parser.set_defaults(func=run)
+        return parser
+
+    def nested(
+        self, parser: argparse.ArgumentParser, dest: str, help: str, *, metavar: str = "COMMAND"
+    ) -> Commands:
+        """The commands of the command ``parser`` (the word chosen lands in ``dest``)."""
+        return Commands(
+            parser, dest=dest, metavar=metavar, help=help, formatter_class=self.formatter_class
+        )
+
+
 def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -> None:
     """``--force``: replace an output that exists (without it, an existing one is refused)."""
     parser.add_argument(

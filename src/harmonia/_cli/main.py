@@ -24,7 +24,7 @@ from .._errors import HarmonyError, InputError, ParseError
 from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import FUNCTIONS, TYPESCRIPT_MODES
-from .._options import add_cot_policy, add_force, add_progress, progress_on_terminal
+from .._options import Commands, add_cot_policy, add_force, add_progress, progress_on_terminal
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
@@ -274,15 +274,15 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = Commands(parser, formatter_class=_HelpFormatter)
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(
-            name, help=help, description=help, epilog=_EPILOG, formatter_class=_HelpFormatter
-        )
+    def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
+        return commands.add(name, help, run, epilog=_EPILOG)
 
     render = command(
-        "render", "a conversation (a Chat Completions request or harmony JSON) -> prompt tokens"
+        "render",
+        "a conversation (a Chat Completions request or harmony JSON) -> prompt tokens",
+        _cmd_render,
     )
     render.add_argument("file", help="JSON file, or - for standard input")
     render.add_argument(
@@ -325,9 +325,10 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         default=DEFAULT_TYPESCRIPT_MODE,
         help="how tool schemas become TypeScript: reference (byte-exact) or corrected",
     )
-    render.set_defaults(func=_cmd_render)
 
-    schema = command("schema", "a JSON Schema or tools -> the TypeScript the model sees")
+    schema = command(
+        "schema", "a JSON Schema or tools -> the TypeScript the model sees", _cmd_schema
+    )
     schema.add_argument("file", help="JSON file, or - for standard input")
     schema.add_argument("--namespace", default=FUNCTIONS, help="the namespace of the tools")
     schema.add_argument(
@@ -336,16 +337,16 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         default=DEFAULT_TYPESCRIPT_MODE,
         help="reference (byte-exact) or corrected",
     )
-    schema.set_defaults(func=_cmd_schema)
 
-    parse = command("parse", "completion tokens or text -> messages and diagnostics (JSON)")
+    parse = command(
+        "parse", "completion tokens or text -> messages and diagnostics (JSON)", _cmd_parse
+    )
     _token_input_arguments(parse)
     parse.add_argument(
         "--lenient", action="store_true", help="recover from format errors and list them"
     )
-    parse.set_defaults(func=_cmd_parse)
 
-    inspect = command("inspect", "a readable, coloured view of a token sequence")
+    inspect = command("inspect", "a readable, coloured view of a token sequence", _cmd_inspect)
     _token_input_arguments(inspect)
     inspect.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
     inspect.add_argument(
@@ -357,16 +358,15 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
     add_progress(inspect)
     add_force(inspect, "the --html page")
-    inspect.set_defaults(func=_cmd_inspect)
 
     # The apps' commands: each module adds its own and imports its extras only when
     # run. Only the command being run is imported (agent, serve and training take
     # about a second to import); the others get a placeholder with their help line.
     for name, (module, help) in _APPS.items():
         if chosen in (None, name):
-            importlib.import_module(module, __package__).add_subcommand(sub, _HelpFormatter)
+            importlib.import_module(module, __package__).add_subcommand(commands)
         else:
-            sub.add_parser(name, help=help, add_help=False)
+            commands.add(name, help, add_help=False)
     _one_spelling(parser)
     return parser
 

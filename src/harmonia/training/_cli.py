@@ -30,6 +30,7 @@ from harmonia._files import (
 )
 from harmonia._options import (
     STDIN,
+    Commands,
     add_cot_policy,
     add_force,
     add_progress,
@@ -74,33 +75,19 @@ error; 130 interrupted (Ctrl-C)"""
 )
 
 
-def add_subcommand(
-    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
-) -> argparse.ArgumentParser:
-    """Add ``data`` and its commands to an ``argparse`` subparsers object.
-
-    Each command sets ``func(args, out) -> int``, as the ``harmonia`` command expects.
-    """
-    data: argparse.ArgumentParser = subparsers.add_parser(
+def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
+    """Add ``data`` and its commands to a command's :class:`~harmonia._options.Commands`."""
+    data = commands.add(
         "data",
-        help="training data: validate, build, stats, inspect, pack, export",
+        "training data: validate, build, stats, inspect, pack, export",
         description="Training data for gpt-oss: token ids and loss masks (docs/training.md).",
         epilog=_EXAMPLES,
-        formatter_class=formatter_class,
     )
-    sub = data.add_subparsers(
-        dest="data_command", required=True, metavar="COMMAND", help="what to do"
-    )
+    sub = commands.nested(data, "data_command", "what to do")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         rejects = name in ("validate", "build")  # the commands with --max-reject-rate
-        return sub.add_parser(
-            name,
-            help=help,
-            description=help,
-            epilog=_EXAMPLES if rejects else _EXAMPLES_NO_REJECTS,
-            formatter_class=formatter_class,
-        )
+        return sub.add(name, help, epilog=_EXAMPLES if rejects else _EXAMPLES_NO_REJECTS)
 
     validate = command("validate", "check input rows; report problems by code")
     _inputs(validate)
@@ -186,7 +173,7 @@ def add_subcommand(
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run ``harmonia data`` with ``argv`` (without the leading ``data``)."""
     parser = argparse.ArgumentParser(prog="harmonia")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
+    add_subcommand(Commands(parser))
     try:
         args = parser.parse_args(["data", *(sys.argv[1:] if argv is None else argv)])
     except SystemExit as exc:
