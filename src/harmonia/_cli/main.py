@@ -9,10 +9,8 @@ error (argparse's message).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Final, TextIO
@@ -20,11 +18,19 @@ from typing import Any, Final, TextIO
 from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
-from .._errors import HarmonyError, InputError, ParseError
+from .._errors import InputError, ParseError
 from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import FUNCTIONS, TYPESCRIPT_MODES
-from .._options import Commands, add_cot_policy, add_force, add_progress, progress_on_terminal
+from .._options import (
+    EXIT_INTERRUPTED,
+    Commands,
+    add_cot_policy,
+    add_force,
+    add_progress,
+    progress_on_terminal,
+    run_command,
+)
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
@@ -417,10 +423,6 @@ def command_words(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-#: The exit status after Ctrl-C (SIGINT), as shells report a process it ended.
-EXIT_INTERRUPTED = 130
-
-
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
     try:
@@ -440,23 +442,4 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
             _innermost(parser, words_in).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
-    words = command_words(args)
-    try:
-        return int(args.func(args, out))
-    except HarmonyError as exc:
-        print(f"{words}: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        # One line, no traceback; what was being written was never renamed into place.
-        hint = getattr(args, "on_interrupt", None)
-        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (``| head``): stop quietly, as cat does, and keep
-        # Python from failing again when it flushes stdout at exit.
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except OSError as exc:  # reading an input or writing an output
-        print(f"{words}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+    return run_command(args, out, command_words(args))

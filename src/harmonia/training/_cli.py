@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from harmonia import HarmonyError, InputError
+from harmonia import InputError
 from harmonia._files import (
     atomic_file,
     atomic_folder,
@@ -35,6 +35,7 @@ from harmonia._options import (
     add_force,
     add_progress,
     progress_on_terminal,
+    run_command,
 )
 
 from ._arrow import PROFILES
@@ -179,20 +180,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     except SystemExit as exc:
         return int(exc.code or 0)
     out = stdout if stdout is not None else sys.stdout
-    words = f"harmonia data {args.data_command}"
-    try:
-        return int(args.func(args, out))
-    except HarmonyError as exc:
-        print(f"{words}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        hint = getattr(args, "on_interrupt", None)
-        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
-        return 130
-    except OSError as exc:  # a missing input is a refused input, as in every command
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"{words}: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 1
+    return run_command(args, out, f"harmonia data {args.data_command}")
 
 
 # -- arguments --------------------------------------------------------------------
