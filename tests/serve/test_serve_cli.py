@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
-from serve_support import free_port
+from serve_support import free_port, wait_healthy
 
 from harmonia._options import Commands
 from harmonia.serve import AgentToolLoop
@@ -32,14 +31,7 @@ def test_process_serves_and_stops_cleanly(tmp_path):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert time.monotonic() < deadline, "the server did not start"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(port)
         import openai
 
         client = openai.OpenAI(
