@@ -171,7 +171,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:  # said here, once, rather than in each worker
         import uvicorn  # noqa: F401
 
-        from ._app import create_app  # noqa: F401
+        from ._app import build_app  # noqa: F401
     except ImportError as exc:
         raise InputError(
             f"harmonia serve needs the serve extra ({exc.name} is missing): {install_hint('serve')}"
@@ -193,7 +193,7 @@ def _serve(
     """One server process: the engine, the app, uvicorn (on ``sockets`` when given)."""
     import uvicorn
 
-    from ._app import create_app
+    from ._create import create_app
 
     tool_loop, backend = build_tool_loop(args)
     engine = from_args(EngineSpec, args).build()
