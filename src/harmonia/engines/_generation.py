@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Protocol
@@ -310,7 +311,7 @@ class Generation:
         return f"<Generation {self.engine} {state} tokens={len(self._tokens)}>"
 
 
-class PromptEngine:
+class PromptEngine(ABC):
     """The start of every engine's ``generate``, written once: the prompt checked into a
     tuple of ids, the default :class:`SamplingParams`, the :class:`Generation` built
     around the engine's producer.
@@ -335,8 +336,8 @@ class PromptEngine:
         producer = self._producer(ids, params, constraint)
         return Generation(producer, engine=self.name, prompt_tokens=len(ids), params=params)
 
+    @abstractmethod
     def _producer(
         self, ids: tuple[int, ...], params: SamplingParams, constraint: Constraint | None
     ) -> Producer:
         """The producer of one generation (check the request here, start nothing)."""
-        raise NotImplementedError
