@@ -10,11 +10,15 @@ scripts an old one would protect).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import re
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Final, Literal, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Final, Literal, TextIO, TypeVar, get_args, get_origin, get_type_hints
 
+from ._errors import HarmonyError
 from ._names import COT_POLICY_NAMES
 
 ProgressMode = Literal["auto", "lines", "none"]
@@ -24,6 +28,90 @@ PROGRESS_MODES: Final[tuple[ProgressMode, ...]] = ("auto", "lines", "none")
 STDIN: Final = "-"
 
 T = TypeVar("T")
+
+
+class Commands:
+    """Where subcommands are registered: the one way every ``harmonia`` command adds one.
+
+    ``harmonia`` gives each app module (``chat``, ``serve``, ``tools``, ``data``) a
+    ``Commands`` for its ``add_subcommand(commands)``; a command with commands of
+    its own (``data build``, ``tools browser search``) opens them with
+    :meth:`nested`. Every command so gets the same help layout, a description
+    (its help line unless it says more), and ``func(args, out) -> int`` as the
+    handler ``harmonia`` runs.
+    """
+
+    def __init__(
+        self,
+        parser: argparse.ArgumentParser,
+        *,
+        dest: str = "command",
+        metavar: str = "COMMAND",
+        help: str | None = None,
+        formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter,
+    ) -> None:
+        self._sub = parser.add_subparsers(dest=dest, required=True, metavar=metavar, help=help)
+        self.formatter_class = formatter_class
+
+    def add(
+        self,
+        name: str,
+        help: str,
+        run: Any = None,
+        *,
+        description: str | None = None,
+        epilog: str | None = None,
+        add_help: bool = True,
+    ) -> argparse.ArgumentParser:
+        """The parser of the command ``name``; ``run(args, out) -> int`` handles it."""
+        parser: argparse.ArgumentParser = self._sub.add_parser(
+            name,
+            help=help,
+            description=help if description is None else description,
+            epilog=epilog,
+            formatter_class=self.formatter_class,
+            add_help=add_help,
+        )
+        if run is not None:
+            parser.set_defaults(func=run)
+        return parser
+
+    def nested(
+        self, parser: argparse.ArgumentParser, dest: str, help: str, *, metavar: str = "COMMAND"
+    ) -> Commands:
+        """The commands of the command ``parser`` (the word chosen lands in ``dest``)."""
+        return Commands(
+            parser, dest=dest, metavar=metavar, help=help, formatter_class=self.formatter_class
+        )
+
+
+#: The exit status after Ctrl-C (SIGINT), as shells report a process it ended.
+EXIT_INTERRUPTED: Final = 130
+
+
+def run_command(args: argparse.Namespace, out: TextIO, words: str) -> int:
+    """Run the parsed command's ``func(args, out)``; its exit status. Every command's
+    failures end the same way: one line on stderr that starts with ``words``
+    (``harmonia data build``), never a traceback."""
+    try:
+        return int(args.func(args, out))
+    except HarmonyError as exc:
+        print(f"{words}: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # One line, no traceback; what was being written was never renamed into place.
+        hint = getattr(args, "on_interrupt", None)
+        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as cat does, and keep
+        # Python from failing again when it flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as exc:  # reading an input or writing an output
+        print(f"{words}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
 
 
 def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -> None:

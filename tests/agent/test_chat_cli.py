@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from harmonia import Conversation
+from harmonia._options import Commands
 from harmonia.agent._chat_cli import add_subcommand, main
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -99,7 +100,7 @@ def test_add_subcommand_registers_chat_on_a_parent_command() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="harmonia")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
+    add_subcommand(Commands(parser))
     args = parser.parse_args(["chat", "--engine", "vllm", "--python"])
     assert args.command == "chat" and args.python and callable(args.func)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import harmonia
-from harmonia._cli.main import _build_parser, main
+from harmonia._cli.main import _build_parser, _HelpFormatter, main
 
 ROOT = Path(__file__).parent.parent.parent
 
@@ -43,6 +43,22 @@ def _all_commands() -> dict[str, argparse.ArgumentParser]:
         if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
             todo += [((*words, name), p) for name, p in _commands(parser).items()]
     return out
+
+
+def test_every_command_is_registered_one_way() -> None:
+    # ``_options.Commands`` is the one registration interface: no other module adds
+    # parsers itself, so no command can miss the layout every other one has.
+    src = Path(harmonia.__file__).parent
+    for path in sorted(src.rglob("*.py")):
+        if path.name != "_options.py":
+            text = path.read_text(encoding="utf-8")
+            assert ".add_subparsers(" not in text and ".add_parser(" not in text, path
+    commands = _all_commands()
+    assert {"chat", "serve", "data build", "tools serve-mcp", "tools browser find"} <= set(commands)
+    for name, parser in commands.items():
+        assert parser.formatter_class is _HelpFormatter, name
+        assert parser.description, name
+        assert parser.prog == f"harmonia {name}", name
 
 
 def test_every_option_has_help_and_shows_its_default(capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,6 +36,37 @@ from harmonia.serve import ServerConfig, StoredResponse, create_app
 ENC = harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS)
 MODEL = "gpt-oss-test"
 DEFAULT_REPLY = "<|channel|>final<|message|>ok<|return|>"
+#: A turn that thinks, then answers ``Paris.`` (the Responses tests' usual reply).
+PARIS = (
+    "<|channel|>analysis<|message|>Simple.<|end|>"
+    "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>"
+)
+#: A Responses function tool without ``strict`` (the prompt shows it as the client wrote it).
+LOOKUP_LOOSE = {
+    "type": "function",
+    "name": "lookup",
+    "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
+    "strict": False,
+}
+#: A call to it in gpt-oss's own form: the recipient after the channel (the renderer
+#: writes it before).
+LOOKUP_CALL = (
+    "<|channel|>analysis<|message|>Look it up.<|end|>"
+    "<|start|>assistant<|channel|>commentary to=functions.lookup <|constrain|>json"
+    '<|message|>{"word": "x"}<|call|>'
+)
+#: A Responses function tool with a strict-ready schema (its call: ``functions.lookup``).
+LOOKUP_TOOL = {
+    "type": "function",
+    "name": "lookup",
+    "description": "Looks a word up.",
+    "parameters": {
+        "type": "object",
+        "properties": {"word": {"type": "string"}},
+        "required": ["word"],
+        "additionalProperties": False,
+    },
+}
 #: The engines the SDK suite runs over (``engine_kind`` in conftest.py).
 ENGINES = ("scripted", "transformers")
 
@@ -226,6 +257,21 @@ class Server:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+def wait_healthy(port: int, timeout_s: float = 30) -> None:
+    """Until the server on ``port`` answers ``/health`` with 200 (it has started)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert time.monotonic() < deadline, "the server did not start"
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
 
 
 def free_port() -> int:

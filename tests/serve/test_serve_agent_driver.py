@@ -10,25 +10,15 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serve_support import ENC, MODEL, harmony
+from serve_support import ENC, LOOKUP_CALL, LOOKUP_LOOSE, MODEL, harmony
 
 from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
 from harmonia.tools.browser import LocalCorpusBackend
 
 SEARCH = [{"type": "web_search_preview"}]
-LOOKUP = {
-    "type": "function",
-    "name": "lookup",
-    "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
-    "strict": False,
-}
-# gpt-oss's own form of a call: the recipient after the channel (the renderer writes it before).
-CALL = (
-    "<|channel|>analysis<|message|>Look it up.<|end|>"
-    "<|start|>assistant<|channel|>commentary to=functions.lookup <|constrain|>json"
-    '<|message|>{"word": "x"}<|call|>'
-)
+LOOKUP = LOOKUP_LOOSE
+CALL = LOOKUP_CALL
 THOUGHT = "<|channel|>analysis<|message|>Ponder tides.<|end|><|start|>assistant"
 SEARCH_STEP = '<|channel|>analysis to=browser.search code<|message|>{"query": "tides"}<|call|>'
 FINAL = "<|channel|>final<|message|>Done.<|return|>"

@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
-from serve_support import free_port
+from serve_support import free_port, wait_healthy
 
+from harmonia._options import Commands
 from harmonia.serve import AgentToolLoop
 from harmonia.serve._cli import add_subcommand, build_config, build_tool_loop, main
 
@@ -31,14 +31,7 @@ def test_process_serves_and_stops_cleanly(tmp_path):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert time.monotonic() < deadline, "the server did not start"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(port)
         import openai
 
         client = openai.OpenAI(
@@ -57,7 +50,7 @@ def test_process_serves_and_stops_cleanly(tmp_path):
 
 def test_defaults_and_refusals(capsys):
     parser = argparse.ArgumentParser()
-    add_subcommand(parser.add_subparsers())
+    add_subcommand(Commands(parser))
     args = parser.parse_args(["serve", "--engine", "scripted", "--date", "2026-01-02"])
     config = build_config(args)
     assert config.host == "127.0.0.1" and config.cors_origins == ()
@@ -72,7 +65,7 @@ def test_defaults_and_refusals(capsys):
 
 def test_every_server_flag_reaches_the_config():
     parser = argparse.ArgumentParser()
-    add_subcommand(parser.add_subparsers())
+    add_subcommand(Commands(parser))
     given = ["--send-timeout", "7", "--ping-interval", "3", "--cancel-wait", "2",
              "--reasoning-field", "reasoning", "--max-output-tokens", "5", "--queue-size", "4",
              "--cot-policy", "keep_all", "--alias", "x", "--no-warmup", "--store", "none",
@@ -91,7 +84,7 @@ def test_every_server_flag_reaches_the_config():
 
 def test_builtin_tool_options(tmp_path, capsys):
     parser = argparse.ArgumentParser()
-    serve = add_subcommand(parser.add_subparsers())
+    serve = add_subcommand(Commands(parser))
     for option in ("--browser", "--python"):
         (action,) = [a for a in serve._actions if option in a.option_strings]
         assert action.help and "default" in action.help

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serve_support import ENC, MODEL, post
+from serve_support import ENC, MODEL, PARIS, post
 
 from harmonia.serve._compact import (
     EXPANDED_HEADER,
@@ -18,10 +18,7 @@ from harmonia.serve._compact import (
 )
 from harmonia.serve._errors import APIError
 
-ANSWER = (
-    "<|channel|>analysis<|message|>Simple.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>"
-)
+ANSWER = PARIS
 SUMMARY = "The user asked for the capital of France; the answer was Paris. Next: nothing."
 
 

@@ -16,7 +16,9 @@ import pytest
 from pydantic import ValidationError
 from serve_support import (
     CHAT_REQUIRED,
+    LOOKUP_TOOL,
     MODEL,
+    PARIS,
     check_chat_keys,
     check_spec_event,
     check_spec_response,
@@ -30,21 +32,8 @@ spec = pytest.importorskip(
     "(pip install -e '.[clients]')",
 )
 
-ANSWER = (
-    "<|channel|>analysis<|message|>Simple.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>"
-)
-TOOL = {
-    "type": "function",
-    "name": "lookup",
-    "description": "Looks a word up.",
-    "parameters": {
-        "type": "object",
-        "properties": {"word": {"type": "string"}},
-        "required": ["word"],
-        "additionalProperties": False,
-    },
-}
+ANSWER = PARIS
+TOOL = LOOKUP_TOOL
 CALL = (
     "<|channel|>commentary to=functions.lookup <|constrain|>json"
     '<|message|>{"word":"accord"}<|call|>'

@@ -8,22 +8,12 @@ the renderer never produces; the settings that break it are shown too.
 
 from __future__ import annotations
 
-from serve_support import ENC, MODEL
+from serve_support import ENC, LOOKUP_CALL, LOOKUP_LOOSE, MODEL
 
 from harmonia.openai_compat import PromptOptions
 
-TOOL = {
-    "type": "function",
-    "name": "lookup",
-    "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
-    "strict": False,
-}
-# gpt-oss's own form: the recipient after the channel (the renderer writes it before).
-CALL = (
-    "<|channel|>analysis<|message|>Look it up.<|end|>"
-    "<|start|>assistant<|channel|>commentary to=functions.lookup <|constrain|>json"
-    '<|message|>{"word": "x"}<|call|>'
-)
+TOOL = LOOKUP_LOOSE
+CALL = LOOKUP_CALL
 FINAL = (
     "<|channel|>analysis<|message|>Easy.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>Done.<|return|>"

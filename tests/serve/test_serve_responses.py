@@ -11,25 +11,12 @@ import openai
 import pytest
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-from serve_support import ENC, MODEL, post, sse
+from serve_support import ENC, LOOKUP_TOOL, MODEL, PARIS, post, sse
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 ITEMS = TypeAdapter(ResponseItem)
-ANSWER = (
-    "<|channel|>analysis<|message|>Simple.<|end|>"
-    "<|start|>assistant<|channel|>final<|message|>Paris.<|return|>"
-)
-TOOL = {
-    "type": "function",
-    "name": "lookup",
-    "description": "Looks a word up.",
-    "parameters": {
-        "type": "object",
-        "properties": {"word": {"type": "string"}},
-        "required": ["word"],
-        "additionalProperties": False,
-    },
-}
+ANSWER = PARIS
+TOOL = LOOKUP_TOOL
 
 
 def lookup(word: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serve_support import MODEL, Server, free_port, orphan_record, redis_server
+from serve_support import MODEL, Server, free_port, orphan_record, redis_server, wait_healthy
 
 from harmonia import InputError
 from harmonia.engines import ScriptedEngine
@@ -341,14 +341,7 @@ def test_the_cli_binds_loopback_and_logs_no_key_even_at_debug(tmp_path):
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert time.monotonic() < deadline, "the server did not start"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_healthy(port)
         assert _listening(port) == {"0100007F"}  # 127.0.0.1 only, no --host given
         a = openai.OpenAI(base_url=base, api_key=KEY_A, max_retries=0, timeout=20)
         rid = a.responses.create(model="m", input="Hi").id

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harmonia._options import Commands
 from harmonia.training._cli import add_subcommand, main
 
 
@@ -20,7 +21,7 @@ def run(*argv: str) -> tuple[int, str]:
 
 def test_add_subcommand_plugs_into_a_parser() -> None:
     parser = argparse.ArgumentParser(prog="harmonia")
-    add_subcommand(parser.add_subparsers(dest="command"))
+    add_subcommand(Commands(parser))
     args = parser.parse_args(["data", "inspect", "x.jsonl", "--row", "3", "--policy", "trl"])
     assert args.command == "data" and args.data_command == "inspect" and callable(args.func)
 

@@ -9,10 +9,8 @@ error (argparse's message).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Final, TextIO
@@ -20,11 +18,19 @@ from typing import Any, Final, TextIO
 from .._content import ToolDescription, ToolNamespaceConfig
 from .._encoding import HarmonyEncoding, load_harmony_encoding
 from .._enums import HarmonyEncodingName, Role, StreamState
-from .._errors import HarmonyError, InputError, ParseError
+from .._errors import InputError, ParseError
 from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import FUNCTIONS, TYPESCRIPT_MODES
-from .._options import add_cot_policy, add_force, add_progress, progress_on_terminal
+from .._options import (
+    EXIT_INTERRUPTED,
+    Commands,
+    add_cot_policy,
+    add_force,
+    add_progress,
+    progress_on_terminal,
+    run_command,
+)
 from .._parse import parse_completion
 from .._render import typescript_converter
 from .._render.prompt_text import tools_section
@@ -274,15 +280,15 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = Commands(parser, formatter_class=_HelpFormatter)
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(
-            name, help=help, description=help, epilog=_EPILOG, formatter_class=_HelpFormatter
-        )
+    def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
+        return commands.add(name, help, run, epilog=_EPILOG)
 
     render = command(
-        "render", "a conversation (a Chat Completions request or harmony JSON) -> prompt tokens"
+        "render",
+        "a conversation (a Chat Completions request or harmony JSON) -> prompt tokens",
+        _cmd_render,
     )
     render.add_argument("file", help="JSON file, or - for standard input")
     render.add_argument(
@@ -325,9 +331,10 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         default=DEFAULT_TYPESCRIPT_MODE,
         help="how tool schemas become TypeScript: reference (byte-exact) or corrected",
     )
-    render.set_defaults(func=_cmd_render)
 
-    schema = command("schema", "a JSON Schema or tools -> the TypeScript the model sees")
+    schema = command(
+        "schema", "a JSON Schema or tools -> the TypeScript the model sees", _cmd_schema
+    )
     schema.add_argument("file", help="JSON file, or - for standard input")
     schema.add_argument("--namespace", default=FUNCTIONS, help="the namespace of the tools")
     schema.add_argument(
@@ -336,16 +343,16 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         default=DEFAULT_TYPESCRIPT_MODE,
         help="reference (byte-exact) or corrected",
     )
-    schema.set_defaults(func=_cmd_schema)
 
-    parse = command("parse", "completion tokens or text -> messages and diagnostics (JSON)")
+    parse = command(
+        "parse", "completion tokens or text -> messages and diagnostics (JSON)", _cmd_parse
+    )
     _token_input_arguments(parse)
     parse.add_argument(
         "--lenient", action="store_true", help="recover from format errors and list them"
     )
-    parse.set_defaults(func=_cmd_parse)
 
-    inspect = command("inspect", "a readable, coloured view of a token sequence")
+    inspect = command("inspect", "a readable, coloured view of a token sequence", _cmd_inspect)
     _token_input_arguments(inspect)
     inspect.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
     inspect.add_argument(
@@ -357,16 +364,15 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
     inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
     add_progress(inspect)
     add_force(inspect, "the --html page")
-    inspect.set_defaults(func=_cmd_inspect)
 
     # The apps' commands: each module adds its own and imports its extras only when
     # run. Only the command being run is imported (agent, serve and training take
     # about a second to import); the others get a placeholder with their help line.
     for name, (module, help) in _APPS.items():
         if chosen in (None, name):
-            importlib.import_module(module, __package__).add_subcommand(sub, _HelpFormatter)
+            importlib.import_module(module, __package__).add_subcommand(commands)
         else:
-            sub.add_parser(name, help=help, add_help=False)
+            commands.add(name, help, add_help=False)
     _one_spelling(parser)
     return parser
 
@@ -417,10 +423,6 @@ def command_words(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-#: The exit status after Ctrl-C (SIGINT), as shells report a process it ended.
-EXIT_INTERRUPTED = 130
-
-
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
     try:
@@ -440,23 +442,4 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
             _innermost(parser, words_in).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
-    words = command_words(args)
-    try:
-        return int(args.func(args, out))
-    except HarmonyError as exc:
-        print(f"{words}: {str(exc).replace(chr(10), ' ')}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        # One line, no traceback; what was being written was never renamed into place.
-        hint = getattr(args, "on_interrupt", None)
-        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (``| head``): stop quietly, as cat does, and keep
-        # Python from failing again when it flushes stdout at exit.
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except OSError as exc:  # reading an input or writing an output
-        print(f"{words}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+    return run_command(args, out, command_words(args))

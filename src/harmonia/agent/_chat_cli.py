@@ -36,6 +36,7 @@ from harmonia._files import (
     write_text,
 )
 from harmonia._options import (
+    Commands,
     add_cot_policy,
     add_force,
     add_options,
@@ -72,19 +73,16 @@ exit status: 0 success; 1 an input or the engine failed (one line says what to c
 2 a usage error; 130 interrupted (Ctrl-C at the prompt; during an answer it stops the answer)"""
 
 
-def add_subcommand(
-    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
-) -> argparse.ArgumentParser:
-    """Add ``chat`` to an ``argparse`` subparsers object (``parser.add_subparsers()``)."""
-    chat: argparse.ArgumentParser = subparsers.add_parser(
+def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
+    """Add ``chat`` to a command's :class:`~harmonia._options.Commands`."""
+    chat = commands.add(
         "chat",
-        help="chat with gpt-oss in the terminal, with tools",
+        "chat with gpt-oss in the terminal, with tools",
+        _cmd_chat,
         description="Chat with gpt-oss over an engine; tools run locally as the model calls them.",
         epilog=_EXAMPLES,
-        formatter_class=formatter_class,
     )
     _arguments(chat)
-    chat.set_defaults(func=_cmd_chat)
     return chat
 
 

@@ -56,3 +56,24 @@ class AgentLimits:
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
         ):
             raise InputError(f"AgentLimits.max_seconds must be > 0 or None, not {seconds!r}")
+
+    def budget(self, prompt_tokens: int, spent: int = 0) -> int:
+        """The most tokens the next generation may sample: what ``max_tokens`` leaves after
+        ``spent``, cut to what the context window leaves after a prompt of
+        ``prompt_tokens``. Zero or less: nothing fits.
+
+        The one place a generation's token budget is computed: the agent loop asks
+        here before every step, and the server (``harmonia.serve.Turn``) asks here for
+        a request's ``max_tokens``, so the two cannot disagree.
+
+        >>> AgentLimits(max_tokens=100, context_tokens=120).budget(50)
+        70
+        >>> AgentLimits(max_tokens=100, context_tokens=120).budget(50, spent=40)
+        60
+        >>> AgentLimits(max_tokens=100, context_tokens=120).budget(120)
+        0
+        """
+        left = self.max_tokens - spent
+        if self.context_tokens is None:
+            return left
+        return min(left, self.context_tokens - prompt_tokens)

@@ -361,8 +361,7 @@ class AgentLoop:
     def _next_sample(self) -> State:
         if self._steps >= self._limits.max_steps:
             return self._finish(StopReason.MAX_STEPS)
-        left = self._limits.max_tokens - self._completion_tokens
-        if left <= 0:
+        if self._completion_tokens >= self._limits.max_tokens:  # before rendering: spent
             return self._finish(StopReason.MAX_TOKENS)
         conversation = self.conversation
         prompt = self._first_prompt
@@ -372,10 +371,9 @@ class AgentLoop:
                     conversation, Role.ASSISTANT, self._config
                 )
             )
-        if self._limits.context_tokens is not None:  # the window left after this prompt
-            left = min(left, self._limits.context_tokens - len(prompt))
-            if left <= 0:
-                return self._finish(StopReason.LENGTH)
+        left = self._limits.budget(len(prompt), self._completion_tokens)
+        if left <= 0:  # max_tokens is not spent: the prompt filled the context window
+            return self._finish(StopReason.LENGTH)
         constraint = self._constraint(conversation) if self._constraint else None
         params = self._params
         if params.max_tokens > left:

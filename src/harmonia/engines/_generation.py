@@ -23,13 +23,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Protocol
 
 from harmonia import EngineError, InputError
 
-from ._base import Completion, Finish, FinishReason, SamplingParams, TokenLogprob, Usage
+from ._base import (
+    Completion,
+    Constraint,
+    Finish,
+    FinishReason,
+    SamplingParams,
+    TokenLogprob,
+    Usage,
+    check_prompt,
+)
 
 
 class Emit(Protocol):
@@ -299,3 +309,35 @@ class Generation:
     def __repr__(self) -> str:
         state = self._finish.reason.value if self._finish else "running"
         return f"<Generation {self.engine} {state} tokens={len(self._tokens)}>"
+
+
+class PromptEngine(ABC):
+    """The start of every engine's ``generate``, written once: the prompt checked into a
+    tuple of ids, the default :class:`SamplingParams`, the :class:`Generation` built
+    around the engine's producer.
+
+    An engine says how to produce in :meth:`_producer`, called before the
+    generation starts: whatever it refuses there (a constraint it cannot follow,
+    a closed engine) is raised by ``generate`` itself, before anything runs.
+    """
+
+    name: str
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams | None = None,
+        *,
+        constraint: Constraint | None = None,
+    ) -> Generation:
+        """Start one generation after ``prompt`` (see :class:`~harmonia.engines.Engine`)."""
+        ids = check_prompt(prompt, self.name)
+        params = params or SamplingParams()
+        producer = self._producer(ids, params, constraint)
+        return Generation(producer, engine=self.name, prompt_tokens=len(ids), params=params)
+
+    @abstractmethod
+    def _producer(
+        self, ids: tuple[int, ...], params: SamplingParams, constraint: Constraint | None
+    ) -> Producer:
+        """The producer of one generation (check the request here, start nothing)."""

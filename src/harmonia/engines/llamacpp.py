@@ -59,10 +59,10 @@ from harmonia import EngineError, InputError
 
 from .._runtime import api_key as resolve_api_key
 from .._tokenizer import special_tokens as st
-from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob, check_prompt
+from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob
 from ._gaps import Unrecoverable, preserved_token_texts, recover
 from ._gbnf import END_OF_GENERATION, JsonPolicy, expected_end, lark_to_gbnf
-from ._generation import Emit, Generation
+from ._generation import Emit, Producer, PromptEngine
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
 from ._logprobs import MalformedLogprobs, from_entry
 
@@ -106,7 +106,7 @@ def completion_body(
     return body
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(PromptEngine):
     """A ``llama-server`` reached over HTTP (``base_url`` such as ``http://127.0.0.1:8080``).
 
     ``api_key`` (or the ``LLAMA_API_KEY`` environment variable, ``api_key_env``)
@@ -157,16 +157,10 @@ class LlamaCppEngine:
         lark = constraint.require_grammar(self.name, self.base_url)
         return lark_to_gbnf(lark, json_args=self.json_args)
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams | None = None,
-        *,
-        constraint: Constraint | None = None,
-    ) -> Generation:
-        """Start a streamed completion on the server."""
-        ids = check_prompt(prompt, self.name)
-        params = params or SamplingParams()
+    def _producer(
+        self, ids: tuple[int, ...], params: SamplingParams, constraint: Constraint | None
+    ) -> Producer:
+        """A streamed completion on the server (the GBNF built now: a refusal raises here)."""
         grammar = self.grammar_for(constraint) if constraint is not None else None
         body = completion_body(ids, params, grammar)
 
@@ -175,7 +169,7 @@ class LlamaCppEngine:
             stream.top_logprobs = params.top_logprobs
             return await stream.run(body)
 
-        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+        return produce
 
     async def max_sequences(self) -> int | None:
         """How many sequences the server runs at once: its slots (``/props`` ``total_slots``,

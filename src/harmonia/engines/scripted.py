@@ -35,9 +35,8 @@ from ._base import (
     SamplingParams,
     TokenLogprob,
     TokenMatcher,
-    check_prompt,
 )
-from ._generation import Emit, Generation
+from ._generation import Emit, Producer, PromptEngine
 
 _NAME = "scripted"
 
@@ -91,7 +90,7 @@ ScriptSource = Iterable[Script | Sequence[int]] | Callable[[tuple[int, ...]], Sc
 
 
 @dataclass
-class ScriptedEngine:
+class ScriptedEngine(PromptEngine):
     """Replays :class:`Script` s: the next one for each generation.
 
     ``scripts`` is a sequence of scripts (plain id sequences work too), used
@@ -135,16 +134,10 @@ class ScriptedEngine:
                 )
             return self._queue.pop(0)
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams | None = None,
-        *,
-        constraint: Constraint | None = None,
-    ) -> Generation:
-        """Start replaying the next script for ``prompt``."""
-        ids = check_prompt(prompt, self.name)
-        params = params or SamplingParams()
+    def _producer(
+        self, ids: tuple[int, ...], params: SamplingParams, constraint: Constraint | None
+    ) -> Producer:
+        """Replay the next script for ``ids`` (taken now, with the prompt kept)."""
         self.prompts.append(ids)
         script = self._next_script(ids)
         matcher = constraint.new_matcher() if constraint is not None else None
@@ -152,7 +145,7 @@ class ScriptedEngine:
         async def produce(emit: Emit) -> Finish:
             return await self._replay(script, matcher, emit, params.top_logprobs)
 
-        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+        return produce
 
     async def aclose(self) -> None:
         """Nothing to release."""

@@ -18,7 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from harmonia import EngineError, HarmonyError, InputError
@@ -32,9 +32,8 @@ from ._base import (
     SamplingParams,
     TokenLogprob,
     TokenMatcher,
-    check_prompt,
 )
-from ._generation import Emit, Generation
+from ._generation import Emit, Producer, PromptEngine
 
 __all__ = ["TransformersEngine"]
 
@@ -94,7 +93,7 @@ def random_gpt_oss(seed: int = 0) -> Any:
     return model.eval()
 
 
-class TransformersEngine:
+class TransformersEngine(PromptEngine):
     """A transformers causal LM (gpt-oss or any other) decoding harmony ids.
 
     ``model`` is a loaded ``PreTrainedModel`` (put in eval mode); ``device``
@@ -152,23 +151,17 @@ class TransformersEngine:
         model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
         return cls(model, device=device, dtype=dtype)
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams | None = None,
-        *,
-        constraint: Constraint | None = None,
-    ) -> Generation:
-        """Start decoding after ``prompt`` on the worker thread."""
-        ids = check_prompt(prompt, self.name)
-        params = params or SamplingParams()
+    def _producer(
+        self, ids: tuple[int, ...], params: SamplingParams, constraint: Constraint | None
+    ) -> Producer:
+        """Decoding after ``ids`` on the worker thread (a closed engine refuses here)."""
         if self._closed:
             raise EngineError("this transformers engine is closed (aclose)", engine=self.name)
 
         async def produce(emit: Emit) -> Finish:
             return await self._produce(ids, params, constraint, emit)
 
-        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+        return produce
 
     async def aclose(self) -> None:
         """Stop the worker thread (after the generation it runs, if any)."""

@@ -51,9 +51,8 @@ from ._base import (
     FinishReason,
     SamplingParams,
     TokenLogprob,
-    check_prompt,
 )
-from ._generation import Emit, Generation
+from ._generation import Emit, Producer, PromptEngine
 from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
 from ._logprobs import MalformedLogprobs, from_completions, from_entry
 
@@ -119,7 +118,7 @@ def generate_body(
     return body
 
 
-class VLLMEngine:
+class VLLMEngine(PromptEngine):
     """A vLLM server reached over HTTP (``base_url`` such as ``http://127.0.0.1:8000``).
 
     ``model`` names the served model (``None``: the server's only one);
@@ -168,16 +167,10 @@ class VLLMEngine:
     def __repr__(self) -> str:
         return f"VLLMEngine({self.base_url!r}, model={self.model!r}, api={self.api!r})"
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams | None = None,
-        *,
-        constraint: Constraint | None = None,
-    ) -> Generation:
-        """Start a streamed generation on the server."""
-        ids = check_prompt(prompt, self.name)
-        params = params or SamplingParams()
+    def _producer(
+        self, ids: tuple[int, ...], params: SamplingParams, constraint: Constraint | None
+    ) -> Producer:
+        """A streamed generation on the server (the grammar built now: a refusal raises here)."""
         grammar = None
         if constraint is not None:
             from harmonia.constrained import grammar_for_llguidance
@@ -202,7 +195,7 @@ class VLLMEngine:
             body = completions_body(ids, params, grammar, self.model)
             return await self._stream(COMPLETIONS_PATH, body, params, emit)
 
-        return Generation(produce, engine=self.name, prompt_tokens=len(ids), params=params)
+        return produce
 
     async def health(self) -> None:
         """Raise :class:`~harmonia.EngineError` unless the server's ``/health`` answers 200."""

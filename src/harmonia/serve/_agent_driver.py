@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harmonia import Conversation, EngineError, Message, OutputEvent
@@ -25,7 +25,6 @@ from harmonia.engines import Constraint, Finish, FinishReason, Generation
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ..vocabulary import ASSISTANT, START_ID
 from ._errors import ServerShuttingDown
-from ._service import turn_constraint
 
 if TYPE_CHECKING:
     from harmonia import HarmonyEncoding
@@ -33,8 +32,7 @@ if TYPE_CHECKING:
     from harmonia.tools import Toolbox
     from harmonia.tools.browser import BrowserTool
 
-    from ._service import Prepared, Service
-    from ._tool_loop import ToolLoop
+    from ._metrics import Metrics
 
 JsonDict = dict[str, Any]
 
@@ -49,6 +47,70 @@ _BUILTIN_COMPLETED = (
 _CUT = (StopReason.LENGTH, StopReason.MAX_TOKENS, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A request made ready to run: its conversation, prompt ids and constraint.
+
+    ``strict`` and ``tool_choice`` are what the constraint was built from (a
+    tool loop builds its later steps' constraint from them).
+    """
+
+    conversation: Conversation
+    prompt: list[int]
+    constraint: Constraint | None
+    strict: bool = False
+    tool_choice: str | None = None
+
+
+def turn_constraint(conversation: Conversation, tool_choice: str) -> Constraint:
+    """The turn grammar for ``conversation``, compiled here when llguidance is installed.
+
+    Compiling before the engine starts makes a schema llguidance refuses the
+    caller's 400 on every engine (inside an engine's worker it would be an
+    engine failure), and in-process engines then copy the compiled template.
+    Without llguidance (a remote engine) the grammar text goes as it is.
+    """
+    from ..constrained import GrammarOptions
+
+    constraint = Constraint.from_conversation(conversation, GrammarOptions(tool_choice=tool_choice))
+    try:
+        matcher = constraint.new_matcher()
+    except ImportError:  # harmonia[constrained] is not installed: the engine's grammar
+        return constraint
+    return Constraint(grammar=constraint.grammar, matcher=matcher)
+
+
+def _nothing(*_: object) -> None:
+    """The default of :class:`TurnRequest`'s callbacks: a turn outside a server tells no one."""
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """Everything one turn needs from the server, and nothing more (a turn never sees the
+    :class:`~harmonia.serve.Service`: the server builds this when it admits a request).
+
+    ``params`` are the request's, ``max_tokens`` as asked: the turn cuts it to
+    what ``context_tokens`` leaves after the prompt. ``runner`` runs the turn's
+    events instead of :meth:`Turn.drive` (a :class:`~harmonia.serve.ToolLoop`'s
+    ``run``). The callbacks report back: the engine failed (``on_engine_failure``)
+    or answered (``on_engine_success``), the turn closed (``on_close``, once, after
+    its run ended: the admission slot goes back there).
+    """
+
+    engine: Engine
+    encoding: HarmonyEncoding
+    prepared: Prepared
+    params: SamplingParams
+    stream: ResponseStream | ChatCompletionStream
+    context_tokens: int
+    cot_policy: str
+    metrics: Metrics
+    runner: Callable[[Turn], AsyncIterator[list[JsonDict]]] | None = None
+    on_engine_failure: Callable[[EngineError], None] = _nothing
+    on_engine_success: Callable[[], None] = _nothing
+    on_close: Callable[[Turn], None] = _nothing
+
+
 class Turn(RunHooks):
     """One admitted turn of the model: what a :class:`~harmonia.serve.ToolLoop` is given.
 
@@ -61,23 +123,27 @@ class Turn(RunHooks):
     its tool calls too); the admission slot is held until :meth:`close`.
     """
 
-    def __init__(
-        self,
-        service: Service,
-        prepared: Prepared,
-        params: SamplingParams,
-        stream: ResponseStream | ChatCompletionStream,
-        tool_loop: ToolLoop | None = None,
-    ) -> None:
-        self.engine: Engine = service.engine
-        self.encoding: HarmonyEncoding = service.enc
+    def __init__(self, request: TurnRequest) -> None:
+        prepared = request.prepared
+        self.engine: Engine = request.engine
+        self.encoding: HarmonyEncoding = request.encoding
         self.conversation: Conversation = prepared.conversation
         self.prompt = tuple(prepared.prompt)
-        self.params = params
+        #: The request's whole-turn limits; ``max_tokens`` is cut by the one budget rule.
+        self._limits = AgentLimits(
+            max_steps=1,
+            max_tokens=request.params.max_tokens,
+            max_seconds=None,
+            context_tokens=request.context_tokens,
+        )
+        # The server refused a prompt that leaves no room (``Service.prepare``): one token
+        # at least, so that the parameters stay valid whatever a caller built.
+        budget = max(1, self._limits.budget(len(self.prompt)))
+        self.params = replace(request.params, max_tokens=budget)
         self.constraint: Constraint | None = prepared.constraint
-        self.cot_policy = service.config.cot_policy
-        self.stream = stream
-        self._service, self._prepared, self._tool_loop = service, prepared, tool_loop
+        self.cot_policy = request.cot_policy
+        self.stream = request.stream
+        self._request = request
         self._run: AgentRun | None = None
         self._shaper: _Shaper | None = None
         self._queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()  # None: the end
@@ -96,7 +162,8 @@ class Turn(RunHooks):
 
     def events(self) -> AsyncIterator[list[JsonDict]]:
         """The turn's events: from the tool loop it was admitted with, else :meth:`drive`'s."""
-        return self.drive() if self._tool_loop is None else self._tool_loop.run(self)
+        runner = self._request.runner
+        return self.drive() if runner is None else runner(self)
 
     def later_constraint(self) -> Constraint | None:
         """The constraint of the steps after a tool reply (it may compile: use a worker thread).
@@ -106,7 +173,7 @@ class Turn(RunHooks):
         by the first step's call, so later steps choose freely (``auto``) and
         may answer. Without ``strict`` nothing constrains them.
         """
-        prepared = self._prepared
+        prepared = self._request.prepared
         if prepared.constraint is None or not prepared.strict:
             return None
         if prepared.tool_choice in (None, "auto", "none"):
@@ -125,14 +192,12 @@ class Turn(RunHooks):
         if self._run is not None:
             return
         if limits is None:  # a plain request: one generation, as long as the request allows
-            limits = (
-                AgentLimits(max_steps=1, max_seconds=None) if toolbox is None else AgentLimits()
-            )
+            limits = self._limits if toolbox is None else AgentLimits()
         # max_output_tokens bounds the whole response (every step), as OpenAI's does; each
         # step's prompt, grown by the tool replies, must leave room in the context.
         limits = replace(
             limits,
-            context_tokens=self._service.config.context_tokens,
+            context_tokens=self._limits.context_tokens,
             max_tokens=self.params.max_tokens
             if toolbox is None
             else min(limits.max_tokens, self.params.max_tokens),
@@ -196,9 +261,9 @@ class Turn(RunHooks):
         if self._interrupted is not None:
             raise ServerShuttingDown(self._interrupted)
         if result.stop_reason is StopReason.ERROR and isinstance(result.error, EngineError):
-            self._service.note_engine_failure(result.error)
+            self._request.on_engine_failure(result.error)
             raise result.error
-        self._service.note_engine_success()
+        self._request.on_engine_success()
         yield self._finish(result)
 
     def interrupt(self, reason: str) -> None:
@@ -214,13 +279,12 @@ class Turn(RunHooks):
         if self._closed:
             return
         self._closed = True
-        self._service.turns.discard(self)
         try:
             if self._run is not None:
                 self._run.cancel()
                 await self._run.result()
         finally:
-            self._service.admission.release()
+            self._request.on_close(self)
 
     # -- the driver's hooks ------------------------------------------------------------
 
@@ -241,7 +305,7 @@ class Turn(RunHooks):
     ) -> Sequence[OutputEvent] | None:
         """The one place sampled ids reach the API stream (``generation.tokens[start:]``)."""
         if self._waiting is not None:  # the turn's first token
-            self._service.metrics.first_token(time.monotonic() - self._waiting)
+            self._request.metrics.first_token(time.monotonic() - self._waiting)
             self._waiting = None
         # Read once: what is shown is what runs. The chunk's log-probabilities are
         # read right after the engine gave it (``last_logprobs`` is that chunk's).
@@ -251,7 +315,7 @@ class Turn(RunHooks):
 
     def generated(self, generation: Generation) -> None:
         # Every step counts, however it ended; here and nowhere else.
-        self._service.metrics.generation(len(generation.tokens), time.monotonic() - self._began)
+        self._request.metrics.generation(len(generation.tokens), time.monotonic() - self._began)
         self._tokens, self._last = generation.tokens, generation.finish
 
     def tool_finished(self, call: Message, reply: Message | None) -> None:

@@ -23,7 +23,6 @@ from .._runtime import new_id
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response, track_outcome
 from ._chat import chat_completions
-from ._compact import compact
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._metrics import SharedMetrics
@@ -38,28 +37,13 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 Handler = Callable[[], Awaitable[Response]]
 
 
-def create_app(
+def build_app(
     engine: Engine,
-    config: ServerConfig | None = None,
-    *,
-    store: ResponseStore | None = None,
-    tool_loop: ToolLoop | None = None,
+    config: ServerConfig | None,
+    store: ResponseStore | None,
+    tool_loop: ToolLoop | None,
 ) -> FastAPI:
-    """An OpenAI-compatible ASGI app serving ``engine`` (run it with uvicorn).
-
-    ``store`` overrides the store ``config.store`` names; ``tool_loop`` runs
-    built-in tools (without one, they are left out of the requests that declare them). The
-    engine is not closed with the app: its owner closes it.
-
-    .. code-block:: python
-
-        import uvicorn
-        from harmonia.engines import ScriptedEngine
-        from harmonia.serve import ServerConfig, create_app
-
-        app = create_app(ScriptedEngine([...]), ServerConfig(store="memory"))
-        uvicorn.run(app, host="127.0.0.1", port=8000)
-    """
+    """:func:`harmonia.serve.create_app`'s app (FastAPI is imported here, and only here)."""
     config = config or ServerConfig()
     service = Service(engine, config, store)
     responses = Responses(service, tool_loop)
@@ -117,7 +101,7 @@ def create_app(
     @app.post("/v1/responses/compact")
     async def compact_responses(request: Request) -> Response:
         rid = request.state.request_id
-        return await guarded(request, lambda: compact(responses, request, rid))
+        return await guarded(request, lambda: responses.compact(request, rid))
 
     @app.websocket("/v1/responses")
     async def responses_socket(websocket: WebSocket) -> None:

@@ -14,11 +14,11 @@ from harmonia import EngineError
 
 from .._runtime import SSE_DONE, sse_frame
 from ..openai_compat import ChatCompletionStream, chat_request_to_conversation
-from ._agent_driver import Turn
+from ._agent_driver import Prepared, Turn
 from ._asgi import Disconnect, dumps, json_response, stream_failed
 from ._errors import ServerShuttingDown, engine_error
 from ._request import ChatBody, chat_logprobs, read_json, validate
-from ._service import Prepared, Service, log, log_diagnostics, tool_choice_option
+from ._service import Service, log, log_diagnostics, tool_choice_option
 
 
 def _strict(body: ChatBody) -> bool:

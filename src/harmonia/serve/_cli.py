@@ -1,7 +1,6 @@
 """``harmonia serve``: the OpenAI-compatible server from the command line.
 
-The lead wires it into the ``harmonia`` command with
-``harmonia.serve._cli.add_subcommand(subparsers)``; ``python -m
+The ``harmonia`` command adds it with :func:`add_subcommand`; ``python -m
 harmonia.serve._cli ...`` runs it alone. Exit status: 0 after a clean
 shutdown, 1 when harmonia refuses the configuration, 2 for usage errors.
 """
@@ -23,7 +22,7 @@ from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
 from harmonia._runtime import TIMEOUTS
 
-from .._options import add_options, flag_words, flags_of, from_args
+from .._options import Commands, add_options, flag_words, flags_of, from_args
 from ..engines import EngineSpec
 from ..tools import ToolsSpec
 from ..tools._spec import SERVE_SCOPE
@@ -51,20 +50,17 @@ use too), or an engine that cannot start
 2 a usage error"""
 
 
-def add_subcommand(
-    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
-) -> argparse.ArgumentParser:
-    """Add ``serve`` to an ``argparse`` sub-command set (``func(args, out) -> int``)."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
+    """Add ``serve`` to a command's :class:`~harmonia._options.Commands`."""
+    parser = commands.add(
         "serve",
-        help="an OpenAI-compatible HTTP server (Chat Completions, Responses) over an engine",
+        "an OpenAI-compatible HTTP server (Chat Completions, Responses) over an engine",
+        run,
         description="Serve gpt-oss over /v1/chat/completions and /v1/responses. "
         "API keys come from --api-key or HARMONIA_API_KEYS (comma-separated).",
         epilog=_EXAMPLES,
-        formatter_class=formatter_class,
     )
     add_arguments(parser)
-    parser.set_defaults(func=run)
     return parser
 
 
@@ -176,7 +172,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:  # said here, once, rather than in each worker
         import uvicorn  # noqa: F401
 
-        from ._app import create_app  # noqa: F401
+        from ._app import build_app  # noqa: F401
     except ImportError as exc:
         raise InputError(
             f"harmonia serve needs the serve extra ({exc.name} is missing): {install_hint('serve')}"
@@ -198,7 +194,7 @@ def _serve(
     """One server process: the engine, the app, uvicorn (on ``sockets`` when given)."""
     import uvicorn
 
-    from ._app import create_app
+    from ._create import create_app
 
     tool_loop, backend = build_tool_loop(args)
     engine = from_args(EngineSpec, args).build()

@@ -24,17 +24,11 @@ import os
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .._names import COMMENTARY
 from .._runtime import new_id
 from ._errors import APIError
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
-    from starlette.responses import Response
-
-    from ._responses import Responses
 
 JsonDict = dict[str, Any]
 
@@ -145,38 +139,22 @@ def expand_compactions(items: Sequence[JsonDict], sealer: Sealer, tenant: str) -
     return out
 
 
-async def compact(responses: Responses, request: Request, request_id: str) -> Response:
-    """``POST /v1/responses/compact``: the spec's ``response.compaction`` object."""
-    from ._asgi import Disconnect, json_response
-    from ._request import read_json
-    from ._responses import tenant_of
-
-    service = responses.service
-    data = await read_json(request, service.config.max_body_bytes)
-    model = data.get("model")
-    if not isinstance(model, str) or not model:
-        raise APIError(
-            400,
-            "model is required: the model that writes the summary",
-            param="model",
-            code="missing_required_parameter",
-        )
-    tenant = tenant_of(request)
-    keep = ("model", "input", "previous_response_id")
-    given = {key: data[key] for key in keep if key in data}
-    items = await responses.context_of(given, tenant)
-    summarise = {
+def summarising_request(model: str, items: Sequence[JsonDict]) -> JsonDict:
+    """The Responses request whose answer is the summary of ``items`` (not stored, no tools)."""
+    return {
         "model": model,
         "instructions": SUMMARY_INSTRUCTIONS,
         "input": [*items, {"type": "message", "role": "user", "content": SUMMARY_REQUEST}],
         "store": False,
         "tool_choice": "none",
     }
-    plan = await responses.plan(summarise, tenant, request_id, [])
-    disconnect = Disconnect(request.receive)
-    job = await disconnect.race_or_close(plan.admit(service))
-    await service.run_to_end(responses.events(plan, job, request_id), disconnect, job, request_id)
-    result = plan.stream.response
+
+
+def compaction(
+    sealer: Sealer, result: JsonDict, items: Sequence[JsonDict], tenant: str, model: str
+) -> JsonDict:
+    """The spec's ``response.compaction`` object from the summarising response ``result``;
+    a 502 when the model wrote no complete summary."""
     summary = "\n\n".join(
         part.get("text", "")
         for item in result["output"]
@@ -190,17 +168,13 @@ async def compact(responses: Responses, request: Request, request_id: str) -> Re
             "or compact a shorter conversation",
             code="compaction_failed",
         )
-    sealed = responses.service.sealer.seal(
-        {"v": _VERSION, "tenant": tenant, "model": model, "summary": summary}
-    )
+    sealed = sealer.seal({"v": _VERSION, "tenant": tenant, "model": model, "summary": summary})
     users = [item for item in items if item.get("type") == "message" and item.get("role") == "user"]
     item = {"type": "compaction", "id": new_id("cmp"), "encrypted_content": sealed}
-    return json_response(
-        {
-            "id": new_id("resp"),
-            "object": "response.compaction",
-            "created_at": int(time.time()),
-            "output": [*users, item],
-            "usage": result["usage"],
-        }
-    )
+    return {
+        "id": new_id("resp"),
+        "object": "response.compaction",
+        "created_at": int(time.time()),
+        "output": [*users, item],
+        "usage": result["usage"],
+    }

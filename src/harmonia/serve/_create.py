@@ -26,7 +26,16 @@ def create_app(
     built-in tools (without one, they are left out of the requests that declare them). The
     engine is not closed with the app: its owner closes it. FastAPI is
     imported only now, so ``import harmonia.serve`` stays light.
-    """
-    from ._app import create_app as build
 
-    return build(engine, config, store=store, tool_loop=tool_loop)
+    .. code-block:: python
+
+        import uvicorn
+        from harmonia.engines import ScriptedEngine
+        from harmonia.serve import ServerConfig, create_app
+
+        app = create_app(ScriptedEngine([...]), ServerConfig(store="memory"))
+        uvicorn.run(app, host="127.0.0.1", port=8000)
+    """
+    from ._app import build_app
+
+    return build_app(engine, config, store, tool_loop)

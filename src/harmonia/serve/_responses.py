@@ -24,7 +24,7 @@ from harmonia._runtime import TIMEOUTS
 from ..engines import SamplingParams
 from ..openai_compat import ResponseStream, ending_events
 from ..openai_compat._responses_output import response_with_every_key
-from ._agent_driver import Turn
+from ._agent_driver import Prepared, Turn
 from ._asgi import Disconnect, json_response, stream_failed
 from ._background import (
     DONE_FRAME,
@@ -36,10 +36,11 @@ from ._background import (
     replica_name,
     settle_orphan,
 )
+from ._compact import compaction, summarising_request
 from ._errors import APIError, ServerShuttingDown
 from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
-from ._service import Prepared, Service, builtin_recipient, log, log_diagnostics
+from ._service import Service, builtin_recipient, log, log_diagnostics
 from ._store import StoredResponse, StoreUnavailableError
 from ._tool_loop import ToolLoop
 
@@ -197,7 +198,6 @@ class Responses:
         prepared = await asyncio.to_thread(
             prepare_responses, service, render, body, previous, tenant
         )
-        params = service.fit(params, len(prepared.prompt))
         echo = dict(data)
         echo["store"] = store
         stream = ResponseStream(
@@ -213,6 +213,28 @@ class Responses:
         return Plan(
             body, store, stream, stream.start(), context, prepared, params, tenant, tool_loop
         )
+
+    async def compact(self, request: Request, request_id: str) -> Response:
+        """``POST /v1/responses/compact``: the spec's ``response.compaction`` object (the
+        model summarises the conversation in a turn of its own; see ``_compact``)."""
+        service = self.service
+        data = await read_json(request, service.config.max_body_bytes)
+        model = data.get("model")
+        if not isinstance(model, str) or not model:
+            raise APIError(
+                400,
+                "model is required: the model that writes the summary",
+                param="model",
+                code="missing_required_parameter",
+            )
+        tenant = tenant_of(request)
+        keep = ("model", "input", "previous_response_id")
+        items = await self.context_of({key: data[key] for key in keep if key in data}, tenant)
+        plan = await self.plan(summarising_request(model, items), tenant, request_id, [])
+        disconnect = Disconnect(request.receive)
+        job = await disconnect.race_or_close(plan.admit(service))
+        await service.run_to_end(self.events(plan, job, request_id), disconnect, job, request_id)
+        return json_response(compaction(service.sealer, plan.stream.response, items, tenant, model))
 
     async def context_of(self, data: JsonDict, tenant: str) -> list[JsonDict]:
         """Every input item of a request (``model``, ``input``, ``previous_response_id``),

@@ -18,10 +18,11 @@ from ..vocabulary import CALL_ID as _CALL
 from ..vocabulary import END_ID as _END
 from ..vocabulary import MESSAGE_ID as _MESSAGE
 from ..vocabulary import RETURN_ID as _RETURN
+from ._agent_driver import Prepared
 from ._compact import expand_compactions
 from ._errors import APIError
 from ._request import ResponsesBody
-from ._service import Prepared, Service, tool_choice_option
+from ._service import Service, tool_choice_option
 from ._store import StoredResponse
 
 JsonDict = dict[str, Any]

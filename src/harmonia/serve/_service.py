@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harmonia import (
@@ -25,6 +24,7 @@ from .._runtime import TIMEOUTS
 from ..engines import Constraint, Engine, EngineRefusedError, SamplingParams, ScriptedEngine
 from ..openai_compat import ChatCompletionStream, ResponseStream
 from ._admission import Admission
+from ._agent_driver import Prepared, Turn, TurnRequest, turn_constraint
 from ._compact import Sealer
 from ._config import ServerConfig
 from ._errors import APIError, from_exception
@@ -32,26 +32,10 @@ from ._metrics import Metrics
 from ._store import ResponseStore, check_tenancy, open_store
 
 if TYPE_CHECKING:
-    from ._agent_driver import Turn
     from ._asgi import Disconnect, SSEResponse
     from ._tool_loop import ToolLoop
 
 log = logging.getLogger("harmonia.serve")
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A request made ready to run: its conversation, prompt ids and constraint.
-
-    ``strict`` and ``tool_choice`` are what the constraint was built from (a
-    tool loop builds its later steps' constraint from them).
-    """
-
-    conversation: Conversation
-    prompt: list[int]
-    constraint: Constraint | None
-    strict: bool = False
-    tool_choice: str | None = None
 
 
 class Service:
@@ -222,15 +206,6 @@ class Service:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def fit(self, params: SamplingParams, prompt_tokens: int) -> SamplingParams:
-        """``params`` with ``max_tokens`` cut to what the context leaves after the prompt.
-
-        A request may ask for the whole context (gpt-oss's evals send 131,072);
-        the generation then stops where the context runs out, as ``length``.
-        """
-        room = max(1, self.config.context_tokens - prompt_tokens)
-        return params if params.max_tokens <= room else replace(params, max_tokens=room)
-
     async def admit(
         self,
         prepared: Prepared,
@@ -244,9 +219,21 @@ class Service:
         the request is the caller's status, not a broken stream; a tool loop
         starts its turn itself.
         """
-        from ._agent_driver import Turn
-
-        turn = Turn(self, prepared, self.fit(params, len(prepared.prompt)), stream, tool_loop)
+        request = TurnRequest(
+            self.engine,
+            self.enc,
+            prepared,
+            params,
+            stream,
+            context_tokens=self.config.context_tokens,
+            cot_policy=self.config.cot_policy,
+            metrics=self.metrics,
+            runner=None if tool_loop is None else tool_loop.run,
+            on_engine_failure=self.note_engine_failure,
+            on_engine_success=self.note_engine_success,
+            on_close=self._turn_closed,
+        )
+        turn = Turn(request)
         await self.admission.acquire()
         self.turns.add(turn)
         try:
@@ -256,6 +243,10 @@ class Service:
             await turn.close()
             raise
         return turn
+
+    def _turn_closed(self, turn: Turn) -> None:
+        self.turns.discard(turn)
+        self.admission.release()
 
     def sse(
         self, frames: AsyncIterator[bytes], disconnect: Disconnect, turn: Turn | None = None
@@ -363,24 +354,6 @@ def _probe_of(engine: Engine) -> Callable[[], Awaitable[None]] | None:
     """The engine's ``health()`` probe (raises ``EngineError`` when its server is down), if any."""
     probe = getattr(engine, "health", None)
     return probe if callable(probe) else None
-
-
-def turn_constraint(conversation: Conversation, tool_choice: str) -> Constraint:
-    """The turn grammar for ``conversation``, compiled here when llguidance is installed.
-
-    Compiling before the engine starts makes a schema llguidance refuses the
-    caller's 400 on every engine (inside an engine's worker it would be an
-    engine failure), and in-process engines then copy the compiled template.
-    Without llguidance (a remote engine) the grammar text goes as it is.
-    """
-    from ..constrained import GrammarOptions
-
-    constraint = Constraint.from_conversation(conversation, GrammarOptions(tool_choice=tool_choice))
-    try:
-        matcher = constraint.new_matcher()
-    except ImportError:  # harmonia[constrained] is not installed: the engine's grammar
-        return constraint
-    return Constraint(grammar=constraint.grammar, matcher=matcher)
 
 
 def _warm_constraints(conversation: Conversation) -> None:

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._options import add_options, from_args
+from .._options import Commands, add_options, from_args
 from ._base import Tool, ToolCall, ToolOutput
 from ._spec import BROWSER_SCOPE, PYTHON_SCOPE, ToolsSpec
 
 
-def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+def add_commands(tools_sub: Commands) -> None:
     """Add ``browser`` and ``python`` to ``harmonia tools``'s subcommands."""
     examples = (
         "examples:\n"
@@ -30,48 +30,39 @@ def add_commands(tools_sub: Any, formatter_class: type[argparse.HelpFormatter]) 
         "exit status: 0 success; 1 the call failed (one line on stderr says why); "
         "2 a usage error"
     )
-    browser = tools_sub.add_parser(
+    browser = tools_sub.add(
         "browser",
-        help="one browser call: search, open or find, over a folder or the web",
+        "one browser call: search, open or find, over a folder or the web",
         description="One call of the built-in browser tool; prints what the model would read.",
         epilog=examples,
-        formatter_class=formatter_class,
     )
-    calls = browser.add_subparsers(
-        dest="tools_tool", required=True, metavar="CALL", help="the browser function"
-    )
-    search = calls.add_parser("search", help="search and show the results page", epilog=examples)
+    calls = tools_sub.nested(browser, "tools_tool", "the browser function", metavar="CALL")
+    search = calls.add("search", "search and show the results page", epilog=examples)
     search.add_argument("query", help="what to search for")
     search.add_argument("--topn", type=int, default=10, help="results to show")
-    opened = calls.add_parser(
-        "open", help="open a URL (or a file of the corpus) and show it", epilog=examples
-    )
+    opened = calls.add("open", "open a URL (or a file of the corpus) and show it", epilog=examples)
     opened.add_argument("url", help="a URL, or a corpus file's path")
     opened.add_argument("--loc", type=int, default=-1, help="the first line to show")
     opened.add_argument("--num-lines", type=int, default=-1, help="lines to show")
-    find = calls.add_parser(
-        "find", help="open --url and show the lines with a pattern", epilog=examples
-    )
+    find = calls.add("find", "open --url and show the lines with a pattern", epilog=examples)
     find.add_argument("pattern", help="the text to find (case-insensitive)")
     find.add_argument("--url", required=True, help="the page to search in")
     for parser in (search, opened, find):
-        parser.formatter_class = formatter_class
         add_options(parser, ToolsSpec, scope=BROWSER_SCOPE)
         parser.set_defaults(func=_run_browser)
 
-    python = tools_sub.add_parser(
+    python = tools_sub.add(
         "python",
-        help="run code in the sandboxed python tool and print its reply",
+        "run code in the sandboxed python tool and print its reply",
+        _run_python,
         description="One call of the built-in python tool (a Jupyter kernel in bubblewrap).",
         epilog=(
             "examples:\n  harmonia tools python 'print(6 * 7)'\n  harmonia tools python - < s.py"
             "\n\nexit status: 0 success; 1 the call failed; 2 a usage error"
         ),
-        formatter_class=formatter_class,
     )
     python.add_argument("code", help="Python source; - for standard input")
     add_options(python, ToolsSpec, scope=PYTHON_SCOPE)
-    python.set_defaults(func=_run_python)
 
 
 def _run_browser(args: argparse.Namespace, out: TextIO) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from harmonia import HarmonyError, InputError
+from harmonia import InputError
 from harmonia._files import (
     atomic_file,
     atomic_folder,
@@ -30,10 +30,12 @@ from harmonia._files import (
 )
 from harmonia._options import (
     STDIN,
+    Commands,
     add_cot_policy,
     add_force,
     add_progress,
     progress_on_terminal,
+    run_command,
 )
 
 from ._arrow import PROFILES
@@ -74,33 +76,19 @@ error; 130 interrupted (Ctrl-C)"""
 )
 
 
-def add_subcommand(
-    subparsers: Any, formatter_class: type[argparse.HelpFormatter] = argparse.HelpFormatter
-) -> argparse.ArgumentParser:
-    """Add ``data`` and its commands to an ``argparse`` subparsers object.
-
-    Each command sets ``func(args, out) -> int``, as the ``harmonia`` command expects.
-    """
-    data: argparse.ArgumentParser = subparsers.add_parser(
+def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
+    """Add ``data`` and its commands to a command's :class:`~harmonia._options.Commands`."""
+    data = commands.add(
         "data",
-        help="training data: validate, build, stats, inspect, pack, export",
+        "training data: validate, build, stats, inspect, pack, export",
         description="Training data for gpt-oss: token ids and loss masks (docs/training.md).",
         epilog=_EXAMPLES,
-        formatter_class=formatter_class,
     )
-    sub = data.add_subparsers(
-        dest="data_command", required=True, metavar="COMMAND", help="what to do"
-    )
+    sub = commands.nested(data, "data_command", "what to do")
 
     def command(name: str, help: str) -> argparse.ArgumentParser:
         rejects = name in ("validate", "build")  # the commands with --max-reject-rate
-        return sub.add_parser(
-            name,
-            help=help,
-            description=help,
-            epilog=_EXAMPLES if rejects else _EXAMPLES_NO_REJECTS,
-            formatter_class=formatter_class,
-        )
+        return sub.add(name, help, epilog=_EXAMPLES if rejects else _EXAMPLES_NO_REJECTS)
 
     validate = command("validate", "check input rows; report problems by code")
     _inputs(validate)
@@ -186,26 +174,13 @@ def add_subcommand(
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run ``harmonia data`` with ``argv`` (without the leading ``data``)."""
     parser = argparse.ArgumentParser(prog="harmonia")
-    add_subcommand(parser.add_subparsers(dest="command", required=True))
+    add_subcommand(Commands(parser))
     try:
         args = parser.parse_args(["data", *(sys.argv[1:] if argv is None else argv)])
     except SystemExit as exc:
         return int(exc.code or 0)
     out = stdout if stdout is not None else sys.stdout
-    words = f"harmonia data {args.data_command}"
-    try:
-        return int(args.func(args, out))
-    except HarmonyError as exc:
-        print(f"{words}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        hint = getattr(args, "on_interrupt", None)
-        print(f"{words}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
-        return 130
-    except OSError as exc:  # a missing input is a refused input, as in every command
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"{words}: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 1
+    return run_command(args, out, f"harmonia data {args.data_command}")
 
 
 # -- arguments --------------------------------------------------------------------

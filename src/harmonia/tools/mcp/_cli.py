@@ -18,27 +18,26 @@ from typing import Any, TextIO
 
 from ... import InputError, ToolNamespaceConfig
 from ..._errors import install_hint
-from ..._options import add_options, from_args
+from ..._options import Commands, add_options, from_args
 from .._base import Tool
 from .._spec import MCP_SCOPE, ToolsSpec
 
 DEFAULT_PORT = 8001
 
 
-def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
-    """Add ``tools serve-mcp`` to the ``harmonia`` command's subparsers."""
-    tools = sub.add_parser(
+def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
+    """Add ``tools`` (``serve-mcp``, ``browser``, ``python``) to a command's
+    :class:`~harmonia._options.Commands`."""
+    tools = commands.add(
         "tools",
-        help="run harmonia's built-in tools outside an agent loop",
+        "run harmonia's built-in tools outside an agent loop",
         description="Run harmonia's built-in tools outside an agent loop.",
-        formatter_class=formatter_class,
     )
-    tools_sub = tools.add_subparsers(
-        dest="tools_command", required=True, metavar="COMMAND", help="what to run"
-    )
-    serve = tools_sub.add_parser(
+    tools_sub = commands.nested(tools, "tools_command", "what to run")
+    serve = tools_sub.add(
         "serve-mcp",
-        help="serve the browser or python tool over MCP (for vLLM's --tool-server)",
+        "serve the browser or python tool over MCP (for vLLM's --tool-server)",
+        run,
         description=(
             "Serve the browser or python tool as an MCP server: SSE on /sse (what vLLM's "
             "--tool-server connects to) and Streamable HTTP on /mcp, or stdio with --stdio."
@@ -49,17 +48,16 @@ def add_subcommand(sub: Any, formatter_class: type[argparse.HelpFormatter]) -> N
             "  harmonia tools serve-mcp python --timeout 60\n"
             "  vllm serve openai/gpt-oss-20b --tool-server 127.0.0.1:8001"
         ),
-        formatter_class=formatter_class,
     )
     serve.add_argument("tool", choices=("browser", "python"), help="which tool to serve")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
     serve.add_argument("--stdio", action="store_true", help="serve one client over stdin/stdout")
     add_options(serve, ToolsSpec, scope=MCP_SCOPE, title="the tool")
-    serve.set_defaults(func=run)
     from .._shell import add_commands
 
-    add_commands(tools_sub, formatter_class)
+    add_commands(tools_sub)
+    return tools
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -34,6 +34,7 @@ import signal
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,13 +163,22 @@ def kill_below(top: int, keep: frozenset[int], rounds: int = 50) -> int:
     before it is signalled, so a recycled pid is never hit. Repeats until a
     scan finds nothing new (a fork bomb keeps forking while it is being killed).
     """
+    return _kill_all(
+        lambda: [pid for pid in descendants(top, live_only=True) if pid not in keep],
+        lambda pid: _is_below(pid, top),
+        rounds,
+    )
+
+
+def _kill_all(scan: Callable[[], list[int]], still_ours: Callable[[int], bool], rounds: int) -> int:
+    """SIGKILL what ``scan`` finds, ``rounds`` times at most, until it finds nothing new.
+
+    Each pid is pinned with a pidfd first and ``still_ours`` is asked again
+    through it, so a pid recycled between the scan and the kill is never hit.
+    """
     signalled: set[int] = set()
     for _ in range(rounds):
-        targets = [
-            pid
-            for pid in descendants(top, live_only=True)
-            if pid not in keep and pid not in signalled
-        ]
+        targets = [pid for pid in scan() if pid not in signalled]
         if not targets:
             break
         for pid in targets:
@@ -177,7 +187,7 @@ def kill_below(top: int, keep: frozenset[int], rounds: int = 50) -> int:
             except OSError:
                 continue
             try:
-                if _is_below(pid, top):
+                if still_ours(pid):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                     signalled.add(pid)
             except OSError:
@@ -216,26 +226,9 @@ def kill_uid(uid: int, rounds: int = 50) -> int:
     signalled, so a pid recycled for another user is never hit. Repeats until a
     scan finds nothing new (a process may fork while the others are killed).
     """
-    signalled: set[int] = set()
-    for _ in range(rounds):
-        targets = [pid for pid in processes_of_uid(uid) if pid not in signalled]
-        if not targets:
-            break
-        for pid in targets:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError:
-                continue
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                    signalled.add(pid)
-            except OSError:
-                pass
-            finally:
-                os.close(pidfd)
-        time.sleep(0.005)  # let the kills land before looking again
-    return len(signalled)
+    return _kill_all(
+        lambda: processes_of_uid(uid), lambda pid: os.stat(f"/proc/{pid}").st_uid == uid, rounds
+    )
 
 
 # -- a uid per session -----------------------------------------------------------
