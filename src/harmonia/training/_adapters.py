@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._arrow import Profile, batch_table
-from ._batch import Batch, render_batch
+from ._batch import render_batch
 from ._inputs import InputOptions
-from ._policy import TrainPolicy, resolve_policy
+from ._policy import TrainPolicy
 
 
 def _rows(columns: Mapping[str, Sequence[Any]]) -> list[Any]:
@@ -29,45 +29,36 @@ def _rows(columns: Mapping[str, Sequence[Any]]) -> list[Any]:
 
 
 @dataclass(frozen=True)
-class HFMapper:
-    """For ``Dataset.map(HFMapper(...), batched=True, with_indices=True,
-    remove_columns=dataset.column_names)``; row ``i`` is reported as line ``i + 1``."""
-
+class _Mapper:
     policy: TrainPolicy | str | None = None
     input_options: InputOptions | None = None
     profile: Profile = "canonical"
+
+    def _table(self, columns: Mapping[str, Sequence[Any]], lines: Sequence[int] | None) -> Any:
+        batch = render_batch(
+            _rows(columns), policy=self.policy, options=self.input_options, line_numbers=lines
+        )
+        return batch_table(batch, self.profile)
+
+
+@dataclass(frozen=True)
+class HFMapper(_Mapper):
+    """For ``Dataset.map(HFMapper(...), batched=True, with_indices=True,
+    remove_columns=dataset.column_names)``; row ``i`` is reported as line ``i + 1``."""
 
     def __call__(
         self, columns: Mapping[str, Sequence[Any]], indices: Sequence[int] | None = None
     ) -> dict[str, list[Any]]:
-        rows = _rows(columns)
         lines = None if indices is None else [i + 1 for i in indices]
-        batch = render_batch(
-            rows, policy=resolve_policy(self.policy), options=self.input_options, line_numbers=lines
-        )
-        return _table(batch, self.profile).to_pydict()  # type: ignore[no-any-return]
+        return self._table(columns, lines).to_pydict()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
-class RayMapper:
+class RayMapper(_Mapper):
     """For ``ds.map_batches(RayMapper, fn_constructor_kwargs={...},
     batch_format="pyarrow", concurrency=N)``: Arrow in, Arrow out. A ``line``
     column, when present, numbers the rows."""
 
-    policy: TrainPolicy | str | None = None
-    input_options: InputOptions | None = None
-    profile: Profile = "canonical"
-
     def __call__(self, table: Any) -> Any:
         columns = table.to_pydict()
-        batch = render_batch(
-            _rows(columns),
-            policy=resolve_policy(self.policy),
-            options=self.input_options,
-            line_numbers=columns.get("line"),
-        )
-        return _table(batch, self.profile)
-
-
-def _table(batch: Batch, profile: Profile) -> Any:
-    return batch_table(batch, profile)
+        return self._table(columns, columns.get("line"))

@@ -8,7 +8,6 @@ Column profiles: ``canonical`` (``input_ids`` list<int32>, ``loss_mask`` list<bo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 from harmonia import InputError
 from harmonia._errors import install_hint
 
+from ._problems import check_choice
 from ._sample import IGNORE_INDEX
 
 if TYPE_CHECKING:
@@ -38,8 +38,7 @@ def require_pyarrow() -> Any:
 
 def batch_table(batch: Batch, profile: Profile = "canonical", source_file: int = 0) -> pa.Table:
     """The rows of ``batch`` as one Arrow table in ``profile``'s columns."""
-    if profile not in PROFILES:
-        raise InputError(f"unknown column profile {profile!r}: choose one of {', '.join(PROFILES)}")
+    check_choice(profile, PROFILES, "column profile")
     pa = require_pyarrow()
     import numpy as np
 
@@ -90,9 +89,3 @@ def write_parquet(table: pa.Table, path: Path, compression: str = "zstd") -> Non
     tmp = path.with_name(path.name + ".tmp")
     pa.parquet.write_table(table, tmp, compression=compression)
     tmp.replace(path)
-
-
-def read_rows(paths: Sequence[Path]) -> pa.Table:
-    """Every row of some shards, in order, as one table."""
-    pa = require_pyarrow()
-    return pa.concat_tables([pa.parquet.read_table(p) for p in paths])

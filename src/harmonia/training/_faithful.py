@@ -19,8 +19,7 @@ from collections.abc import Sequence
 
 from harmonia import Message, Role
 from harmonia._render.cot import GUIDE, dropped_indices
-from harmonia.vocabulary import ANALYSIS as ANALYSIS
-from harmonia.vocabulary import FINAL
+from harmonia.vocabulary import ANALYSIS, FINAL
 
 from ._policy import CotRule
 

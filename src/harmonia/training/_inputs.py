@@ -32,7 +32,7 @@ from harmonia.openai_compat import (
 )
 from harmonia.vocabulary import ANALYSIS, FINAL
 
-from ._problems import RowError
+from ._problems import RowError, check_choice
 
 InputFormat = Literal[
     "auto", "openai", "sharegpt", "harmony", "responses", "columns", "prompt-completion"
@@ -77,14 +77,8 @@ class InputOptions:
     dialect: Dialect = "harmony"
 
     def __post_init__(self) -> None:
-        if self.format not in INPUT_FORMATS:
-            raise InputError(
-                f"unknown input format {self.format!r}: choose one of {', '.join(INPUT_FORMATS)}"
-            )
-        if self.dialect not in DIALECTS:
-            raise InputError(
-                f"unknown dialect {self.dialect!r}: choose one of {', '.join(DIALECTS)}"
-            )
+        check_choice(self.format, INPUT_FORMATS, "input format")
+        check_choice(self.dialect, DIALECTS, "dialect")
         if self.dialect == "hf" and self.date is None:
             raise InputError(
                 "the hf dialect writes the date line the template writes: give date "

@@ -16,6 +16,8 @@ from harmonia import InputError
 from harmonia.vocabulary import CHANNELS as CHANNELS
 from harmonia.vocabulary import COT_POLICY_NAMES, FINAL, CotPolicyName
 
+from ._problems import check_choice
+
 #: The CoT policies are the renderer's (``harmonia._render.cot`` defines each).
 CotRule = CotPolicyName
 TurnsMode = Literal["faithful", "expand", "all", "last"]
@@ -84,10 +86,10 @@ class TrainPolicy:
     overflow: Overflow = "drop"
 
     def __post_init__(self) -> None:
-        _check(self.cot, COT_RULES, "cot")
-        _check(self.turns, TURNS_MODES, "turns")
-        _check(self.final_end, FINAL_ENDS, "final_end")
-        _check(self.overflow, OVERFLOWS, "overflow")
+        check_choice(self.cot, COT_RULES, "cot")
+        check_choice(self.turns, TURNS_MODES, "turns")
+        check_choice(self.final_end, FINAL_ENDS, "final_end")
+        check_choice(self.overflow, OVERFLOWS, "overflow")
         if isinstance(self.channels, str) or not all(isinstance(c, str) for c in self.channels):
             raise InputError(
                 f"channels must be a tuple of channel names, got {self.channels!r}: "
@@ -128,11 +130,6 @@ class TrainPolicy:
             raise InputError(f"cannot change the policy: {exc}") from None
 
 
-def _check(value: object, allowed: tuple[str, ...], name: str) -> None:
-    if value not in allowed:
-        raise InputError(f"unknown {name} {value!r}: choose one of {', '.join(allowed)}")
-
-
 #: Each stack's behaviour as a policy (docs/training.md compares them).
 PRESETS: Final[Mapping[str, TrainPolicy]] = {
     # The rule of docs/training.md: model-written tokens only, in faithful context.
@@ -166,9 +163,5 @@ def resolve_policy(policy: TrainPolicy | str | None) -> TrainPolicy:
         return PRESETS["harmony"]
     if isinstance(policy, TrainPolicy):
         return policy
-    try:
-        return PRESETS[policy]
-    except KeyError:
-        raise InputError(
-            f"unknown policy preset {policy!r}: choose one of {', '.join(PRESETS)}"
-        ) from None
+    check_choice(policy, tuple(PRESETS), "policy preset")
+    return PRESETS[policy]

@@ -7,7 +7,7 @@ the policy. Nothing here re-renders, searches token ids or looks at text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from harmonia import (
@@ -21,19 +21,17 @@ from harmonia import (
     SpanRecord,
 )
 from harmonia._turn import is_call
-from harmonia.vocabulary import CALL_ID, END_ID, FINAL, RETURN_ID
+from harmonia.vocabulary import ANALYSIS, END_ID, FINAL, RETURN_ID
 
-from ._faithful import ANALYSIS, drops, faithful, inference_drops, turn_ids
+from ._faithful import drops, faithful, inference_drops, turn_ids
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
 
-# o200k_harmony's ids of the terminators (fixed by the format, like the renderer's).
-RETURN: Final = RETURN_ID
-END: Final = END_ID
-CALL: Final = CALL_ID
 IGNORE_INDEX: Final = -100
 _KEEP_ALL: Final = RenderConversationConfig(auto_drop_analysis=False)
 _new_sample: Final = tuple.__new__
+#: One weight per message (``None``: no weight), or no weights at all.
+Weights = Sequence[float | None] | None
 
 # Why a message is, or is not, trained (``TrainSample.reasons``).
 TRAINED: Final = "trained"
@@ -108,11 +106,9 @@ def render_for_training(
     '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>'
     """
     policy = resolve_policy(policy)
-    if isinstance(conversation, Conversation):
-        messages = conversation.messages
-    else:
+    if not isinstance(conversation, Conversation):
         conversation = Conversation.from_messages(conversation)  # checks the items
-        messages = conversation.messages
+    messages = conversation.messages
     if weights is not None and len(weights) != len(messages):
         raise InputError(
             f"got {len(weights)} weights for {len(messages)} messages: give one per message"
@@ -134,10 +130,9 @@ def _trailing_context(messages: Sequence[Message], policy: TrainPolicy) -> int:
     """How many messages after the conversation's last assistant message, a final
     answer, the samples leave out: nothing the model wrote follows them, and
     rendered they would close that final with the history's ``<|end|>`` (which the
-    model never writes) instead of its ``<|return|>``, leaving it without a
-    trained stop. Kept
-    with full-sequence loss (every token is trained there) and with the reference
-    rule (which reproduces openai-harmony's render)."""
+    model never writes) instead of its ``<|return|>``, leaving it without a trained
+    stop. Kept with full-sequence loss (every token is trained there) and with the
+    reference rule (which reproduces openai-harmony's render)."""
     if policy.full_sequence or policy.cot == "reference":
         return 0
     n = len(messages)
@@ -150,10 +145,7 @@ def _trailing_context(messages: Sequence[Message], policy: TrainPolicy) -> int:
 
 
 def _samples(
-    conversation: Conversation,
-    encoding: HarmonyEncoding,
-    policy: TrainPolicy,
-    weights: Sequence[float | None] | None,
+    conversation: Conversation, encoding: HarmonyEncoding, policy: TrainPolicy, weights: Weights
 ) -> list[TrainSample]:
     messages = conversation.messages
     # Turns matter to every turns mode but "all".
@@ -183,7 +175,7 @@ def _samples(
     if full is not None:
         samples.insert(0, full)
     # Sample 0 is the full conversation; expanded turns follow in order.
-    return [s if s.sample_index == i else _renumber(s, i) for i, s in enumerate(samples)]
+    return [s if s.sample_index == i else s._replace(sample_index=i) for i, s in enumerate(samples)]
 
 
 def _expansions(
@@ -222,10 +214,7 @@ def _expansions(
 
 
 def _trim_history(
-    conversation: Conversation,
-    encoding: HarmonyEncoding,
-    policy: TrainPolicy,
-    weights: Sequence[float | None] | None,
+    conversation: Conversation, encoding: HarmonyEncoding, policy: TrainPolicy, weights: Weights
 ) -> list[TrainSample]:
     """``overflow="trim-history"``: leave out whole earliest exchanges until every
     sample fits, keeping the system and developer messages.
@@ -275,17 +264,13 @@ def _widen(sample: TrainSample, keep: Sequence[int], n: int) -> TrainSample:
     return sample._replace(spans=spans, reasons=tuple(reasons), truncated=True)
 
 
-def _renumber(sample: TrainSample, index: int) -> TrainSample:
-    return sample._replace(sample_index=index)
-
-
 def _one(
     encoding: HarmonyEncoding,
     conversation: Conversation,
     drop: frozenset[int],
     turns: Sequence[int],
     policy: TrainPolicy,
-    weights: Sequence[float | None] | None,
+    weights: Weights,
     only: frozenset[int] | None,
     index: int,
     expanded: set[int] | frozenset[int] = frozenset(),
@@ -299,7 +284,7 @@ def _one(
     if records and records[-1][0] == len(messages) - 1:
         last = messages[-1]
         if last.author.role is Role.ASSISTANT and last.channel == FINAL:
-            ids[-1] = RETURN if policy.final_end == "return" else END
+            ids[-1] = RETURN_ID if policy.final_end == "return" else END_ID
     if policy.full_sequence:
         mask = b"\x01" * len(ids)
         reasons = tuple(DROPPED if i in drop else FULL for i in range(len(messages)))
@@ -348,7 +333,7 @@ def mask_from_spans(
     drop: frozenset[int],
     turns: Sequence[int],
     policy: TrainPolicy,
-    weights: Sequence[float | None] | None,
+    weights: Weights,
     only: frozenset[int] | None,
     expanded: set[int] | frozenset[int],
 ) -> tuple[bytes, tuple[str, ...]]:
@@ -384,7 +369,7 @@ def mask_from_spans(
             inner = False
             continue
         after_end = inner
-        inner = ids[stop - 1] == END
+        inner = ids[stop - 1] == END_ID
         channel = m.channel
         # The reasons in order of precedence: first, channel, call, then.
         if channel not in channels:
@@ -465,7 +450,7 @@ def _ruled_out_then(
     drop: frozenset[int],
     turns: Sequence[int],
     policy: TrainPolicy,
-    weights: Sequence[float | None] | None,
+    weights: Weights,
 ) -> list[str | None] | None:
     """Per message, why weights, the turn or faithfulness leave it untrained (or
     ``None``), in that order of precedence."""
@@ -487,17 +472,3 @@ def _ruled_out_then(
             if w is not None and not w:
                 out[i] = WEIGHT_ZERO
     return out
-
-
-def trained_text(encoding: HarmonyEncoding, sample: TrainSample) -> Iterator[tuple[bool, str]]:
-    """The sample's text in runs of ``(trained, text)``."""
-    run: list[int] = []
-    state = None
-    for t, m in zip(sample.input_ids, sample.loss_mask, strict=True):
-        if state is not None and bool(m) != state:
-            yield state, encoding.decode(run)
-            run = []
-        state = bool(m)
-        run.append(t)
-    if state is not None:
-        yield state, encoding.decode(run)

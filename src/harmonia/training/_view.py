@@ -17,7 +17,6 @@ from ._sample import TrainSample
 
 _ANSI: Final = {ANALYSIS: "36", COMMENTARY: "33", FINAL: "32", None: "35"}
 _CSS: Final = {ANALYSIS: "#0e7490", COMMENTARY: "#a16207", FINAL: "#15803d", None: "#86198f"}
-_SPECIAL_FIRST: Final = FIRST_SPECIAL_ID  # ids from here up are harmony's special tokens
 
 
 def _runs(
@@ -34,7 +33,7 @@ def _runs(
     run: list[int] = []
     style: tuple[bool, str | None, bool] | None = None
     for p, token in enumerate(ids):
-        now = (bool(mask[p]), channel_at[p], token >= _SPECIAL_FIRST)
+        now = (bool(mask[p]), channel_at[p], token >= FIRST_SPECIAL_ID)
         if style is not None and now != style:
             yield (*style, run)
             run = []
