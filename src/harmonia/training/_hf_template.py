@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, TypeVar
 
 from harmonia import (
     Author,
@@ -36,29 +36,28 @@ from harmonia import (
 )
 from harmonia.vocabulary import (
     ANALYSIS,
+    CALL_TEXT,
     CHANNEL_TEXT,
     COMMENTARY,
     END_TEXT,
     FINAL,
     MESSAGE_TEXT,
+    RETURN_TEXT,
     START_TEXT,
 )
 
 from ._faithful import turn_ids
-from ._inputs import tools_from_json
+from ._inputs import is_mapping, tools_from_json
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
 from ._sample import FULL, TrainSample, finish_sample, mask_from_spans
 
-_START: Final = START_TEXT
-_CHANNEL: Final = CHANNEL_TEXT
-_MESSAGE: Final = MESSAGE_TEXT
 _INDENT: Final = " " * 16  # whitespace the template's macros leak into the output
 _DEFAULT_INDENT: Final = " " * 20
-
-
-def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
-    return type(value) is dict or isinstance(value, Mapping)  # JSON rows: dicts, quickly
+#: The JSON Schema types the template writes as a TypeScript word.
+_SIMPLE: Final = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean"}
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 def _tojson(value: object) -> str:
@@ -76,19 +75,14 @@ def typescript_type(spec: Mapping[str, Any], required: Sequence[str]) -> str:
     kind = spec.get("type")
     if kind == "array":
         items = spec.get("items")
+        out = "any[]"
         if items:
             inner_kind = items.get("type") if isinstance(items, Mapping) else None
-            if inner_kind == "string":
-                out = "string[]"
-            elif inner_kind in ("number", "integer"):
-                out = "number[]"
-            elif inner_kind == "boolean":
-                out = "boolean[]"
+            if isinstance(inner_kind, str) and inner_kind in _SIMPLE:
+                out = _SIMPLE[inner_kind] + "[]"
             else:
                 inner = typescript_type(items, required)
                 out = "any[]" if inner == "object | object" or len(inner) > 50 else inner + "[]"
-        else:
-            out = "any[]"
         return out + (" | null" if spec.get("nullable") else "")
     if isinstance(kind, (list, tuple)) and kind:
         return " | ".join(map(str, kind)) if len(kind) > 1 else str(kind[0])
@@ -110,23 +104,22 @@ def typescript_type(spec: Mapping[str, Any], required: Sequence[str]) -> str:
         if spec.get("enum"):
             return '"' + '" | "'.join(map(str, spec["enum"])) + '"'
         return "string" + (" | null" if spec.get("nullable") else "")
-    if kind in ("number", "integer"):
-        return "number"
-    if kind == "boolean":
-        return "boolean"
+    if isinstance(kind, str) and kind in _SIMPLE:
+        return _SIMPLE[kind]
     if kind == "object":
         properties = spec.get("properties")
         if not properties:
             return "object"
         needed = spec.get("required") or []
-        names = list(properties)
-        out = "{\n"
-        for k, name in enumerate(names):
-            out += name + ("" if name in needed else "?") + ": \n" + _INDENT
-            out += typescript_type(properties[name], needed)
-            if k < len(names) - 1:
-                out += ", "
-        return out + "}"
+        members = [
+            name
+            + ("" if name in needed else "?")
+            + ": \n"
+            + _INDENT
+            + typescript_type(value, needed)
+            for name, value in properties.items()
+        ]
+        return "{\n" + ", ".join(members) + "}"
     return "any"
 
 
@@ -136,13 +129,7 @@ def _namespace(tools: Sequence[Any]) -> str:
         key = json.dumps(tools, sort_keys=False)
     except (TypeError, ValueError):
         return _tool_namespace(tools)
-    text = _NAMESPACES.get(key)
-    if text is None:
-        text = _tool_namespace(tools)
-        if len(_NAMESPACES) >= _CACHE_LIMIT:
-            _NAMESPACES.clear()
-        _NAMESPACES[key] = text
-    return text
+    return _cached(_NAMESPACES, key, lambda: _tool_namespace(tools))
 
 
 def _tool_namespace(tools: Sequence[Any]) -> str:
@@ -183,14 +170,25 @@ _WRITER_CACHE: dict[
     tuple[
         HarmonyEncoding,
         dict[str, int],
-        dict[tuple[str, str], tuple[list[int], list[int]]],
+        dict[tuple[str, str], tuple[list[int], int]],
         dict[str, list[int]],
     ],
 ] = {}
 # (name, date, effort, identity, browser, python, has tools) -> system text
-_SYSTEM_TEXT: dict[tuple[Any, ...], tuple[HarmonyEncoding, str]] = {}
+_SYSTEM_TEXT: dict[tuple[Any, ...], str] = {}
+_BUILTINS: Final = ("browser", "python")
 # the tools' JSON text -> the template's namespace text
 _NAMESPACES: dict[str, str] = {}
+
+
+def _cached(cache: dict[_K, _V], key: _K, make: Callable[[], _V]) -> _V:
+    """``cache[key]``, made first when missing; a full cache starts again empty."""
+    value = cache.get(key)
+    if value is None:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        value = cache[key] = make()
+    return value
 
 
 class _Writer:
@@ -201,58 +199,46 @@ class _Writer:
         self.encoding = encoding
         known = _WRITER_CACHE.get(encoding.name)
         if known is None:
-            special = {
-                text: encoding.encode(text, allowed_special="all")[0]
-                for text in (
-                    "<|start|>",
-                    "<|channel|>",
-                    "<|message|>",
-                    "<|end|>",
-                    "<|call|>",
-                    "<|return|>",
-                )
-            }
+            texts = (START_TEXT, CHANNEL_TEXT, MESSAGE_TEXT, END_TEXT, CALL_TEXT, RETURN_TEXT)
+            special = {text: encoding.encode(text, allowed_special="all")[0] for text in texts}
             known = _WRITER_CACHE[encoding.name] = (encoding, special, {}, {})
         _, self.special, self._runs, self._texts = known
         self.ids: list[int] = []
         self.spans: list[SpanRecord] = []
+        # Every message of the row as harmony (rendered or not), the row message it
+        # came from (-1: the system message), and the reasoning the template left out.
+        self.messages: list[Message] = []
+        self.origin: list[int] = []
+        self.dropped: set[int] = set()
 
-    def _run(self, pieces: tuple[str, str]) -> list[int]:
-        """Encode a run of texts as one string; the offset where each piece starts.
+    def add(self, message: Message, source: int) -> int:
+        """Describe a message of row message ``source``; its index."""
+        self.messages.append(message)
+        self.origin.append(source)
+        return len(self.messages) - 1
+
+    def _run(self, pieces: tuple[str, str]) -> int:
+        """Encode two texts as one string; where the second starts.
 
         Header runs repeat from row to row (``assistant``, `` to=functions.f``), so
         their ids and offsets are kept."""
-        hit = self._runs.get(pieces)
-        if hit is None:
-            whole = self.encoding.encode_ordinary("".join(pieces))
-            relative = []
-            done = 0
-            prefix = ""
-            for piece in pieces:
-                # A piece boundary is a token boundary when encoding the prefix alone
-                # gives a prefix of the whole; otherwise the piece joins the previous one.
-                ids = self.encoding.encode_ordinary(prefix) if prefix else []
-                done = len(ids) if whole[: len(ids)] == ids else done
-                relative.append(done)
-                prefix += piece
-            if len(self._runs) >= _CACHE_LIMIT:
-                self._runs.clear()
-            hit = self._runs[pieces] = (whole, relative)
-        whole, relative = hit
+        whole, split = _cached(self._runs, pieces, lambda: self._split(*pieces))
         base = len(self.ids)
         self.ids += whole
-        return [base + r for r in relative]
+        return base + split
+
+    def _split(self, first: str, second: str) -> tuple[list[int], int]:
+        whole = self.encoding.encode_ordinary(first + second)
+        # The second text starts on a token boundary when encoding the first alone
+        # gives a prefix of the whole; otherwise it joins the first's tokens.
+        ids = self.encoding.encode_ordinary(first) if first else []
+        return whole, len(ids) if whole[: len(ids)] == ids else 0
 
     def body(self, text: str, keep: bool) -> list[int]:
         """A message body's ids; ``keep`` for texts that repeat (system, developer)."""
         if not keep:
             return self.encoding.encode_ordinary(text)
-        ids = self._texts.get(text)
-        if ids is None:
-            if len(self._texts) >= _CACHE_LIMIT:
-                self._texts.clear()
-            ids = self._texts[text] = self.encoding.encode_ordinary(text)
-        return ids
+        return _cached(self._texts, text, lambda: self.encoding.encode_ordinary(text))
 
     def message(
         self,
@@ -265,15 +251,15 @@ class _Writer:
         terminator: str,
     ) -> None:
         start = len(self.ids)
-        self.ids.append(self.special[_START])
-        _, at_recipient = self._run((role, recipient))
+        self.ids.append(self.special[START_TEXT])
+        at_recipient = self._run((role, recipient))
         at_channel = len(self.ids)
         at_type = at_channel
         if channel is not None:
-            self.ids.append(self.special[_CHANNEL])
-            _, at_type = self._run((channel, content_type))
+            self.ids.append(self.special[CHANNEL_TEXT])
+            at_type = self._run((channel, content_type))
         at_message = len(self.ids)
-        self.ids.append(self.special[_MESSAGE])
+        self.ids.append(self.special[MESSAGE_TEXT])
         self.ids += self.body(body, role in ("system", "developer"))
         end = len(self.ids)
         self.ids.append(self.special[terminator])
@@ -305,14 +291,6 @@ def render_hf(
     builtins = list(kwargs.get("builtin_tools") or [])
     identity = kwargs.get("model_identity")
     writer = _Writer(encoding)
-    messages: list[Message] = []
-    origin: list[int] = []
-    dropped: set[int] = set()
-
-    def add(message: Message, source: int) -> int:
-        messages.append(message)
-        origin.append(source)
-        return len(messages) - 1
 
     # The system message: harmony's text, which the template reproduces, with the date.
     system = SystemContent.new().with_conversation_start_date(date)
@@ -327,27 +305,15 @@ def render_hf(
     if "python" in builtins:
         system = system.with_python_tool()
     system_message = Message.from_role_and_content(Role.SYSTEM, system)
-    key = (
-        encoding.name,
-        date,
-        effort,
-        identity,
-        "browser" in builtins,
-        "python" in builtins,
-        bool(tools),
-    )
-    known = _SYSTEM_TEXT.get(key)
-    if known is None:
+
+    def system_text() -> str:
         options = RenderOptions(conversation_has_function_tools=bool(tools))
         text = encoding.decode(encoding.render(system_message, options))
-        if len(_SYSTEM_TEXT) >= _CACHE_LIMIT:
-            _SYSTEM_TEXT.clear()
-        known = _SYSTEM_TEXT[key] = (
-            encoding,
-            text[len(START_TEXT + Role.SYSTEM.value + MESSAGE_TEXT) : -len(END_TEXT)],
-        )
-    system_text = known[1]
-    writer.message(add(system_message, -1), "system", "", None, "", system_text, "<|end|>")
+        return text[len(START_TEXT + Role.SYSTEM.value + MESSAGE_TEXT) : -len(END_TEXT)]
+
+    key = (encoding.name, date, effort, identity, *(b in builtins for b in _BUILTINS), bool(tools))
+    text = _cached(_SYSTEM_TEXT, key, system_text)
+    writer.message(writer.add(system_message, -1), "system", "", None, "", text, END_TEXT)
 
     first = rows[0] if isinstance(rows[0], Mapping) else {}
     loop = rows
@@ -359,71 +325,51 @@ def render_hf(
         text = "# Instructions\n\n" + instructions + "\n\n" if instructions else ""
         text += ("# Tools\n\n" + _namespace(tools)) if tools else ""
         developer = Message.from_role_and_content(Role.DEVELOPER, text)
-        writer.message(add(developer, 0), "developer", "", None, "", text, "<|end|>")
+        writer.message(writer.add(developer, 0), "developer", "", None, "", text, END_TEXT)
 
     offset = len(rows) - len(loop)
+    # The last assistant message without tool calls (a final answer): a call's
+    # reasoning is shown only when no final comes after it.
+    last_final = -1
+    for j, m in enumerate(loop):
+        if is_mapping(m) and m.get("role") == "assistant" and "tool_calls" not in m:
+            last_final = j
     last_call: str | None = None
-    last_final: int | None = None
     for k, message in enumerate(loop):
         source = k + offset
-        if not _is_mapping(message):
+        if not is_mapping(message):
             raise RowError("E150", f"messages[{source}] is not an object")
         role = message.get("role")
         if role == "assistant":
-            if last_final is None:
-                # The last assistant message without tool calls (a final answer):
-                # a call's reasoning is shown only when no final comes after it.
-                last_final = max(
-                    (
-                        j
-                        for j, m in enumerate(loop)
-                        if _is_mapping(m) and m.get("role") == "assistant" and "tool_calls" not in m
-                    ),
-                    default=-1,
-                )
-            last_call = _assistant(
-                writer, message, loop, k, source, add, dropped, add_generation_prompt, last_final
-            )
+            last = k == len(loop) - 1 and not add_generation_prompt
+            last_call = _assistant(writer, message, source, last, last_final > k)
         elif role == "tool":
             if last_call is None:
                 raise RowError(
                     "E130", f"messages[{source}] is a tool result with no tool call before it"
                 )
             content = _tojson(message.get("content"))
-            author = Author.new(Role.TOOL, "functions." + last_call)
-            tool = Message.from_author_and_content(author, content).with_recipient("assistant")
-            index = add(tool.with_channel(COMMENTARY), source)
-            writer.message(
-                index,
-                "functions." + last_call,
-                " to=assistant",
-                COMMENTARY,
-                "",
-                content,
-                "<|end|>",
-            )
+            name = "functions." + last_call
+            tool = Message.from_author_and_content(Author.new(Role.TOOL, name), content)
+            index = writer.add(tool.with_recipient("assistant").with_channel(COMMENTARY), source)
+            writer.message(index, name, " to=assistant", COMMENTARY, "", content, END_TEXT)
         elif role == "user":
             text = _text(message.get("content"), f"messages[{source}].content")
-            index = add(Message.from_role_and_content(Role.USER, text), source)
-            writer.message(index, "user", "", None, "", text, "<|end|>")
+            index = writer.add(Message.from_role_and_content(Role.USER, text), source)
+            writer.message(index, "user", "", None, "", text, END_TEXT)
     ids = writer.ids
     if add_generation_prompt:
-        ids += [writer.special[_START], *encoding.encode_ordinary("assistant")]
-    return ids, writer.spans, messages, frozenset(dropped), origin
+        ids += [writer.special[START_TEXT], *encoding.encode_ordinary("assistant")]
+    return ids, writer.spans, writer.messages, frozenset(writer.dropped), writer.origin
 
 
 def _assistant(
-    writer: _Writer,
-    message: Mapping[str, Any],
-    loop: Sequence[Any],
-    k: int,
-    source: int,
-    add: Callable[[Message, int], int],
-    dropped: set[int],
-    add_generation_prompt: bool,
-    last_final: int,
+    writer: _Writer, message: Mapping[str, Any], source: int, last: bool, later_final: bool
 ) -> str | None:
-    """Write one assistant message as the template does; the call's name, if any."""
+    """Write one assistant message as the template does; the call's name, if any.
+
+    ``last``: the row's last message (without a generation prompt after it);
+    ``later_final``: a final answer follows it in the row."""
     content = message.get("content")
     thinking = message.get("thinking")
     for value in (content, thinking):
@@ -435,14 +381,13 @@ def _assistant(
 
     def reasoning(text: str, shown: bool) -> None:
         analysis = Message.from_role_and_content(Role.ASSISTANT, text).with_channel(ANALYSIS)
-        index = add(analysis, source)
+        index = writer.add(analysis, source)
         if shown:
-            writer.message(index, "assistant", "", ANALYSIS, "", text, "<|end|>")
+            writer.message(index, "assistant", "", ANALYSIS, "", text, END_TEXT)
         else:
-            dropped.add(index)
+            writer.dropped.add(index)
 
     if "tool_calls" in message:
-        later_final = last_final > k
         calls = message.get("tool_calls") or []
         if not calls:
             raise RowError("E150", f"messages[{source}].tool_calls is empty")
@@ -466,7 +411,7 @@ def _assistant(
             .with_recipient(recipient)
             .with_content_type(content_type)
         )
-        index = add(invocation, source)
+        index = writer.add(invocation, source)
         writer.message(
             index,
             "assistant",
@@ -474,16 +419,15 @@ def _assistant(
             COMMENTARY,
             " " + content_type,
             arguments,
-            "<|call|>",
+            CALL_TEXT,
         )
         return name
     text = _text(content, f"messages[{source}].content")
-    last = k == len(loop) - 1 and not add_generation_prompt
     if "thinking" in message:
         reasoning(_text(thinking, f"messages[{source}].thinking"), last)
     answer = Message.from_role_and_content(Role.ASSISTANT, text).with_channel(FINAL)
-    index = add(answer, source)
-    writer.message(index, "assistant", "", FINAL, "", text, "<|return|>" if last else "<|end|>")
+    index = writer.add(answer, source)
+    writer.message(index, "assistant", "", FINAL, "", text, RETURN_TEXT if last else END_TEXT)
     return None
 
 
