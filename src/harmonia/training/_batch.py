@@ -6,10 +6,11 @@ Stateless apart from a per-process encoding, so the built-in runner, Hugging Fac
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Final
 
@@ -61,16 +62,12 @@ class Stats:
     refused_fields: Counter[str] = field(default_factory=Counter)
 
     def merge(self, other: Stats) -> None:
-        self.rows += other.rows
-        self.rows_ok += other.rows_ok
-        self.samples += other.samples
-        self.tokens += other.tokens
-        self.trained_tokens += other.trained_tokens
-        self.problems.update(other.problems)
-        self.formats.update(other.formats)
-        self.trained_by_channel.update(other.trained_by_channel)
-        self.lengths.update(other.lengths)
-        self.refused_fields.update(other.refused_fields)
+        for item in fields(self):
+            mine = getattr(self, item.name)
+            if isinstance(mine, Counter):
+                mine.update(getattr(other, item.name))
+            else:
+                setattr(self, item.name, mine + getattr(other, item.name))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -153,22 +150,17 @@ def render_batch(
                     raise RowError("E101", f"not JSON: {exc.msg} at {where}") from None
                 except ValueError as exc:
                     raise RowError("E101", f"not JSON: {exc}") from None
-            if options.dialect == "hf":
-                samples, warnings = _hf_row(row, enc, policy, options, stats)
-                stats.formats["hf"] += 1
-            else:
+            if options.dialect != "hf":
                 converted = convert_row(row, options)
                 warnings = converted.warnings
                 stats.formats[converted.format] += 1
-            try:
-                if options.dialect != "hf":
+                with _refusals(stats):
                     samples = render_for_training(
                         converted.conversation, enc, policy, weights=converted.weights
                     )
-            except RowError:
-                raise
-            except HarmonyError as exc:
-                raise _render_refusal(exc, stats) from None
+            else:
+                samples, warnings = _hf_row(row, enc, policy, options, stats), ()
+                stats.formats["hf"] += 1
             if not samples:
                 raise RowError("E140", f"longer than max_length={policy.max_length}")
             if not any(1 in s.loss_mask for s in samples):
@@ -222,18 +214,25 @@ def _utf8(raw: bytes | bytearray) -> str:
 HEADER_FIELDS: Final = ("author.name", "recipient", "channel", "content_type")
 
 
-def _render_refusal(exc: HarmonyError, stats: Stats) -> RowError:
-    """The reject for a conversation the renderer refuses: E151 names the header
-    field that cannot be read back (and counts it in ``stats.refused_fields``)."""
-    if isinstance(exc, RenderError) and exc.path in HEADER_FIELDS:
-        stats.refused_fields[exc.path] += 1
-        return RowError("E151", f"message {exc.message_index} field {exc.path}: {exc.reason}")
-    return RowError("E140" if "max_length" in str(exc) else "E150", str(exc))
+@contextlib.contextmanager
+def _refusals(stats: Stats) -> Iterator[None]:
+    """A conversation the renderer refuses as a reject: E151 names the header field
+    that cannot be read back (and counts it in ``stats.refused_fields``)."""
+    try:
+        yield
+    except RowError:
+        raise
+    except HarmonyError as exc:
+        if isinstance(exc, RenderError) and exc.path in HEADER_FIELDS:
+            stats.refused_fields[exc.path] += 1
+            where = f"message {exc.message_index} field {exc.path}"
+            raise RowError("E151", f"{where}: {exc.reason}") from None
+        raise RowError("E140" if "max_length" in str(exc) else "E150", str(exc)) from None
 
 
 def _hf_row(
     row: object, enc: HarmonyEncoding, policy: TrainPolicy, options: InputOptions, stats: Stats
-) -> tuple[list[TrainSample], tuple[tuple[str, str], ...]]:
+) -> list[TrainSample]:
     """A row rendered in the Hugging Face template's dialect."""
     if not isinstance(row, Mapping):
         raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
@@ -247,15 +246,10 @@ def _hf_row(
     date = row_date(row, options)
     if date is None:
         raise RowError("E150", "the row has no 'date' (YYYY-MM-DD) and the hf dialect needs one")
-    try:
-        samples = render_hf_for_training(
+    with _refusals(stats):
+        return render_hf_for_training(
             row, enc, policy, date=date, reasoning_effort=options.reasoning_effort
         )
-    except RowError:
-        raise
-    except HarmonyError as exc:
-        raise _render_refusal(exc, stats) from None
-    return samples, ()
 
 
 @lru_cache(maxsize=4)
