@@ -92,7 +92,6 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
 
     validate = command("validate", "check input rows; report problems by code")
     _inputs(validate)
-    _policy(validate)
     validate.add_argument("--rejects", metavar="FILE", help="write rejected rows (JSONL) here")
     validate.add_argument("--report", metavar="FILE", help="write the statistics (JSON) here")
     add_force(validate, "the --rejects and --report files")
@@ -101,10 +100,7 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
 
     build_cmd = command("build", "render inputs to Parquet shards with loss masks")
     _inputs(build_cmd)
-    _policy(build_cmd)
-    build_cmd.add_argument(
-        "-o", "--output", required=True, metavar="DIR", help="the build directory to write"
-    )
+    _output(build_cmd, "DIR", "the build directory to write")
     build_cmd.add_argument(
         "--columns",
         choices=PROFILES,
@@ -132,22 +128,17 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
         "paths", nargs="+", metavar="OUT/|IN.jsonl", help="a build directory or input files"
     )
     stats.add_argument("--json", action="store_true", help="print JSON")
-    _input_format(stats)
-    _policy(stats)
+    _row_options(stats)
     stats.set_defaults(func=_stats)
 
     pack_cmd = command("pack", "pack a build's samples into rows of --seq-len tokens")
-    pack_cmd.add_argument("build", metavar="OUT/", help="a build directory")
-    pack_cmd.add_argument(
-        "-o", "--output", required=True, metavar="PACKED/", help="the directory to write"
-    )
+    _output(pack_cmd, "PACKED/", "the directory to write", build=True)
     pack_cmd.add_argument("--seq-len", type=int, required=True, help="tokens per packed row")
     add_force(pack_cmd, "the output directory")
     pack_cmd.set_defaults(func=_pack)
 
     export = command("export", "a build as flat memory-mapped files")
-    export.add_argument("build", metavar="OUT/", help="a build directory")
-    export.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write")
+    _output(export, "DIR", "where to write", build=True)
     export.add_argument(
         "--to", choices=("memmap",), default="memmap", help="memmap: uint32 ids, uint8 mask"
     )
@@ -165,8 +156,7 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
         help="colour the terminal view (auto: when stdout is a terminal)",
     )
     add_force(inspect, "the --html page")
-    _input_format(inspect)
-    _policy(inspect)
+    _row_options(inspect)
     inspect.set_defaults(func=_inspect)
     return data
 
@@ -186,7 +176,15 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 # -- arguments --------------------------------------------------------------------
 
 
-def _input_format(parser: argparse.ArgumentParser) -> None:
+def _output(parser: argparse.ArgumentParser, metavar: str, help: str, build: bool = False) -> None:
+    """``-o``, and with ``build`` the build directory read (pack, export)."""
+    if build:
+        parser.add_argument("build", metavar="OUT/", help="a build directory")
+    parser.add_argument("-o", "--output", required=True, metavar=metavar, help=help)
+
+
+def _row_options(parser: argparse.ArgumentParser) -> None:
+    """How rows are read (``InputOptions``) and trained (``TrainPolicy``)."""
     parser.add_argument(
         "--input-format",
         choices=INPUT_FORMATS,
@@ -194,12 +192,11 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
         help="input format; auto detects it from the first rows and says what it chose",
     )
     parser.add_argument(
-        "--date", default=None, help="the system date line: YYYY-MM-DD or from-row (default: none)"
+        "--date", help="the system date line: YYYY-MM-DD or from-row (default: none)"
     )
     parser.add_argument(
         "--reasoning-effort",
         choices=("low", "medium", "high"),
-        default=None,
         help="the system message's reasoning effort (default: the row's, else medium)",
     )
     parser.add_argument(
@@ -210,9 +207,31 @@ def _input_format(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--map",
-        default=None,
         metavar="SLOT=COLUMN,...",
         help="columns of --input-format columns (slots: developer, user, analysis, final)",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=tuple(PRESETS),
+        default="harmony",
+        help="the preset the options below change (docs/training.md compares them)",
+    )
+    parser.add_argument("--turns", choices=TURNS_MODES, help="which turns train")
+    add_cot_policy(
+        parser,
+        default=None,
+        help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
+        "hf is the gpt-oss chat template's rule); default: the preset's",
+    )
+    parser.add_argument("--channels", help="trained channels, comma-separated")
+    parser.add_argument("--final-end", choices=FINAL_ENDS, help="how the last final answer ends")
+    parser.add_argument("--max-length", type=int, help="tokens per sample")
+    parser.add_argument("--overflow", choices=OVERFLOWS, help="what to do past --max-length")
+    parser.add_argument(
+        "--full-sequence",
+        action="store_true",
+        default=None,
+        help="train every token (system, developer, user and tool messages too)",
     )
 
 
@@ -220,37 +239,7 @@ def _inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "inputs", nargs="+", metavar="IN.jsonl", help="JSONL input files; - for standard input"
     )
-    _input_format(parser)
-
-
-def _policy(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--policy",
-        choices=tuple(PRESETS),
-        default="harmony",
-        help="the preset the options below change (docs/training.md compares them)",
-    )
-    parser.add_argument("--turns", choices=TURNS_MODES, default=None, help="which turns train")
-    add_cot_policy(
-        parser,
-        default=None,
-        help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
-        "hf is the gpt-oss chat template's rule); default: the preset's",
-    )
-    parser.add_argument("--channels", default=None, help="trained channels, comma-separated")
-    parser.add_argument(
-        "--final-end", choices=FINAL_ENDS, default=None, help="how the last final answer ends"
-    )
-    parser.add_argument("--max-length", type=int, default=None, help="tokens per sample")
-    parser.add_argument(
-        "--overflow", choices=OVERFLOWS, default=None, help="what to do past --max-length"
-    )
-    parser.add_argument(
-        "--full-sequence",
-        action="store_true",
-        default=None,
-        help="train every token (system, developer, user and tool messages too)",
-    )
+    _row_options(parser)
 
 
 def _reject_rate(parser: argparse.ArgumentParser) -> None:
@@ -390,41 +379,27 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     with contextlib.ExitStack() as stack:
         rejects = stack.enter_context(atomic_file(rejects_path)) if rejects_path else None
         with _stdin_spooled(paths) as files:
-            _scan_files(policy, options, paths, files, stats, out, rejects)
+            for name, file in zip(paths, files, strict=True):
+                source = "<stdin>" if name == STDIN else name
+                for numbers, rows in _chunks(Path(file)):
+                    batch = render_batch(
+                        rows, policy=policy, options=options, line_numbers=numbers, source=source
+                    )
+                    stats.merge(batch.stats)
+                    for problem in batch.problems:
+                        out.write(
+                            f"{problem.source}:{problem.line}: {problem.code} {problem.name} "
+                            f"({problem.severity}): {problem.message}\n"
+                        )
+                    for problem, raw in batch.rejected:
+                        if rejects is not None:
+                            record = {**problem.to_dict(), "row": raw.rstrip("\r\n")}
+                            rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
         _no_rows(stats.to_dict(), paths)  # inside: no rows, no --rejects file either
     return stats
 
 
-def _scan_files(
-    policy: TrainPolicy,
-    options: InputOptions,
-    names: Sequence[str],
-    files: Sequence[str],
-    stats: Stats,
-    out: TextIO,
-    rejects: TextIO | None,
-) -> None:
-    for name, file in zip(names, files, strict=True):
-        source = "<stdin>" if name == STDIN else name
-        for numbers, rows in _chunks(Path(file)):
-            batch = render_batch(
-                rows, policy=policy, options=options, line_numbers=numbers, source=source
-            )
-            stats.merge(batch.stats)
-            for problem in batch.problems:
-                out.write(
-                    f"{problem.source}:{problem.line}: {problem.code} {problem.name} "
-                    f"({problem.severity}): {problem.message}\n"
-                )
-            if rejects is not None:
-                for problem, raw in batch.rejected:
-                    record = {**problem.to_dict(), "row": raw.rstrip("\r\n")}
-                    rejects.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def _too_many_rejects(
-    stats: dict[str, Any], limit: float, out: TextIO, strict: bool = False
-) -> int:
+def _too_many_rejects(stats: dict[str, Any], limit: float, out: TextIO, strict: bool) -> int:
     if not stats["rows_ok"]:
         rejected, rows = stats["rows_rejected"], stats["rows"]
         out.write(f"no row is left to train: {rejected} rejected of {rows}\n")
@@ -439,16 +414,17 @@ def _too_many_rejects(
     return 0
 
 
+#: The counters that _print_stats lists, and the words before each name.
+_COUNTED = {"problems": "", "refused_fields": "refused ", "trained_by_channel": "trained "}
+
+
 def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
     for key in ("rows", "rows_ok", "rows_rejected", "samples", "tokens", "trained_tokens"):
         out.write(f"{key:>15}: {stats[key]}\n")
     out.write(f"{'trained':>15}: {stats['trained_fraction']:.2%}\n")
-    for code, count in stats["problems"].items():
-        out.write(f"{code:>15}: {count}\n")
-    for path, count in stats.get("refused_fields", {}).items():
-        out.write(f"{'refused ' + path:>15}: {count}\n")
-    for channel, count in stats.get("trained_by_channel", {}).items():
-        out.write(f"{'trained ' + channel:>15}: {count}\n")
+    for key, prefix in _COUNTED.items():
+        for name, count in stats.get(key, {}).items():
+            out.write(f"{prefix + name:>15}: {count}\n")
     if stats.get("lengths"):
         buckets = ", ".join(f"<={k}: {v}" for k, v in _by_length(stats["lengths"]).items())
         out.write(f"{'lengths':>15}: {buckets}\n")
@@ -647,10 +623,8 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 def _line(path: Path, number: int, name: str) -> str:
     shown = "standard input" if name == STDIN else name
-    with (
-        named_input(path),
-        open_input(path) as handle,
-    ):  # bytes: another line that is not UTF-8 is no matter
+    # Bytes: another line that is not UTF-8 is no matter.
+    with named_input(path), open_input(path) as handle:
         for n, line in enumerate(handle, 1):
             if n == number:
                 try:
