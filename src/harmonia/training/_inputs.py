@@ -340,7 +340,7 @@ def _chat_weights(messages: Sequence[Any], conversation: Conversation) -> list[f
                 weight = 1.0 if weight else 0.0
             if not isinstance(weight, (int, float)):
                 raise RowError("E150", f"weight must be a number, got {weight!r}")
-        reasoning = any(m.get(k) for k in ("thinking", "reasoning", "reasoning_content"))
+        reasoning = any(m.get(k) for k in _REASONING_KEYS)
         text = bool(m.get("content") or m.get("refusal"))
         calls = m.get("tool_calls") or ()
         per_message.append((int(reasoning) + int(text) + len(calls), weight))
@@ -398,23 +398,14 @@ def _sharegpt_to_chat(row: Mapping[str, Any]) -> dict[str, Any]:
                 ) from None
             calls += 1
             function = {"name": name, "arguments": arguments}
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [
-                        {"id": f"call_{calls}", "type": "function", "function": function}
-                    ],
-                }
-            )
+            tool_call = {"id": f"call_{calls}", "type": "function", "function": function}
+            messages.append({"role": "assistant", "content": "", "tool_calls": [tool_call]})
         elif role == "tool":
             messages.append({"role": "tool", "tool_call_id": f"call_{calls}", "content": text})
         elif role == "assistant":
-            thinking = _THINK.match(text)
             message: dict[str, Any] = {"role": "assistant", "content": text}
-            if thinking:
-                message = {"role": "assistant", "content": text[thinking.end() :]}
-                message["thinking"] = thinking.group(1).strip()
+            if thinking := _THINK.match(text):
+                message.update(content=text[thinking.end() :], thinking=thinking.group(1).strip())
             messages.append(message)
         else:
             messages.append({"role": role, "content": text})
