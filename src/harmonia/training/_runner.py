@@ -123,10 +123,8 @@ class _Task:
     shard: int
     file_index: int
     path: str
-    start: int
-    end: int
     first_line: int
-    chunks: tuple[_Chunk, ...] = ()
+    chunks: tuple[_Chunk, ...]
 
 
 def build(
@@ -301,9 +299,7 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
                 for j in range(len(cuts) - 1)
                 if cuts[j] < cuts[j + 1] or j == 0
             )
-            tasks.append(
-                _Task(len(tasks), index, str(path), bounds[k], bounds[k + 1], first_line, pieces)
-            )
+            tasks.append(_Task(len(tasks), index, str(path), first_line, pieces))
         described.append({"path": str(path), "bytes": position, "sha256": digest.hexdigest()})
     return tasks, described
 
@@ -335,16 +331,13 @@ def named_input(path: Path | str) -> Iterator[None]:
 
     try:
         yield
-    except (EOFError, zlib.error) as exc:
+    except (EOFError, zlib.error, OSError) as exc:
+        # An OSError without errno from a .gz input is gzip.BadGzipFile.
+        if isinstance(exc, OSError) and not (is_gzip(path) and exc.errno is None):
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         raise InputError(
             f"{path} is not a valid gzip file ({exc}); give JSONL or JSONL.gz"
         ) from None
-    except OSError as exc:
-        if is_gzip(path) and exc.errno is None:  # gzip.BadGzipFile
-            raise InputError(
-                f"{path} is not a valid gzip file ({exc}); give JSONL or JSONL.gz"
-            ) from None
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def open_input(path: Path | str) -> BinaryIO:
@@ -565,12 +558,9 @@ class _Progress:
     """One status line: redrawn on a terminal, a plain line per shard otherwise."""
 
     def __init__(self, stream: TextIO, mode: ProgressMode, total: int, skipped: int) -> None:
-        self.stream = stream
-        self.mode = mode
+        self.stream, self.mode, self.total = stream, mode, total
         self.tty = mode == "auto" and stream.isatty()
-        self.total = total
-        self.done = skipped
-        self.skipped = skipped
+        self.done = self.skipped = skipped
         self.rows = self.tokens = self.rejects = 0
         self.started = time.perf_counter()
 
@@ -584,16 +574,12 @@ class _Progress:
             return
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         fresh = self.done - self.skipped
-        left = self.total - self.done
-        eta = elapsed / fresh * left if fresh else 0.0
+        eta = elapsed / fresh * (self.total - self.done) if fresh else 0.0
         line = (
             f"shards {self.done}/{self.total}  rows {self.rows} ({self.rows / elapsed:,.0f}/s)  "
             f"tokens {self.tokens / elapsed:,.0f}/s  rejects {self.rejects}  ETA {eta:.0f}s"
         )
-        if self.tty:
-            self.stream.write("\r" + line)
-        else:
-            self.stream.write(line + "\n")
+        self.stream.write("\r" + line if self.tty else line + "\n")
         self.stream.flush()
 
     def finish(self) -> None:
