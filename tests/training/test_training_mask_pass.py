@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import pytest
 
 from harmonia import HarmonyEncoding, Message, Role
+from harmonia._render.cot import dropped_indices
 from harmonia.training import PRESETS, TrainPolicy, TrainSample, render_for_training
-from harmonia.training._faithful import drops, faithful, turn_ids
+from harmonia.training._faithful import faithful, turn_ids
 
 Convs = list[tuple[list[Message], list[float | None] | None]]
 HEADER_PARTS = {"recipient", "channel", "content_type", "message"}
@@ -146,8 +147,8 @@ def test_rules_equal_their_definitions(random_conversations: Convs) -> None:
         # Prefixes too: an expanded sample renders the history up to a turn.
         for n in range(1, len(messages) + 1):
             head, head_turns = messages[:n], turns[:n]
-            reference = drops(head, "reference")
-            guide = drops(head, "guide")
+            reference = dropped_indices(head, "reference", training=True)
+            guide = dropped_indices(head, "guide", training=True)
             assert reference == slow_reference_drops(head)
             assert guide == slow_guide_drops(head, head_turns)
             for dropped in (reference, guide, frozenset()):

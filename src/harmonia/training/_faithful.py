@@ -7,7 +7,7 @@ results, to its final answer or the next such message. Only the messages' roles
 and channels matter here, never their tokens.
 
 Which reasoning a sequence leaves out is the renderer's rule
-(``harmonia._render.cot``, used through :func:`drops` and :func:`inference_drops`);
+(``harmonia._render.cot.dropped_indices``, with ``training=True`` for a sample);
 :func:`faithful` checks a sequence against the ``guide`` policy's prompt for
 each turn with running counts (``tests/training/test_training_mask_pass.py``
 compares it with that policy, prefix by prefix).
@@ -18,10 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harmonia import Message, Role
-from harmonia._render.cot import GUIDE, dropped_indices
 from harmonia.vocabulary import ANALYSIS, FINAL
-
-from ._policy import CotRule
 
 
 def turn_ids(messages: Sequence[Message]) -> list[int]:
@@ -46,17 +43,6 @@ def turn_ids(messages: Sequence[Message]) -> list[int]:
             in_turn = False
             append(-1)
     return out
-
-
-def drops(messages: Sequence[Message], rule: CotRule) -> frozenset[int]:
-    """The messages a training sequence leaves out under ``rule``."""
-    return dropped_indices(messages, rule, training=True)
-
-
-def inference_drops(messages: Sequence[Message], before: int) -> frozenset[int]:
-    """What the model's prompt left out for a turn starting at ``before`` (the
-    ``guide`` policy, the agent's and the server's default)."""
-    return dropped_indices(messages[:before], GUIDE)
 
 
 def faithful(

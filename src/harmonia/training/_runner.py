@@ -192,7 +192,9 @@ def _run_pool(
     record: Callable[[int, dict[str, Any]], None],
 ) -> None:
     """Chunks in input order, each shard joined as soon as its chunks are done."""
+    import functools
     import multiprocessing
+    import signal
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -205,7 +207,9 @@ def _run_pool(
         task.shard: [None] * len(task.chunks) for task in todo
     }
     context = multiprocessing.get_context(method)
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_ignore_sigint)
+    # Workers leave Ctrl-C to the parent, which stops them (no traceback per worker).
+    ignore_sigint = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=ignore_sigint)
     try:
         pending: dict[Future[dict[str, Any]], tuple[int, int]] = {}  # -> (shard, chunk or -1)
         queue = [(task.shard, j) for task in todo for j in range(len(task.chunks))]
@@ -240,13 +244,6 @@ def _run_pool(
             process.join()
         raise
     pool.shutdown()
-
-
-def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback per worker)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dict[str, Any]]]:

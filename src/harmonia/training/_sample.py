@@ -20,10 +20,11 @@ from harmonia import (
     Role,
     SpanRecord,
 )
+from harmonia._render.cot import GUIDE, dropped_indices
 from harmonia._turn import is_call
 from harmonia.vocabulary import ANALYSIS, END_ID, FINAL, RETURN_ID
 
-from ._faithful import drops, faithful, inference_drops, turn_ids
+from ._faithful import faithful, turn_ids
 from ._policy import TrainPolicy, resolve_policy
 from ._problems import RowError
 
@@ -150,7 +151,7 @@ def _samples(
     messages = conversation.messages
     # Turns matter to every turns mode but "all".
     turns: Sequence[int] = turn_ids(messages) if policy.turns != "all" else ()
-    drop = drops(messages, policy.cot)
+    drop = dropped_indices(messages, policy.cot, training=True)
     if policy.turns != "expand" or policy.full_sequence:  # one sample, the common case
         full = _one(encoding, conversation, drop, turns, policy, weights, None, 0)
         return [] if full is None else [full]
@@ -208,7 +209,9 @@ def _expansions(
                 out[-1] = ([*trained, *group], sub_drop)
                 previous = t
                 continue
-        out.append((list(group), inference_drops(messages, group[0])))
+        # Left out as in the model's prompt for the turn: the guide policy, the
+        # agent's and the server's default.
+        out.append((list(group), dropped_indices(messages[: group[0]], GUIDE)))
         previous, merge_ok = t, plain
     return out
 
