@@ -87,18 +87,14 @@ class Stats:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Stats:
-        return cls(
-            data["rows"],
-            data["rows_ok"],
-            data["samples"],
-            data["tokens"],
-            data["trained_tokens"],
-            Counter(data["problems"]),
-            Counter(data["formats"]),
-            Counter(data.get("trained_by_channel", {})),
-            Counter(data.get("lengths", {})),
-            Counter(data.get("refused_fields", {})),
-        )
+        stats = cls()
+        for item in fields(stats):
+            mine = getattr(stats, item.name)
+            if isinstance(mine, Counter):
+                mine.update(data.get(item.name, {}))
+            else:
+                setattr(stats, item.name, data[item.name])
+        return stats
 
 
 @dataclass

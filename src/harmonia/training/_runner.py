@@ -464,7 +464,6 @@ def _finish(
     pa = require_pyarrow()
     import harmonia
 
-    enc = default_encoding()
     manifest = {
         "format": "harmonia-training/1",
         "versions": {
@@ -472,7 +471,7 @@ def _finish(
             "pyarrow": pa.__version__,
             "python": ".".join(map(str, sys.version_info[:3])),
         },
-        "encoding": enc.name,
+        "encoding": default_encoding().name,
         "vocabulary_sha256": vocabulary_sha256(),
         **config,
         "shards": shards,

@@ -159,15 +159,9 @@ def _samples(
     expanded: set[int] = set()
     for members, sub_drop in _expansions(messages, drop, turns):
         end = members[-1] + 1
+        prefix, only = Conversation(messages[:end]), frozenset(members)
         sample = _one(
-            encoding,
-            Conversation(messages[:end]),
-            sub_drop,
-            turns[:end],
-            policy,
-            weights,
-            frozenset(members),
-            len(samples) + 1,
+            encoding, prefix, sub_drop, turns[:end], policy, weights, only, len(samples) + 1
         )
         if sample is not None and 1 in sample.loss_mask:
             samples.append(sample)
