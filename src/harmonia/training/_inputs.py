@@ -43,15 +43,10 @@ DIALECTS: Final[tuple[Dialect, ...]] = get_args(Dialect)
 _DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _SPECIAL: Final = re.compile(r"<\|(start|end|message|channel|constrain|return|call)\|>")
 _THINK: Final = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+# ShareGPT's "from" -> the chat role (the chat roles' own names are read too).
 _SHAREGPT_ROLES: Final = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "system": "system",
-    "function_call": "assistant",
-    "observation": "tool",
-    "tool": "tool",
+    **{role: role for role in ("user", "assistant", "system", "tool")},
+    **{"human": "user", "gpt": "assistant", "function_call": "assistant", "observation": "tool"},
 }
 #: The default column mapping: harmony slot -> the row's key.
 DEFAULT_COLUMNS: Final = {
@@ -208,6 +203,8 @@ def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
 
 _CONTEXT_ROLES: Final = frozenset(("system", "developer", "user", "tool"))
 _REASONING_KEYS: Final = ("thinking", "reasoning", "reasoning_content")
+# Besides a content, what an assistant message may say (a null content is none).
+_ASSISTANT_SAYS: Final = ("refusal", "tool_calls", "function_call", *_REASONING_KEYS)
 
 
 def check_contents(messages: Sequence[Any]) -> None:
@@ -219,16 +216,10 @@ def check_contents(messages: Sequence[Any]) -> None:
         if not is_mapping(m):
             continue  # the conversion says what is wrong with it
         role = m.get("role")
-        if role in _CONTEXT_ROLES:
-            if m.get("content") is None:
-                raise RowError("E105", f"messages[{i}] ({role}) has no content")
-        elif role == "assistant" and not (
-            m.get("content") is not None
-            or m.get("refusal")
-            or m.get("tool_calls")
-            or m.get("function_call")
-            or any(m.get(k) for k in _REASONING_KEYS)
-        ):
+        silent = m.get("content") is None
+        if role in _CONTEXT_ROLES and silent:
+            raise RowError("E105", f"messages[{i}] ({role}) has no content")
+        if role == "assistant" and silent and not any(m.get(k) for k in _ASSISTANT_SAYS):
             raise RowError("E105", f"messages[{i}] (assistant) has no content, reasoning or calls")
 
 
