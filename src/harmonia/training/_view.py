@@ -7,6 +7,7 @@ written for a terminal (ANSI colours) and as a self-contained HTML page.
 from __future__ import annotations
 
 import html
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Final
 
@@ -65,21 +66,17 @@ def terminal_view(
             f"sample {sample.sample_index}: {len(sample.input_ids)} tokens, "
             f"{sample.n_trained} trained" + (" (truncated)" if sample.truncated else "")
         )
-        text: list[str] = []
-        plain: list[tuple[bool, str]] = []  # without colour, only trained or not matters
-        for trained, channel, special, run in _runs(sample, messages):
-            piece = encoding.decode(run)
-            if not color:
-                if plain and plain[-1][0] == trained:
-                    plain[-1] = (trained, plain[-1][1] + piece)
-                else:
-                    plain.append((trained, piece))
-                continue
-            codes = [_ANSI[channel] if trained else "2"]
-            if special:
-                codes.append("1")
-            text.append(f"\x1b[{';'.join(codes)}m{piece}\x1b[0m")
-        text += [f"⟦{piece}⟧" if trained else piece for trained, piece in plain]
+        runs = [(t, c, s, encoding.decode(run)) for t, c, s, run in _runs(sample, messages)]
+        if color:  # context dim (2), trained in its channel's colour, specials bold (1)
+            text = [
+                f"\x1b[{_ANSI[c] if t else '2'}{';1' if s else ''}m{p}\x1b[0m"
+                for t, c, s, p in runs
+            ]
+        else:  # without colour, only trained or not matters
+            text = []
+            for trained, group in itertools.groupby(runs, key=lambda r: r[0]):
+                piece = "".join(r[3] for r in group)
+                text.append(f"⟦{piece}⟧" if trained else piece)
         out.append("".join(text))
         for i, reason in enumerate(sample.reasons):
             out.append(f"  [{i}] {describe(messages[i])}: {reason}")
