@@ -256,16 +256,13 @@ def _plan(files: Sequence[Path], shard_rows: int) -> tuple[list[_Task], list[dic
         # Offsets after every _GRAIN-th line of a shard; grain_base[k]: shard k's first.
         grains = array("q")
         grain_base = [0]
-        lines = line_end = 0
-        position = 0
+        lines = line_end = position = 0
         with path.open("rb") as raw, named_input(path):
             # The hash is of the bytes on disk; lines are counted in the text.
             hashed = _Hashing(raw, digest)
-            handle = (
-                _gzip().GzipFile(fileobj=cast(BinaryIO, hashed), mode="rb")
-                if is_gzip(path)
-                else hashed
-            )
+            handle: Any = hashed
+            if is_gzip(path):
+                handle = _gzip().GzipFile(fileobj=cast(BinaryIO, hashed), mode="rb")
             while chunk := handle.read(_READ_CHUNK):
                 at = chunk.find(b"\n")
                 while at >= 0:
@@ -373,22 +370,14 @@ def _chunk_name(shard: int, j: int) -> str:
 
 
 def _run_chunk(
-    task: _Task,
-    j: int,
-    policy: TrainPolicy,
-    input_options: InputOptions,
-    profile: Profile,
-    out_dir: str,
+    task: _Task, j: int, policy: TrainPolicy, options: InputOptions, profile: Profile, out_dir: str
 ) -> dict[str, Any]:
     """Render chunk ``j`` of a shard into an Arrow file and its rejects; return counts."""
     started = time.perf_counter()
-    numbered = list(_lines(task.path, task.chunks[j]))
+    lines = list(_lines(task.path, task.chunks[j]))
+    rows, numbers = [raw for _, raw in lines], [n for n, _ in lines]
     batch = render_batch(
-        [raw for _, raw in numbered],
-        policy=policy,
-        options=input_options,
-        line_numbers=[n for n, _ in numbered],
-        source=task.path,
+        rows, policy=policy, options=options, line_numbers=numbers, source=task.path
     )
     base = Path(out_dir) / _chunk_name(task.shard, j)
     table = batch_table(batch, profile, task.file_index)
