@@ -368,8 +368,7 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     rejects_path = getattr(args, "rejects", None)
     report_path = getattr(args, "report", None)
     refuse_same(
-        {"--rejects": rejects_path, "--report": report_path},
-        {f"the input {p}": p for p in paths},
+        {"--rejects": rejects_path, "--report": report_path}, {f"the input {p}": p for p in paths}
     )
     for written in (rejects_path, report_path):
         if written:

@@ -165,15 +165,8 @@ _CACHE_LIMIT: Final = 4096
 # Keyed by the encoding's name, a value: one name is one vocabulary, so the ids are the
 # same whichever object or BPE engine encodes them.
 # name -> (the encoding, special ids, header runs, repeated bodies)
-_WRITER_CACHE: dict[
-    str,
-    tuple[
-        HarmonyEncoding,
-        dict[str, int],
-        dict[tuple[str, str], tuple[list[int], int]],
-        dict[str, list[int]],
-    ],
-] = {}
+_Runs = dict[tuple[str, str], tuple[list[int], int]]
+_WRITER_CACHE: dict[str, tuple[HarmonyEncoding, dict[str, int], _Runs, dict[str, list[int]]]] = {}
 # (name, date, effort, identity, browser, python, has tools) -> system text
 _SYSTEM_TEXT: dict[tuple[Any, ...], str] = {}
 _BUILTINS: Final = ("browser", "python")

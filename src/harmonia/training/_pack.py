@@ -131,10 +131,7 @@ def export_memmap(build_dir: str | os.PathLike[str], out_dir: str | os.PathLike[
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     offsets = [0]
-    with (
-        (out / "tokens.u32").open("wb") as tokens,
-        (out / "mask.u8").open("wb") as masks,
-    ):
+    with (out / "tokens.u32").open("wb") as tokens, (out / "mask.u8").open("wb") as masks:
         for shard in _shards(Path(build_dir)):
             table = pa.parquet.read_table(shard, columns=["input_ids", "loss_mask"])
             ids = table.column("input_ids").combine_chunks()
