@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def pack(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    totals = {"samples": 0, "rows": 0, "tokens": 0, "slots": 0, "too_long": 0}
+    totals = Counter({"samples": 0, "rows": 0, "tokens": 0, "slots": 0, "too_long": 0})
     shards = []
     for k, shard in enumerate(_shards(Path(build_dir))):
         table = pa.parquet.read_table(shard, columns=["input_ids", "loss_mask", "length"])
@@ -108,10 +109,7 @@ def pack(
         name = f"packed-{k:05d}.parquet"
         write_parquet(packed, out / name)
         tokens = sum(sum(r) for r in row_lengths)
-        totals["samples"] += len(fits)
-        totals["rows"] += len(rows)
-        totals["tokens"] += tokens
-        totals["slots"] += len(rows) * seq_len
+        totals.update(samples=len(fits), rows=len(rows), tokens=tokens, slots=len(rows) * seq_len)
         shards.append({"file": name, "rows": len(rows), "tokens": tokens})
     summary = {
         "seq_len": seq_len,
