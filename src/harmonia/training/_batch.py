@@ -177,9 +177,7 @@ def render_batch(
         for code, message in warnings:
             stats.problems[code] += 1
             out.problems.append(Problem(code, message, line, source))
-        if any(r == UNFAITHFUL for r in samples[0].reasons) and not any(
-            r == TRAINED for s in samples[1:] for r in s.reasons
-        ):
+        if UNFAITHFUL in samples[0].reasons and not any(TRAINED in s.reasons for s in samples[1:]):
             stats.problems["W203"] += 1
         for sample in samples:
             if sample.truncated:
