@@ -436,18 +436,11 @@ def _finish(
         for task in tasks:
             result = done["shards"][str(task.shard)]
             stats.merge(Stats.from_dict(result["stats"]))
-            shards.append(
-                {
-                    "file": result["file"],
-                    "sha256": result["sha256"],
-                    "input": task.file_index,
-                    "first_line": task.first_line,
-                    **{
-                        k: result["stats"][k]
-                        for k in ("rows", "samples", "tokens", "trained_tokens")
-                    },
-                }
-            )
+            where = {"input": task.file_index, "first_line": task.first_line}
+            counts = {
+                k: result["stats"][k] for k in ("rows", "samples", "tokens", "trained_tokens")
+            }
+            shards.append({"file": result["file"], "sha256": result["sha256"], **where, **counts})
             part = out / f".rejects-{task.shard:05d}.jsonl"
             merged.write(part.read_text(encoding="utf-8"))
     pa = require_pyarrow()
