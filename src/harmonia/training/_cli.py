@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,6 +35,7 @@ from harmonia._options import (
     add_cot_policy,
     add_force,
     add_progress,
+    from_args,
     progress_on_terminal,
     run_command,
 )
@@ -314,13 +316,8 @@ def _options_of(args: argparse.Namespace) -> InputOptions:
         if any(len(p) != 2 for p in pairs):
             raise InputError(f"--map needs SLOT=COLUMN pairs, got {args.map!r}")
         columns = {slot.strip(): column.strip() for slot, column in pairs}
-    return InputOptions(
-        format=args.input_format,
-        date=args.date,
-        reasoning_effort=args.reasoning_effort,
-        columns=columns,
-        dialect=args.dialect,
-    )
+    # date, reasoning_effort and dialect have their fields' names; format is --input-format.
+    return replace(from_args(InputOptions, args), format=args.input_format, columns=columns)
 
 
 # -- commands ---------------------------------------------------------------------
@@ -494,17 +491,9 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
         _refuse_output_folder(args.output, args.force, also="--resume continues it")
     output = Path(args.output)
     fresh = not output.exists() or (output.is_dir() and not any(output.iterdir()))
-    options = BuildOptions(
-        workers=args.workers,
-        shard_rows=args.shard_rows,
-        profile=args.profile,
-        compression=args.compression,
-        resume=args.resume,
-        # The command line's auto: a redrawn line on a terminal, quiet in a log.
-        progress=(
-            "none" if progress_on_terminal(args.progress, sys.stderr) is None else args.progress
-        ),
-    )
+    # The command line's auto: a redrawn line on a terminal, quiet in a log.
+    quiet = progress_on_terminal(args.progress, sys.stderr) is None
+    options = replace(from_args(BuildOptions, args), progress="none" if quiet else args.progress)
     if args.force and not args.resume and not fresh:
         shutil.rmtree(output)
         fresh = True
