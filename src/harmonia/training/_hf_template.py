@@ -246,18 +246,16 @@ class _Writer:
         start = len(self.ids)
         self.ids.append(self.special[START_TEXT])
         at_recipient = self._run((role, recipient))
-        at_channel = len(self.ids)
-        at_type = at_channel
+        at_channel = at_type = len(self.ids)
         if channel is not None:
             self.ids.append(self.special[CHANNEL_TEXT])
             at_type = self._run((channel, content_type))
         at_message = len(self.ids)
         self.ids.append(self.special[MESSAGE_TEXT])
         self.ids += self.body(body, role in ("system", "developer"))
-        end = len(self.ids)
         self.ids.append(self.special[terminator])
         offsets = (at_recipient - start, at_channel - start, at_type - start, at_message - start)
-        self.spans.append((index, start, offsets, end + 1))
+        self.spans.append((index, start, offsets, len(self.ids)))
 
 
 def render_hf(

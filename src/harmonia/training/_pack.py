@@ -97,14 +97,14 @@ def pack(
             row_mask.append(np.concatenate([flat_mask[starts[i] : starts[i + 1]] for i in members]))
             row_lengths.append([lengths[i] for i in members])
         seq_start = [[0, *np.cumsum(r)[:-1].tolist()] for r in row_lengths]
-        packed = pa.Table.from_arrays(
-            [
-                pa.array(row_ids, type=pa.list_(pa.int32())),
-                pa.array(row_mask, type=pa.list_(pa.bool_())),
-                pa.array(row_lengths, type=pa.list_(pa.int32())),
-                pa.array(seq_start, type=pa.list_(pa.int32())),
-            ],
-            names=["input_ids", "loss_mask", "seq_lengths", "seq_start_id"],
+        ints, bools = pa.list_(pa.int32()), pa.list_(pa.bool_())
+        packed = pa.table(
+            {
+                "input_ids": pa.array(row_ids, type=ints),
+                "loss_mask": pa.array(row_mask, type=bools),
+                "seq_lengths": pa.array(row_lengths, type=ints),
+                "seq_start_id": pa.array(seq_start, type=ints),
+            }
         )
         name = f"packed-{k:05d}.parquet"
         write_parquet(packed, out / name)
