@@ -111,14 +111,10 @@ def typescript_type(spec: Mapping[str, Any], required: Sequence[str]) -> str:
         if not properties:
             return "object"
         needed = spec.get("required") or []
-        members = [
-            name
-            + ("" if name in needed else "?")
-            + ": \n"
-            + _INDENT
-            + typescript_type(value, needed)
-            for name, value in properties.items()
-        ]
+        members = []
+        for name, value in properties.items():
+            optional = "" if name in needed else "?"
+            members.append(name + optional + ": \n" + _INDENT + typescript_type(value, needed))
         return "{\n" + ", ".join(members) + "}"
     return "any"
 
