@@ -289,11 +289,10 @@ def is_date(value: object) -> bool:
 
 def row_date(row: Mapping[str, Any], options: InputOptions) -> str | None:
     """The date line of a row: the options' date, or the row's with ``from-row``."""
-    date = options.date
-    if date == "from-row":
-        value = row.get("date")
-        date = value if isinstance(value, str) and is_date(value) else None
-    return date
+    if options.date != "from-row":
+        return options.date
+    value = row.get("date")
+    return value if is_date(value) else None
 
 
 def _prompt_options(row: Mapping[str, Any], options: InputOptions) -> PromptOptions:

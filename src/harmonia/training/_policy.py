@@ -103,9 +103,7 @@ class TrainPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the manifest stores it)."""
-        data = asdict(self)
-        data["channels"] = list(self.channels)
-        return data
+        return {**asdict(self), "channels": list(self.channels)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainPolicy:

@@ -59,10 +59,7 @@ class Problem:
         return CODES[self.code][1]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["name"] = self.name
-        data["severity"] = self.severity
-        return data
+        return {**asdict(self), "name": self.name, "severity": self.severity}
 
 
 def check_choice(value: object, allowed: tuple[str, ...], name: str) -> None:

@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any, BinaryIO, Final, Literal, TextIO, cast
 
 from harmonia import InputError
+from harmonia._files import write_text
 
 from ._arrow import Profile, batch_table, require_pyarrow, write_parquet
 from ._batch import Stats, default_encoding, render_batch
@@ -519,9 +520,7 @@ def _sha256(path: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")  # whole or not at all
 
 
 def _max_rss_kib() -> int:
