@@ -399,15 +399,8 @@ def _assistant(
             .with_content_type(content_type)
         )
         index = writer.add(invocation, source)
-        writer.message(
-            index,
-            "assistant",
-            " to=" + recipient,
-            COMMENTARY,
-            " " + content_type,
-            arguments,
-            CALL_TEXT,
-        )
+        to, typed = " to=" + recipient, " " + content_type  # as the template spaces them
+        writer.message(index, "assistant", to, COMMENTARY, typed, arguments, CALL_TEXT)
         return name
     text = _text(content, f"messages[{source}].content")
     if "thinking" in message:
