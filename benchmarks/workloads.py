@@ -154,19 +154,11 @@ def big_text(size: int = BIG_TEXT_BYTES, seed: int = BIG_TEXT_SEED) -> str:
 
 # -- workload 2: the format guide's weather conversation -----------------------
 
+LOCATION = {"type": "string", "description": "The city and state, e.g. San Francisco, CA"}
+FORMAT = {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}
 WEATHER_PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "location": {
-            "type": "string",
-            "description": "The city and state, e.g. San Francisco, CA",
-        },
-        "format": {
-            "type": "string",
-            "enum": ["celsius", "fahrenheit"],
-            "default": "celsius",
-        },
-    },
+    "properties": {"location": LOCATION, "format": FORMAT},
     "required": ["location"],
 }
 

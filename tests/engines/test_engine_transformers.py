@@ -18,22 +18,14 @@ from harmonia import (
     Role,
     StreamableParser,
     SystemContent,
-    ToolDescription,
 )
 from harmonia.engines import Constraint, FinishReason, SamplingParams
+from tool_examples import WEATHER_TOOL
 
 pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
 pytest.importorskip("llguidance", reason="llguidance is not installed (harmonia[constrained])")
 
-WEATHER = ToolDescription.new(
-    "get_weather",
-    "Gets the weather.",
-    parameters={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
+WEATHER = WEATHER_TOOL
 
 
 def _conversation() -> Conversation:

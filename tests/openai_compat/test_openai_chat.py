@@ -29,21 +29,11 @@ from harmonia.openai_compat import (
     chat_request_to_conversation,
     render_chat_request,
 )
+from tool_examples import SHOPPING_LIST, chat_weather_tool, guide_chat_tools
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "guide"
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Gets the weather.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+WEATHER = chat_weather_tool()
 TIME = {"type": "function", "function": {"name": "get_time", "description": "Gets the time."}}
 
 
@@ -81,58 +71,7 @@ def brief(messages: list[Message]) -> list[tuple[str | None, ...]]:
 
 # -- the guide's examples, through the Chat API ---------------------------------------------
 
-GUIDE_TOOLS = [
-    {
-        "type": "function",
-        "function": {"name": "get_location", "description": "Gets the location of the user."},
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_current_weather",
-            "description": "Gets the current weather in the provided location.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "location": {
-                        "type": "string",
-                        "description": "The city and state, e.g. San Francisco, CA",
-                    },
-                    "format": {
-                        "type": "string",
-                        "enum": ["celsius", "fahrenheit"],
-                        "default": "celsius",
-                    },
-                },
-                "required": ["location"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_multiple_weathers",
-            "description": "Gets the current weather in the provided list of locations.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "locations": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": 'List of city and state, e.g. ["San Francisco, CA", '
-                        '"New York, NY"]',
-                    },
-                    "format": {
-                        "type": "string",
-                        "enum": ["celsius", "fahrenheit"],
-                        "default": "celsius",
-                    },
-                },
-                "required": ["locations"],
-            },
-        },
-    },
-]
+GUIDE_TOOLS = guide_chat_tools()
 
 
 def test_guide_function_calling_prompt_from_a_chat_request(enc: HarmonyEncoding) -> None:
@@ -171,16 +110,7 @@ def test_guide_function_calling_prompt_from_a_chat_request(enc: HarmonyEncoding)
 
 
 def test_guide_structured_output_prompt(enc: HarmonyEncoding) -> None:
-    schema = {
-        "properties": {
-            "items": {
-                "type": "array",
-                "description": "entries on the shopping list",
-                "items": {"type": "string"},
-            }
-        },
-        "type": "object",
-    }
+    schema = SHOPPING_LIST
     request = {
         "messages": [
             {"role": "developer", "content": "You are a helpful shopping assistant"},

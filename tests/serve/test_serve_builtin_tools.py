@@ -23,22 +23,13 @@ from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
 from harmonia.tools.browser import LocalCorpusBackend
 from harmonia.tools.python import sandbox_status
+from tool_examples import responses_weather_tool
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 ITEMS = TypeAdapter(ResponseItem)
 SEARCH = [{"type": "web_search_preview"}]
 PYTHON = [{"type": "code_interpreter", "container": {"type": "auto"}}]
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Gets the weather.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-}
+WEATHER = responses_weather_tool(closed=True)
 SEARCH_STEPS = [
     '<|channel|>analysis to=browser.search code<|message|>{"query": "high water"}<|call|>',
     '<|channel|>analysis to=browser.open code<|message|>{"id": 0}<|call|>',

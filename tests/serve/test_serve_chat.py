@@ -10,23 +10,13 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from serve_support import MODEL, post, sse
 
+from tool_examples import chat_weather_tool
+
 THINK_THEN_ANSWER = (
     "<|channel|>analysis<|message|>The user greets me.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>Hello there!<|return|>"
 )
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Gets the weather.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
+WEATHER = chat_weather_tool(closed=True)
 
 
 def call(name: str, args: str) -> str:
