@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import pytest
+
+from teacher_forcing import only_next
 
 #: The real gpt-oss vocabulary size (logits per step).
 
@@ -36,16 +37,8 @@ class ForcedMatcher:
         return self.position >= len(self.script)
 
     def fill_mask(self, out: Any = None) -> Any:
-        from harmonia.constrained import MASK_WORDS
-
         self.mask_calls += 1
-        if out is None:
-            out = np.zeros(MASK_WORDS, dtype=np.int32)
-        out[:] = 0
-        if not self.is_finished:
-            token = self.script[self.position]
-            out[token // 32] = np.int32(np.uint32(1 << (token % 32)).view(np.int32))
-        return out
+        return only_next(self.script, self.position, out)
 
     def consume(self, token: int) -> None:
         if self.is_finished or token != self.script[self.position]:

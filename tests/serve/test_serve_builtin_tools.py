@@ -13,11 +13,20 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-from serve_support import MODEL, Book, Server, harmony, start_server
+from serve_support import (
+    MODEL,
+    Book,
+    Server,
+    harmony,
+    metric,
+    request_fuzz,
+    start_server,
+    with_empty_queue,
+)
 
 from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
@@ -59,9 +68,7 @@ def tools_server(corpus: Path, make_engine: Callable[[Book], Any]) -> Iterator[S
 
 @pytest.fixture
 def ts(tools_server: Server) -> Iterator[Server]:
-    tools_server.book.queue.clear()
-    yield tools_server
-    tools_server.book.queue.clear()
+    yield from with_empty_queue(tools_server)
 
 
 def script(server: Server, *steps: str) -> None:
@@ -90,13 +97,6 @@ def check_citation(response: Response, corpus: Path) -> None:
     assert citation.type == "url_citation"
     assert citation.url == (corpus / "tides.md").as_uri() and citation.title == "Tides"
     assert part.text[citation.start_index : citation.end_index] == CITED
-
-
-def metric(server: Server, name: str) -> float:
-    for line in httpx.get(server.url + "/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no {name} in /metrics")
 
 
 def test_web_search_cites_the_page(ts, corpus):
@@ -292,12 +292,7 @@ ODD = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=8
     "a request fuzz: what it checks is the server's validation, not the engine, and 150 "
     "examples over the real model would cost seconds for nothing more"
 )
-@settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@request_fuzz(150)
 @given(
     tools=st.lists(TOOL, min_size=1, max_size=3),
     changes=st.dictionaries(
