@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from teacher_forcing import only_next
+from random_model_steering import only_next
 
 #: The real gpt-oss vocabulary size (logits per step).
 

@@ -20,6 +20,7 @@ from harmonia import (
     SystemContent,
 )
 from harmonia.engines import Constraint, FinishReason, SamplingParams
+from random_model_steering import LikesSpecialTokens
 from tool_examples import WEATHER_TOOL
 
 pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
@@ -129,31 +130,12 @@ def test_teacher_forcing_through_the_mask_path(
     assert call.recipient == "functions.get_weather"
 
 
-class _LikesToStop:
-    """The random model, with its special-token logits raised: turns then end early."""
-
-    def __init__(self, model: Any, boost: float) -> None:
-        self.model = model
-        self.boost = boost
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
-
-    def eval(self) -> _LikesToStop:
-        return self
-
-    def __call__(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        out.logits[..., 199_998:] += self.boost
-        return out
-
-
 def test_random_sampling_under_the_mask_always_parses(
     gptoss_model: Any, prompt: list[int], enc: HarmonyEncoding
 ) -> None:
     from harmonia.engines.transformers import TransformersEngine
 
-    engine = TransformersEngine(_LikesToStop(gptoss_model, boost=10.0))
+    engine = TransformersEngine(LikesSpecialTokens(gptoss_model, boost=10.0))
     constraint = Constraint.from_conversation(_conversation())
 
     async def main() -> list[Any]:

@@ -34,7 +34,7 @@ import uvicorn
 import harmonia
 from harmonia.engines import Constraint, Generation, Script, ScriptedEngine
 from harmonia.serve import ServerConfig, StoredResponse, create_app
-from teacher_forcing import only_next
+from random_model_steering import only_next
 
 ENC = harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS)
 MODEL = "gpt-oss-test"
