@@ -400,3 +400,24 @@ def completion_tokens(h: ModuleType, enc: Any) -> list[int]:
     for message in completion_messages(h):
         tokens += enc.render(message)
     return tokens[2:]
+
+
+# -- the engine benchmarks' prompt ------------------------------------------------
+
+
+def engine_prompt(h: ModuleType, question: str) -> tuple[Any, list[int]]:
+    """A default system message and ``question``, and its ids ready for the reply.
+
+    What the engine benchmarks generate from: the conversation (for a turn
+    grammar) and the prompt ids.
+    """
+    enc = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
+    conversation = h.Conversation.from_messages(
+        [
+            h.Message.from_role_and_content(h.Role.SYSTEM, h.SystemContent.new()),
+            h.Message.from_role_and_content(h.Role.USER, question),
+        ]
+    )
+    return conversation, list(
+        enc.render_conversation_for_completion(conversation, h.Role.ASSISTANT)
+    )
