@@ -20,7 +20,7 @@ from harmonia import (
     SystemContent,
 )
 from harmonia.engines import Constraint, FinishReason, SamplingParams
-from random_model_steering import LikesSpecialTokens
+from random_model_steering import ForcedMatcher, LikesSpecialTokens
 from tool_examples import WEATHER_TOOL
 
 pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
@@ -102,7 +102,7 @@ def test_a_tiny_top_p_keeps_only_the_most_likely_id(
 
 
 def test_teacher_forcing_through_the_mask_path(
-    transformers_engine: Any, prompt: list[int], enc: HarmonyEncoding, forced_matcher: Any
+    transformers_engine: Any, prompt: list[int], enc: HarmonyEncoding
 ) -> None:
     script = [
         *enc.encode("<|channel|>analysis<|message|>", allowed_special="all"),
@@ -113,7 +113,7 @@ def test_teacher_forcing_through_the_mask_path(
             allowed_special="all",
         ),
     ]
-    forced = forced_matcher(script)
+    forced = ForcedMatcher(script)
 
     async def main() -> Any:
         generation = transformers_engine.generate(
@@ -165,11 +165,9 @@ def test_random_sampling_under_the_mask_always_parses(
     assert endings, "with stop tokens boosted, some turns must end by themselves"
 
 
-def test_cancel_is_seen_within_one_step(
-    transformers_engine: Any, prompt: list[int], forced_matcher: Any
-) -> None:
+def test_cancel_is_seen_within_one_step(transformers_engine: Any, prompt: list[int]) -> None:
     # A forced script that never ends: the engine would decode until max_tokens.
-    forced = forced_matcher([13] * 10_000)
+    forced = ForcedMatcher([13] * 10_000)
 
     async def main() -> tuple[int, int, int]:
         generation = transformers_engine.generate(
@@ -197,11 +195,9 @@ def test_cancel_is_seen_within_one_step(
     assert later == after
 
 
-def test_decoding_never_runs_on_the_event_loop(
-    transformers_engine: Any, prompt: list[int], forced_matcher: Any
-) -> None:
+def test_decoding_never_runs_on_the_event_loop(transformers_engine: Any, prompt: list[int]) -> None:
     threads: set[str] = set()
-    forced = forced_matcher([13] * 8)
+    forced = ForcedMatcher([13] * 8)
     original = forced.copy
 
     def copy() -> Any:
@@ -286,7 +282,7 @@ def test_a_grammar_that_does_not_compile_is_an_engine_error(
 
 
 def test_logprobs_are_the_models_log_softmax_for_teacher_forced_ids(
-    transformers_engine: Any, gptoss_model: Any, prompt: list[int], forced_matcher: Any
+    transformers_engine: Any, gptoss_model: Any, prompt: list[int]
 ) -> None:
     import torch
 
@@ -295,7 +291,7 @@ def test_logprobs_are_the_models_log_softmax_for_teacher_forced_ids(
 
     async def main() -> Any:
         generation = transformers_engine.generate(
-            prompt, params, constraint=Constraint(matcher=forced_matcher(script))
+            prompt, params, constraint=Constraint(matcher=ForcedMatcher(script))
         )
         return await generation.result()
 

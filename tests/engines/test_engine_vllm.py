@@ -30,6 +30,7 @@ from harmonia.engines import (
     UnsupportedConstraintError,
 )
 from harmonia.engines.vllm import VLLMEngine
+from random_model_steering import ForcedMatcher
 
 pytest.importorskip("httpx", reason="httpx is not installed (harmonia[engines-http])")
 
@@ -295,15 +296,13 @@ def test_constraint_goes_as_a_grammar(fake_server: Any) -> None:
     }
 
 
-def test_a_matcher_only_constraint_is_refused_before_sending(
-    fake_server: Any, forced_matcher: Any
-) -> None:
+def test_a_matcher_only_constraint_is_refused_before_sending(fake_server: Any) -> None:
     server = fake_server(vllm())
     engine = VLLMEngine(server.url)
 
     async def main() -> None:
         with pytest.raises(UnsupportedConstraintError, match="grammar"):
-            engine.generate(PROMPT, constraint=Constraint(matcher=forced_matcher([1])))
+            engine.generate(PROMPT, constraint=Constraint(matcher=ForcedMatcher([1])))
         await engine.aclose()
 
     run(main())
