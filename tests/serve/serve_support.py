@@ -58,17 +58,20 @@ LOOKUP_CALL = (
     "<|start|>assistant<|channel|>commentary to=functions.lookup <|constrain|>json"
     '<|message|>{"word": "x"}<|call|>'
 )
+
+
+def closed_object(**properties: Any) -> dict[str, Any]:
+    """A strict-ready JSON schema: an object of exactly ``properties``, each required."""
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    return {**schema, "additionalProperties": False}
+
+
 #: A Responses function tool with a strict-ready schema (its call: ``functions.lookup``).
 LOOKUP_TOOL = {
     "type": "function",
     "name": "lookup",
     "description": "Looks a word up.",
-    "parameters": {
-        "type": "object",
-        "properties": {"word": {"type": "string"}},
-        "required": ["word"],
-        "additionalProperties": False,
-    },
+    "parameters": closed_object(word={"type": "string"}),
 }
 #: The engines the SDK suite runs over (``engine_kind`` in conftest.py).
 ENGINES = ("scripted", "transformers")

@@ -21,6 +21,7 @@ from serve_support import (
     MODEL,
     Book,
     Server,
+    closed_object,
     harmony,
     metric,
     request_fuzz,
@@ -224,12 +225,7 @@ HOURS = {
     "type": "json_schema",
     "name": "hours",
     "strict": True,
-    "schema": {
-        "type": "object",
-        "properties": {"hours": {"type": "integer"}},
-        "required": ["hours"],
-        "additionalProperties": False,
-    },
+    "schema": closed_object(hours={"type": "integer"}),
 }
 
 

@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from serve_support import MODEL, post, sse
+from serve_support import MODEL, closed_object, post, sse
 
 from tool_examples import chat_weather_tool
 
@@ -125,12 +125,7 @@ STRICT_FORMAT = {
     "json_schema": {
         "name": "answer",
         "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"n": {"type": "integer"}},
-            "required": ["n"],
-            "additionalProperties": False,
-        },
+        "schema": closed_object(n={"type": "integer"}),
     },
 }
 

@@ -41,7 +41,9 @@ def image_code(nbytes: int, count: int = 1) -> str:
     )
 
 
-def host_victim(tmp_path: Path) -> Path:
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A host file the sandbox must never change, whatever link it plants to it."""
     victim = tmp_path / "victim.txt"
     victim.write_text("sentinel")
     victim.chmod(0o644)
@@ -63,9 +65,8 @@ def assert_untouched(victim: Path) -> None:
 
 
 def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
-    aio: Any, tools: Any, sandbox: None, tmp_path: Path
+    aio: Any, tools: Any, sandbox: None, victim: Path
 ) -> None:
-    victim = host_victim(tmp_path)
     tool = tools.make()
     plant = (
         "import os\n"
@@ -87,10 +88,8 @@ def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
 
 
 def test_the_kernel_cannot_touch_its_connection_file_or_socket_directory(
-    aio: Any, tools: Any, sandbox: None, tmp_path: Path
+    aio: Any, tools: Any, sandbox: None, victim: Path
 ) -> None:
-    victim = host_victim(tmp_path)
-    tool = tools.make()
     code = (
         "import os, sys\n"
         "conn = sys.argv[sys.argv.index('-f') + 1]\n"
@@ -107,6 +106,7 @@ def test_the_kernel_cannot_touch_its_connection_file_or_socket_directory(
         "    try:\n        attempt()\n        print('ESCAPED')\n"
         "    except OSError as e:\n        print('refused', e.errno)\n"
     )
+    tool = tools.make()
     out = aio.run(tool.run(code))
     assert "ESCAPED" not in out.text, out.text
     assert out.text.count("refused") == 6
