@@ -67,7 +67,6 @@ def assert_untouched(victim: Path) -> None:
 def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
     aio: Any, tools: Any, sandbox: None, victim: Path
 ) -> None:
-    tool = tools.make()
     plant = (
         "import os\n"
         "for call in range(1, 4):\n"
@@ -75,6 +74,7 @@ def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
         "        for ext in ('png', 'jpg', 'gif', 'svg'):\n"
         f"            os.symlink({str(victim)!r}, f'/mnt/data/output_{{call}}_{{n}}.{{ext}}')\n"
     )
+    tool = tools.make()
     out = aio.run(tool.run(plant + image_code(100)))
     assert_untouched(victim)
     [saved] = out.metadata["images"]
@@ -90,6 +90,7 @@ def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
 def test_the_kernel_cannot_touch_its_connection_file_or_socket_directory(
     aio: Any, tools: Any, sandbox: None, victim: Path
 ) -> None:
+    tool = tools.make()
     code = (
         "import os, sys\n"
         "conn = sys.argv[sys.argv.index('-f') + 1]\n"
@@ -106,7 +107,6 @@ def test_the_kernel_cannot_touch_its_connection_file_or_socket_directory(
         "    try:\n        attempt()\n        print('ESCAPED')\n"
         "    except OSError as e:\n        print('refused', e.errno)\n"
     )
-    tool = tools.make()
     out = aio.run(tool.run(code))
     assert "ESCAPED" not in out.text, out.text
     assert out.text.count("refused") == 6
