@@ -34,28 +34,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harmonia import (
-    Conversation,
-    HarmonyEncodingName,
-    Message,
-    Role,
-    SystemContent,
-    load_harmony_encoding,
-)
+import workloads
+
+import harmonia
 from harmonia.engines import SamplingParams
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def prompt_ids() -> list[int]:
-    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-    conv = Conversation.from_messages(
-        [
-            Message.from_role_and_content(Role.SYSTEM, SystemContent.new()),
-            Message.from_role_and_content(Role.USER, "Tell me a long story about tides."),
-        ]
-    )
-    return list(enc.render_conversation_for_completion(conv, Role.ASSISTANT))
+    return workloads.engine_prompt(harmonia, "Tell me a long story about tides.")[1]
 
 
 async def raw(engine: str, url: str, model: str | None, ids: list[int], n: int, seed: int) -> int:

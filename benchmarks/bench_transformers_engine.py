@@ -26,15 +26,9 @@ import time
 from typing import Any
 
 import torch
+import workloads
 
-from harmonia import (
-    Conversation,
-    HarmonyEncodingName,
-    Message,
-    Role,
-    SystemContent,
-    load_harmony_encoding,
-)
+import harmonia
 from harmonia.engines import Constraint, SamplingParams
 from harmonia.engines.transformers import TransformersEngine, random_gpt_oss
 
@@ -53,14 +47,8 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
-    enc = load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-    conversation = Conversation.from_messages(
-        [
-            Message.from_role_and_content(Role.SYSTEM, SystemContent.new()),
-            Message.from_role_and_content(Role.USER, "Tell me about the weather in Tokyo."),
-        ]
-    )
-    prompt = enc.render_conversation_for_completion(conversation, Role.ASSISTANT)
+    question = "Tell me about the weather in Tokyo."
+    conversation, prompt = workloads.engine_prompt(harmonia, question)
     model = build_model(args.device)
     engine = TransformersEngine(model)
     n = args.tokens

@@ -154,19 +154,11 @@ def big_text(size: int = BIG_TEXT_BYTES, seed: int = BIG_TEXT_SEED) -> str:
 
 # -- workload 2: the format guide's weather conversation -----------------------
 
+LOCATION = {"type": "string", "description": "The city and state, e.g. San Francisco, CA"}
+FORMAT = {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}
 WEATHER_PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "location": {
-            "type": "string",
-            "description": "The city and state, e.g. San Francisco, CA",
-        },
-        "format": {
-            "type": "string",
-            "enum": ["celsius", "fahrenheit"],
-            "default": "celsius",
-        },
-    },
+    "properties": {"location": LOCATION, "format": FORMAT},
     "required": ["location"],
 }
 
@@ -408,3 +400,24 @@ def completion_tokens(h: ModuleType, enc: Any) -> list[int]:
     for message in completion_messages(h):
         tokens += enc.render(message)
     return tokens[2:]
+
+
+# -- the engine benchmarks' prompt ------------------------------------------------
+
+
+def engine_prompt(h: ModuleType, question: str) -> tuple[Any, list[int]]:
+    """A default system message and ``question``, and its ids ready for the reply.
+
+    What the engine benchmarks generate from: the conversation (for a turn
+    grammar) and the prompt ids.
+    """
+    enc = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
+    conversation = h.Conversation.from_messages(
+        [
+            h.Message.from_role_and_content(h.Role.SYSTEM, h.SystemContent.new()),
+            h.Message.from_role_and_content(h.Role.USER, question),
+        ]
+    )
+    return conversation, list(
+        enc.render_conversation_for_completion(conversation, h.Role.ASSISTANT)
+    )

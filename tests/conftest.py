@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 import harmonia
@@ -8,6 +13,21 @@ import harmonia
 @pytest.fixture(scope="session")
 def enc() -> harmonia.HarmonyEncoding:
     return harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+@pytest.fixture(scope="session")
+def ref_enc() -> Any:
+    """The reference library's (``openai_harmony``) encoding, for the differential tests.
+
+    The reference would download its vocabulary; offline it reads the file we write
+    (``TIKTOKEN_ENCODINGS_BASE``) unless one is already set up.
+    """
+    ref: Any = pytest.importorskip("openai_harmony", reason="differential checks are optional")
+    if not (Path(os.environ.get("TIKTOKEN_ENCODINGS_BASE", "")) / "o200k_base.tiktoken").exists():
+        os.environ["TIKTOKEN_ENCODINGS_BASE"] = os.path.dirname(
+            harmonia.write_tiktoken_file(tempfile.mkdtemp())
+        )
+    return ref.load_harmony_encoding(ref.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 # ``--doctest-modules`` would also import every conftest.py as a plain module

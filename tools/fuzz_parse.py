@@ -50,20 +50,21 @@ from harmonia import (
     MessageStarted,
     ParseError,
     Role,
+    vocabulary,
 )
 from harmonia._parse.fastpath import read_clean
 
 START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL = (
-    200006,
-    200007,
-    200008,
-    200005,
-    200003,
-    200002,
-    200012,
+    vocabulary.START_ID,
+    vocabulary.END_ID,
+    vocabulary.MESSAGE_ID,
+    vocabulary.CHANNEL_ID,
+    vocabulary.CONSTRAIN_ID,
+    vocabulary.RETURN_ID,
+    vocabulary.CALL_ID,
 )
 FORMAT = (START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL)
-FIRST_SPECIAL = 199998
+FIRST_SPECIAL = vocabulary.FIRST_SPECIAL_ID
 ODD_TOKENS = (
     *FORMAT,
     199999,  # <|endoftext|>

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fake_tools import FakeRuntime
 from harmonia import HarmonyEncoding, ToolError, ToolNamespaceConfig
 from harmonia.tools import ToolCall, ToolOutput
 
@@ -35,20 +36,18 @@ def corpus() -> Path:
     return CORPUS
 
 
-class FakePython:
+class FakePython(FakeRuntime):
     """A python runtime that evaluates one expression per call and records every call.
 
     The real sandboxed kernel is used in its own test; this one keeps the others fast.
     """
 
     namespace = "python"
+    config = ToolNamespaceConfig.python
 
     def __init__(self, delay: float = 0.0) -> None:
-        self.calls: list[ToolCall] = []
+        super().__init__()
         self.delay = delay
-
-    def namespace_config(self) -> ToolNamespaceConfig:
-        return ToolNamespaceConfig.python()
 
     async def call(self, call: ToolCall) -> ToolOutput:
         self.calls.append(call)
@@ -59,9 +58,6 @@ class FakePython:
         except Exception as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from None
         return ToolOutput(f"{value}\n")
-
-    async def aclose(self) -> None:
-        pass
 
 
 @pytest.fixture

@@ -20,35 +20,13 @@ from harmonia.agent import Agent, AgentLimits, StopReason, new_conversation
 from harmonia.engines import SamplingParams
 from harmonia.tools import Toolbox, is_tool_call
 from harmonia.tools.browser import BrowserTool, LocalCorpusBackend
+from random_model_steering import LikesSpecialTokens
 
 pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
 pytest.importorskip("llguidance", reason="llguidance is not installed (harmonia[constrained])")
 
 RUNS = 20
 KEEP_ALL = RenderConversationConfig(cot_policy="keep_all")
-
-
-class _LikesSpecialTokens:
-    """The random model with its special-token logits raised, so messages and turns end.
-
-    Without it a random model writes free text until the token limit, and the runs
-    would rarely reach a tool call or an answer.
-    """
-
-    def __init__(self, model: Any, boost: float) -> None:
-        self.model = model
-        self.boost = boost
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
-
-    def eval(self) -> _LikesSpecialTokens:
-        return self
-
-    def __call__(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        out.logits[..., 199_998:] += self.boost
-        return out
 
 
 def test_random_sampling_under_the_mask_never_breaks_the_loop(
@@ -77,7 +55,7 @@ def test_random_sampling_under_the_mask_never_breaks_the_loop(
             ],
         )
     )
-    engine = TransformersEngine(_LikesSpecialTokens(random_gptoss, boost=10.0))
+    engine = TransformersEngine(LikesSpecialTokens(random_gptoss, boost=10.0))
     chat = new_conversation("What is the tide doing?", toolbox=box, reasoning_effort="low")
 
     async def main() -> list[Any]:

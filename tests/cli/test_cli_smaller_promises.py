@@ -77,24 +77,28 @@ def test_pack_and_export_folders_get_the_mode_build_gets(
     capsys.readouterr()
 
 
-def test_a_prompt_without_completion_names_completion(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("rows_text", "args", "said"),
+    [
+        pytest.param('{"prompt": "2+2?"}\n', [], "'completion' is missing", id="trl-prompt"),
+        pytest.param(
+            '{"question": "2+2?", "answer": "4"}\n',
+            ["--input-format", "columns"],
+            "--map SLOT=COLUMN",
+            id="columns-without-map",
+        ),
+    ],
+)
+def test_validate_names_what_a_row_lacks_first(
+    rows_text: str, args: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = tmp_path / "trl.jsonl"
-    rows.write_text('{"prompt": "2+2?"}\n')
-    assert main(["data", "validate", str(rows)]) == 1
+    """A prompt without completion names ``completion``; columns without ``--map``
+    say how to name them."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(rows_text)
+    assert main(["data", "validate", str(rows), *args]) == 1
     first = capsys.readouterr().out.splitlines()[0]
-    assert "'completion' is missing" in first
-
-
-def test_columns_without_map_say_how_to_name_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    rows = tmp_path / "cols.jsonl"
-    rows.write_text('{"question": "2+2?", "answer": "4"}\n')
-    assert main(["data", "validate", str(rows), "--input-format", "columns"]) == 1
-    first = capsys.readouterr().out.splitlines()[0]
-    assert "--map SLOT=COLUMN" in first
+    assert said in first
 
 
 def test_inspect_of_an_empty_file_counts_nothing_it_does_not_show(

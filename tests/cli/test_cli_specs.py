@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import all_parsers, options
 
-from harmonia._cli.main import _build_parser
 from harmonia._options import add_options, flag_of, from_args, option
 from harmonia.engines import EngineSpec
 from harmonia.tools import ToolsSpec
@@ -36,25 +36,8 @@ TOOLS_COMMANDS = [
 ]
 
 
-def commands() -> dict[str, argparse.ArgumentParser]:
-    """Every (sub)command's parser, by its words (``"tools browser search"``)."""
-    out: dict[str, argparse.ArgumentParser] = {}
-    todo: list[tuple[str, argparse.ArgumentParser]] = [("", _build_parser())]
-    while todo:
-        words, parser = todo.pop()
-        out[words] = parser
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                todo += [(f"{words} {n}".strip(), p) for n, p in action.choices.items()]
-    return out
-
-
-def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {s: a for a in parser._actions for s in a.option_strings}
-
-
 def parse(command: str, argv: list[str]) -> argparse.Namespace:
-    return commands()[command].parse_args(argv)
+    return all_parsers()[command].parse_args(argv)
 
 
 def with_new_field(monkeypatch: pytest.MonkeyPatch, cls: type) -> str:
@@ -70,23 +53,19 @@ def with_new_field(monkeypatch: pytest.MonkeyPatch, cls: type) -> str:
     return "--new-knob"
 
 
-@pytest.mark.parametrize("command", ENGINE_COMMANDS)
-def test_a_field_added_to_engine_spec_appears_in_each_command(
-    command: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("spec", "command"),
+    [(EngineSpec, c) for c in ENGINE_COMMANDS] + [(ToolsSpec, c) for c in TOOLS_COMMANDS],
+)
+def test_a_field_added_to_a_spec_appears_in_each_command(
+    spec: type, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert "--new-knob" not in options(commands()[command])
-    flag = with_new_field(monkeypatch, EngineSpec)
-    parsed = parse(command, ["--engine", "scripted", flag, "on"])
-    assert parsed.new_knob == "on"
-
-
-@pytest.mark.parametrize("command", TOOLS_COMMANDS)
-def test_a_field_added_to_tools_spec_appears_in_each_command(
-    command: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert "--new-knob" not in options(commands()[command])
-    flag = with_new_field(monkeypatch, ToolsSpec)
-    assert options(commands()[command])[flag].dest == "new_knob"
+    assert "--new-knob" not in options(all_parsers()[command])
+    flag = with_new_field(monkeypatch, spec)
+    assert options(all_parsers()[command])[flag].dest == "new_knob"
+    if spec is EngineSpec:  # these commands build an engine from these flags alone
+        parsed = parse(command, ["--engine", "scripted", flag, "on"])
+        assert parsed.new_knob == "on"
 
 
 SAME_ARGV = [
@@ -132,7 +111,7 @@ def test_a_flag_means_the_same_and_defaults_alike_in_every_command() -> None:
     spec_flags = {
         flag_of(cls, f.name) for cls in (EngineSpec, ToolsSpec) for f in dataclasses.fields(cls)
     }
-    for words, parser in commands().items():
+    for words, parser in all_parsers().items():
         given = options(parser)
         for flag, action in given.items():
             # tools browser find's --url is the page to search in: no engine there.

@@ -8,7 +8,6 @@ and ``--cot-policy`` mean the same everywhere (docs/cli.md has the table).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -18,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_support import all_parsers
 
-from harmonia._cli.main import _build_parser
 from harmonia._options import PROGRESS_MODES
 from harmonia.vocabulary import COT_POLICY_NAMES
 
@@ -251,21 +250,9 @@ def test_dash_reads_standard_input_in_data_commands(tmp_path: Path) -> None:
 # -- flags ----------------------------------------------------------------------------------
 
 
-def _all_commands() -> dict[str, argparse.ArgumentParser]:
-    out: dict[str, argparse.ArgumentParser] = {}
-    todo: list[tuple[str, argparse.ArgumentParser]] = [("", _build_parser())]
-    while todo:
-        words, parser = todo.pop()
-        out[words] = parser
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                todo += [(f"{words} {n}".strip(), p) for n, p in action.choices.items()]
-    return out
-
-
 def test_the_shared_flags_mean_the_same_everywhere() -> None:
     seen: dict[str, set[str]] = {"--progress": set(), "--cot-policy": set(), "--force": set()}
-    for words, parser in _all_commands().items():
+    for words, parser in all_parsers().items():
         options = {s: a for a in parser._actions for s in a.option_strings}
         if "--progress" in options:
             seen["--progress"].add(words)
@@ -306,7 +293,7 @@ def test_a_flag_name_has_one_meaning_in_every_command() -> None:
     and the same choices, wherever it appears (issue 35 item 11: --format was the
     output in render and the input in data; chat --model was the engine's model)."""
     seen: dict[str, dict[tuple[object, ...], list[str]]] = {}
-    for words, parser in _all_commands().items():
+    for words, parser in all_parsers().items():
         for action in parser._actions:
             for flag in action.option_strings:
                 choices = None if flag in _OWN_CHOICES else action.choices

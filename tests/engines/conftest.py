@@ -1,4 +1,7 @@
-"""Shared fixtures for the engine tests: the tiny random gpt-oss, forced matchers."""
+"""Shared fixtures for the engine tests: the tiny random gpt-oss, fake servers.
+
+The forced (teacher-forcing) matcher is ``random_model_steering.ForcedMatcher``.
+"""
 
 from __future__ import annotations
 
@@ -9,60 +12,10 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
 import pytest
-
-#: The real gpt-oss vocabulary size (logits per step).
-
-
-class ForcedMatcher:
-    """A matcher that allows exactly the next id of a script: teacher forcing.
-
-    It also records when each mask was asked for (one call per decoding step)
-    so tests can count the steps an engine ran.
-    """
-
-    def __init__(self, script: Sequence[int], position: int = 0) -> None:
-        self.script = tuple(script)
-        self.position = position
-        self.mask_calls = 0
-        self.copies: list[ForcedMatcher] = []
-
-    @property
-    def is_finished(self) -> bool:
-        return self.position >= len(self.script)
-
-    def fill_mask(self, out: Any = None) -> Any:
-        from harmonia.constrained import MASK_WORDS
-
-        self.mask_calls += 1
-        if out is None:
-            out = np.zeros(MASK_WORDS, dtype=np.int32)
-        out[:] = 0
-        if not self.is_finished:
-            token = self.script[self.position]
-            out[token // 32] = np.int32(np.uint32(1 << (token % 32)).view(np.int32))
-        return out
-
-    def consume(self, token: int) -> None:
-        if self.is_finished or token != self.script[self.position]:
-            raise AssertionError(f"token {token} at {self.position} is not the scripted one")
-        self.position += 1
-
-    def copy(self) -> ForcedMatcher:
-        # The engines work on a copy; tests read the counters of the copy they get back.
-        twin = ForcedMatcher(self.script, self.position)
-        self.copies.append(twin)
-        return twin
-
-
-@pytest.fixture(scope="session")
-def forced_matcher() -> type[ForcedMatcher]:
-    """The teacher-forcing matcher class (a fixture, so tests need not import conftest)."""
-    return ForcedMatcher
 
 
 @pytest.fixture(scope="session")

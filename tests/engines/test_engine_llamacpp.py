@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from http_engine_support import PROMPT, cancel_after_three_ids, complete
 
 from harmonia import (
     Conversation,
@@ -34,7 +35,6 @@ from harmonia.engines.llamacpp import LlamaCppEngine, lark_to_gbnf
 
 pytest.importorskip("httpx", reason="httpx is not installed (harmonia[engines-http])")
 
-PROMPT = [200006, 17360, 200008, 12, 200007, 200006, 173781]
 SCRIPT = [200005, 17196, 200008, 1008, 2201, 3, 200002]
 #: What the gpt-oss GGUF marks end-of-generation.
 EOG = {200002, 200012, 199999}
@@ -182,13 +182,6 @@ def fake_logprob(token: int, rank: int) -> float:
     return -0.5 - rank - (token % 7) / 100
 
 
-async def complete(engine: LlamaCppEngine, params: SamplingParams | None = None, **kw: Any) -> Any:
-    try:
-        return await engine.generate(PROMPT, params, **kw).result()
-    finally:
-        await engine.aclose()
-
-
 def _conversation(tools: bool) -> Conversation:
     messages = [Message.from_role_and_content(Role.SYSTEM, SystemContent.new())]
     if tools:
@@ -275,22 +268,7 @@ def test_cancel_is_seen_by_the_server_within_one_token(fake_server: Any) -> None
     server = fake_server(llama_server([13] * 500, delay=0.05))
     engine = LlamaCppEngine(server.url)
 
-    async def main() -> float:
-        generation = engine.generate(PROMPT, SamplingParams(max_tokens=500))
-        seen = 0
-        async for ids in generation:
-            seen += len(ids)
-            if seen >= 3:
-                break
-        cancelled_at = time.perf_counter()
-        await generation.cancel()
-        assert generation.finish is not None
-        assert generation.finish.reason is FinishReason.CANCELLED
-        await asyncio.sleep(0.3)
-        await engine.aclose()
-        return cancelled_at
-
-    cancelled_at = asyncio.run(main())
+    cancelled_at = asyncio.run(cancel_after_three_ids(engine))
     (exchange,) = server.exchanges
     assert exchange.disconnected_at is not None
     assert len([t for t in exchange.sent if t > cancelled_at]) <= 1

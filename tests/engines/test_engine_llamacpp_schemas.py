@@ -110,28 +110,29 @@ SAFE_TEXT = st.characters(
 )
 
 
-@st.composite
-def integer_schema(draw: Any) -> tuple[dict[str, Any], Any]:
-    low = draw(st.none() | st.integers(-2000, 2000))
-    high = draw(st.none() | st.integers(low + 2 if low is not None else -2000, 2500))
-    schema: dict[str, Any] = {"type": "integer"}
+def bounded(draw: Any, kind: str, lows: tuple[int, int], top: int, gap: int) -> dict[str, Any]:
+    """A ``kind`` schema with bounds drawn from ``lows`` (up to ``top`` above): none, one or
+    both, each inclusive or exclusive, at least ``gap`` apart."""
+    low = draw(st.none() | st.integers(*lows))
+    high = draw(st.none() | st.integers(low + gap if low is not None else lows[0], top))
+    schema: dict[str, Any] = {"type": kind}
     if low is not None:
         schema["exclusiveMinimum" if draw(st.booleans()) else "minimum"] = low
     if high is not None:
         schema["exclusiveMaximum" if draw(st.booleans()) else "maximum"] = high
+    return schema
+
+
+@st.composite
+def integer_schema(draw: Any) -> tuple[dict[str, Any], Any]:
+    schema = bounded(draw, "integer", (-2000, 2000), 2500, gap=2)
     values = st.integers(-3000, 3000).filter(lambda v: valid(schema, v))
     return schema, values.map(dumps)
 
 
 @st.composite
 def number_schema(draw: Any) -> tuple[dict[str, Any], Any]:
-    low = draw(st.none() | st.integers(-50, 50))
-    high = draw(st.none() | st.integers(low + 1 if low is not None else -50, 60))
-    schema: dict[str, Any] = {"type": "number"}
-    if low is not None:
-        schema["exclusiveMinimum" if draw(st.booleans()) else "minimum"] = low
-    if high is not None:
-        schema["exclusiveMaximum" if draw(st.booleans()) else "maximum"] = high
+    schema = bounded(draw, "number", (-50, 50), 60, gap=1)
     # Decimal text without an exponent, as a bounded number is written.
     texts = st.builds(
         lambda n, frac: f"{n}.{frac}" if frac else str(n),

@@ -29,6 +29,7 @@ from harmonia.engines import (
     SyncEngine,
     TokenMatcher,
 )
+from random_model_steering import ForcedMatcher
 
 PROMPT = [200006, 1428, 200008, 5, 200007, 200006, 173781]
 
@@ -225,12 +226,12 @@ def test_a_constraint_is_enforced_on_the_script(enc: HarmonyEncoding) -> None:
     assert list(broken.tokens) == good[:-1]
 
 
-def test_constraint_needs_something_and_copies_the_matcher(forced_matcher: Any) -> None:
+def test_constraint_needs_something_and_copies_the_matcher() -> None:
     with pytest.raises(InputError, match="grammar, a matcher"):
         Constraint()
     with pytest.raises(InputError, match="fill_mask"):
         Constraint(matcher=object())  # type: ignore[arg-type]
-    template = forced_matcher([1, 2])
+    template = ForcedMatcher([1, 2])
     assert isinstance(template, TokenMatcher)
     fresh = Constraint(matcher=template).new_matcher()
     fresh.consume(1)

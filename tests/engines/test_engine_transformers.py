@@ -18,22 +18,15 @@ from harmonia import (
     Role,
     StreamableParser,
     SystemContent,
-    ToolDescription,
 )
 from harmonia.engines import Constraint, FinishReason, SamplingParams
+from random_model_steering import ForcedMatcher, LikesSpecialTokens
+from tool_examples import WEATHER_TOOL
 
 pytest.importorskip("torch", reason="torch is not installed (harmonia[transformers])")
 pytest.importorskip("llguidance", reason="llguidance is not installed (harmonia[constrained])")
 
-WEATHER = ToolDescription.new(
-    "get_weather",
-    "Gets the weather.",
-    parameters={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
+WEATHER = WEATHER_TOOL
 
 
 def _conversation() -> Conversation:
@@ -109,7 +102,7 @@ def test_a_tiny_top_p_keeps_only_the_most_likely_id(
 
 
 def test_teacher_forcing_through_the_mask_path(
-    transformers_engine: Any, prompt: list[int], enc: HarmonyEncoding, forced_matcher: Any
+    transformers_engine: Any, prompt: list[int], enc: HarmonyEncoding
 ) -> None:
     script = [
         *enc.encode("<|channel|>analysis<|message|>", allowed_special="all"),
@@ -120,7 +113,7 @@ def test_teacher_forcing_through_the_mask_path(
             allowed_special="all",
         ),
     ]
-    forced = forced_matcher(script)
+    forced = ForcedMatcher(script)
 
     async def main() -> Any:
         generation = transformers_engine.generate(
@@ -137,31 +130,12 @@ def test_teacher_forcing_through_the_mask_path(
     assert call.recipient == "functions.get_weather"
 
 
-class _LikesToStop:
-    """The random model, with its special-token logits raised: turns then end early."""
-
-    def __init__(self, model: Any, boost: float) -> None:
-        self.model = model
-        self.boost = boost
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.model, name)
-
-    def eval(self) -> _LikesToStop:
-        return self
-
-    def __call__(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        out.logits[..., 199_998:] += self.boost
-        return out
-
-
 def test_random_sampling_under_the_mask_always_parses(
     gptoss_model: Any, prompt: list[int], enc: HarmonyEncoding
 ) -> None:
     from harmonia.engines.transformers import TransformersEngine
 
-    engine = TransformersEngine(_LikesToStop(gptoss_model, boost=10.0))
+    engine = TransformersEngine(LikesSpecialTokens(gptoss_model, boost=10.0))
     constraint = Constraint.from_conversation(_conversation())
 
     async def main() -> list[Any]:
@@ -191,11 +165,9 @@ def test_random_sampling_under_the_mask_always_parses(
     assert endings, "with stop tokens boosted, some turns must end by themselves"
 
 
-def test_cancel_is_seen_within_one_step(
-    transformers_engine: Any, prompt: list[int], forced_matcher: Any
-) -> None:
+def test_cancel_is_seen_within_one_step(transformers_engine: Any, prompt: list[int]) -> None:
     # A forced script that never ends: the engine would decode until max_tokens.
-    forced = forced_matcher([13] * 10_000)
+    forced = ForcedMatcher([13] * 10_000)
 
     async def main() -> tuple[int, int, int]:
         generation = transformers_engine.generate(
@@ -223,11 +195,9 @@ def test_cancel_is_seen_within_one_step(
     assert later == after
 
 
-def test_decoding_never_runs_on_the_event_loop(
-    transformers_engine: Any, prompt: list[int], forced_matcher: Any
-) -> None:
+def test_decoding_never_runs_on_the_event_loop(transformers_engine: Any, prompt: list[int]) -> None:
     threads: set[str] = set()
-    forced = forced_matcher([13] * 8)
+    forced = ForcedMatcher([13] * 8)
     original = forced.copy
 
     def copy() -> Any:
@@ -312,7 +282,7 @@ def test_a_grammar_that_does_not_compile_is_an_engine_error(
 
 
 def test_logprobs_are_the_models_log_softmax_for_teacher_forced_ids(
-    transformers_engine: Any, gptoss_model: Any, prompt: list[int], forced_matcher: Any
+    transformers_engine: Any, gptoss_model: Any, prompt: list[int]
 ) -> None:
     import torch
 
@@ -321,7 +291,7 @@ def test_logprobs_are_the_models_log_softmax_for_teacher_forced_ids(
 
     async def main() -> Any:
         generation = transformers_engine.generate(
-            prompt, params, constraint=Constraint(matcher=forced_matcher(script))
+            prompt, params, constraint=Constraint(matcher=ForcedMatcher(script))
         )
         return await generation.result()
 

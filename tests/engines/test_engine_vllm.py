@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from http_engine_support import PROMPT, cancel_after_three_ids, complete
 
 from harmonia import (
     Conversation,
@@ -30,10 +30,10 @@ from harmonia.engines import (
     UnsupportedConstraintError,
 )
 from harmonia.engines.vllm import VLLMEngine
+from random_model_steering import ForcedMatcher
 
 pytest.importorskip("httpx", reason="httpx is not installed (harmonia[engines-http])")
 
-PROMPT = [200006, 17360, 200008, 12, 200007, 200006, 173781]
 SCRIPT = [
     200005,
     35644,
@@ -203,13 +203,6 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-async def complete(engine: VLLMEngine, params: SamplingParams | None = None, **kw: Any) -> Any:
-    try:
-        return await engine.generate(PROMPT, params, **kw).result()
-    finally:
-        await engine.aclose()
-
-
 def test_completions_request_is_exactly_the_documented_one(
     fake_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -303,15 +296,13 @@ def test_constraint_goes_as_a_grammar(fake_server: Any) -> None:
     }
 
 
-def test_a_matcher_only_constraint_is_refused_before_sending(
-    fake_server: Any, forced_matcher: Any
-) -> None:
+def test_a_matcher_only_constraint_is_refused_before_sending(fake_server: Any) -> None:
     server = fake_server(vllm())
     engine = VLLMEngine(server.url)
 
     async def main() -> None:
         with pytest.raises(UnsupportedConstraintError, match="grammar"):
-            engine.generate(PROMPT, constraint=Constraint(matcher=forced_matcher([1])))
+            engine.generate(PROMPT, constraint=Constraint(matcher=ForcedMatcher([1])))
         await engine.aclose()
 
     run(main())
@@ -322,22 +313,7 @@ def test_cancel_is_seen_by_the_server_within_one_token(fake_server: Any) -> None
     server = fake_server(vllm([13] * 500, delay=0.05))
     engine = VLLMEngine(server.url, api="completions")
 
-    async def main() -> float:
-        generation = engine.generate(PROMPT, SamplingParams(max_tokens=500))
-        seen = 0
-        async for ids in generation:
-            seen += len(ids)
-            if seen >= 3:
-                break
-        cancelled_at = time.perf_counter()
-        await generation.cancel()
-        assert generation.finish is not None
-        assert generation.finish.reason is FinishReason.CANCELLED
-        await asyncio.sleep(0.3)
-        await engine.aclose()
-        return cancelled_at
-
-    cancelled_at = run(main())
+    cancelled_at = run(cancel_after_three_ids(engine))
     (exchange,) = server.exchanges
     assert exchange.disconnected_at is not None, "the server never saw the client leave"
     after_cancel = [t for t in exchange.sent if t > cancelled_at]

@@ -117,58 +117,50 @@ def test_constrained_streamed_ids_are_the_servers_own_ids(llama_live: LiveServer
     )
 
 
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "integer_range": {
+def _closed(properties: dict[str, Any], *required: str) -> dict[str, Any]:
+    """An object schema of ``properties``, ``required`` (all when none are named), no others.
+
+    Extra keys (free text) would make a random model's samples long: the unit tests
+    check them; here the order and the single writing of each key.
+    """
+    return {
         "type": "object",
-        "properties": {
+        "properties": properties,
+        "required": list(required or properties),
+        "additionalProperties": False,
+    }
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "integer_range": _closed(
+        {
             "limit": {"type": "integer", "minimum": 1, "maximum": 10},
             "page": {"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 250},
-        },
-        "required": ["limit", "page"],
-        "additionalProperties": False,
-    },
-    "number_range": {
-        "type": "object",
-        "properties": {"ratio": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}},
-        "required": ["ratio"],
-        "additionalProperties": False,
-    },
-    "pattern": {
-        "type": "object",
-        "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}(\\.[a-z]{1,3})?$"}},
-        "required": ["code"],
-        "additionalProperties": False,
-    },
-    "formats": {
-        "type": "object",
-        "properties": {
-            "day": {"type": "string", "format": "date"},
-            "id": {"type": "string", "format": "uuid"},
-        },
-        "required": ["day", "id"],
-        "additionalProperties": False,
-    },
-    "times": {
-        "type": "object",
-        "properties": {
+        }
+    ),
+    "number_range": _closed({"ratio": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}),
+    "pattern": _closed(
+        {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}(\\.[a-z]{1,3})?$"}}
+    ),
+    "formats": _closed(
+        {"day": {"type": "string", "format": "date"}, "id": {"type": "string", "format": "uuid"}}
+    ),
+    "times": _closed(
+        {
             "at": {"type": "string", "format": "date-time"},
             "t": {"type": "string", "format": "time"},
         },
-        "required": ["at"],
-        "additionalProperties": False,
-    },
-    "any_order_no_repeats": {
-        "type": "object",
-        "properties": {
+        "at",
+    ),
+    "any_order_no_repeats": _closed(
+        {
             "a": {"type": "integer", "minimum": 0, "maximum": 99},
             "b": {"enum": ["x", "y"]},
             "c": {"type": "boolean"},
         },
-        "required": ["a", "b"],
-        # Extra keys (free text) would make a random model's samples long: the unit
-        # tests check them; here the order and the single writing of each key.
-        "additionalProperties": False,
-    },
+        "a",
+        "b",
+    ),
 }
 #: Samples per schema: 6 x 34 = 204 arguments on the real server.
 SAMPLES = int(os.environ.get("HARMONIA_LIVE_SCHEMA_SAMPLES") or 34)

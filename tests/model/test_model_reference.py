@@ -7,10 +7,8 @@ Skipped unless ``openai_harmony`` is installed (``pip install -e '.[bench]'``);
 from __future__ import annotations
 
 import json
-import os
 import random
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +21,6 @@ pytestmark = pytest.mark.differential
 
 sys.path.insert(0, str(Path(__file__).parent.parent.parent / "tools"))
 from fuzz_render import conversation  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def ref_enc() -> Any:
-    if not (Path(os.environ.get("TIKTOKEN_ENCODINGS_BASE", "")) / "o200k_base.tiktoken").exists():
-        os.environ["TIKTOKEN_ENCODINGS_BASE"] = os.path.dirname(
-            harmonia.write_tiktoken_file(tempfile.mkdtemp())
-        )
-    return ref.load_harmony_encoding(ref.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 @pytest.mark.parametrize("seed", range(300))

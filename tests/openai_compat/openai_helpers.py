@@ -16,14 +16,23 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter
 
 import harmonia
-from harmonia import Conversation, HarmonyEncoding, RenderConversationConfig, Role
+from harmonia import (
+    Conversation,
+    DeveloperContent,
+    HarmonyEncoding,
+    Message,
+    RenderConversationConfig,
+    Role,
+    SystemContent,
+)
 from harmonia._tokenizer import special_tokens as special
 
 openai = pytest.importorskip("openai")
@@ -54,6 +63,7 @@ EXTRA_OK = frozenset(
 )
 
 _EVENT = TypeAdapter(ResponseStreamEvent)
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def _no_unknown_fields(value: object, where: str = "") -> None:
@@ -67,22 +77,22 @@ def _no_unknown_fields(value: object, where: str = "") -> None:
             _no_unknown_fields(v, f"{where}[{i}]")
 
 
-def valid_completion(data: Mapping[str, Any]) -> ChatCompletion:
-    model = ChatCompletion.model_validate(data)
+def _valid(model_class: type[_Model], data: Mapping[str, Any]) -> _Model:
+    model = model_class.model_validate(data)
     _no_unknown_fields(model)
     return model
+
+
+def valid_completion(data: Mapping[str, Any]) -> ChatCompletion:
+    return _valid(ChatCompletion, data)
 
 
 def valid_chunk(data: Mapping[str, Any]) -> ChatCompletionChunk:
-    model = ChatCompletionChunk.model_validate(data)
-    _no_unknown_fields(model)
-    return model
+    return _valid(ChatCompletionChunk, data)
 
 
 def valid_response(data: Mapping[str, Any]) -> Response:
-    model = Response.model_validate(data)
-    _no_unknown_fields(model)
-    return model
+    return _valid(Response, data)
 
 
 def valid_event(data: Mapping[str, Any]) -> BaseModel:
@@ -91,6 +101,40 @@ def valid_event(data: Mapping[str, Any]) -> BaseModel:
     assert model.type == data["type"]  # type: ignore[attr-defined]
     _no_unknown_fields(model)
     return model
+
+
+GUIDE = Path(__file__).parent.parent / "golden" / "guide"
+
+
+def guide_text(name: str, *, joined: bool = False) -> str:
+    """The guide's example ``name`` (``golden/guide/<name>.txt``).
+
+    ``joined``: without the line breaks the guide shows before each ``<|start|>``
+    (presentation only: the model writes none there).
+    """
+    text = (GUIDE / f"{name}.txt").read_text(encoding="utf-8")
+    return text.replace("\n<|start|>", "<|start|>") if joined else text
+
+
+def brief(messages: list[Message]) -> list[tuple[str | None, ...]]:
+    """The messages after the system and developer ones, each as a tuple of its fields."""
+    return [
+        (m.author.role.value, m.author.name, m.channel, m.recipient, m.content_type, m.text)
+        for m in messages
+        if m.author.role not in (Role.SYSTEM, Role.DEVELOPER)
+    ]
+
+
+def developer(messages: list[Message]) -> DeveloperContent:
+    content = messages[1].content[0]
+    assert isinstance(content, DeveloperContent)
+    return content
+
+
+def system(messages: list[Message]) -> SystemContent:
+    content = messages[0].content[0]
+    assert isinstance(content, SystemContent)
+    return content
 
 
 def encode(enc: HarmonyEncoding, text: str) -> list[int]:

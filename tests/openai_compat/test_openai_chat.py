@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_helpers import assistant_turn, encode, valid_completion
+from openai_helpers import (
+    assistant_turn,
+    brief,
+    developer,
+    encode,
+    guide_text,
+    system,
+    valid_completion,
+)
 
 import harmonia
 from harmonia import (
-    DeveloperContent,
     HarmonyEncoding,
     Message,
     ReasoningEffort,
     Role,
-    SystemContent,
 )
 from harmonia.openai_compat import (
     OutputDiagnostic,
@@ -29,21 +34,9 @@ from harmonia.openai_compat import (
     chat_request_to_conversation,
     render_chat_request,
 )
+from tool_examples import SHOPPING_LIST, chat_weather_tool, guide_chat_tools
 
-GOLDEN = Path(__file__).parent.parent / "golden" / "guide"
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Gets the weather.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+WEATHER = chat_weather_tool()
 TIME = {"type": "function", "function": {"name": "get_time", "description": "Gets the time."}}
 
 
@@ -55,84 +48,13 @@ def conv_of(request: dict[str, Any], options: PromptOptions | None = None) -> li
     return chat_request_to_conversation(request, options).messages
 
 
-def developer(messages: list[Message]) -> DeveloperContent:
-    content = messages[1].content[0]
-    assert isinstance(content, DeveloperContent)
-    return content
-
-
-def system(messages: list[Message]) -> SystemContent:
-    content = messages[0].content[0]
-    assert isinstance(content, SystemContent)
-    return content
-
-
 def text(enc: HarmonyEncoding, tokens: list[int]) -> str:
     return enc.decode_utf8(tokens)
 
 
-def brief(messages: list[Message]) -> list[tuple[str | None, ...]]:
-    return [
-        (m.author.role.value, m.author.name, m.channel, m.recipient, m.content_type, m.text)
-        for m in messages
-        if m.author.role not in (Role.SYSTEM, Role.DEVELOPER)
-    ]
-
-
 # -- the guide's examples, through the Chat API ---------------------------------------------
 
-GUIDE_TOOLS = [
-    {
-        "type": "function",
-        "function": {"name": "get_location", "description": "Gets the location of the user."},
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_current_weather",
-            "description": "Gets the current weather in the provided location.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "location": {
-                        "type": "string",
-                        "description": "The city and state, e.g. San Francisco, CA",
-                    },
-                    "format": {
-                        "type": "string",
-                        "enum": ["celsius", "fahrenheit"],
-                        "default": "celsius",
-                    },
-                },
-                "required": ["location"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_multiple_weathers",
-            "description": "Gets the current weather in the provided list of locations.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "locations": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": 'List of city and state, e.g. ["San Francisco, CA", '
-                        '"New York, NY"]',
-                    },
-                    "format": {
-                        "type": "string",
-                        "enum": ["celsius", "fahrenheit"],
-                        "default": "celsius",
-                    },
-                },
-                "required": ["locations"],
-            },
-        },
-    },
-]
+GUIDE_TOOLS = guide_chat_tools()
 
 
 def test_guide_function_calling_prompt_from_a_chat_request(enc: HarmonyEncoding) -> None:
@@ -159,7 +81,7 @@ def test_guide_function_calling_prompt_from_a_chat_request(enc: HarmonyEncoding)
     }
     options = PromptOptions(conversation_start_date="2025-06-28")
     rendered = text(enc, render_chat_request(enc, request, options))
-    guide = (GOLDEN / "functions_prompt_after_call.txt").read_text(encoding="utf-8")
+    guide = guide_text("functions_prompt_after_call")
     # The guide writes the recipient after the channel; the reference library (and
     # harmonia) before it. The model reads both.
     to = " to=functions.get_current_weather"
@@ -171,16 +93,7 @@ def test_guide_function_calling_prompt_from_a_chat_request(enc: HarmonyEncoding)
 
 
 def test_guide_structured_output_prompt(enc: HarmonyEncoding) -> None:
-    schema = {
-        "properties": {
-            "items": {
-                "type": "array",
-                "description": "entries on the shopping list",
-                "items": {"type": "string"},
-            }
-        },
-        "type": "object",
-    }
+    schema = SHOPPING_LIST
     request = {
         "messages": [
             {"role": "developer", "content": "You are a helpful shopping assistant"},
@@ -192,7 +105,7 @@ def test_guide_structured_output_prompt(enc: HarmonyEncoding) -> None:
         },
     }
     rendered = text(enc, render_chat_request(enc, request))
-    guide = (GOLDEN / "structured_output_prompt.txt").read_text(encoding="utf-8")
+    guide = guide_text("structured_output_prompt")
     assert rendered.endswith(guide.rstrip("\n"))
 
 
@@ -209,7 +122,7 @@ def test_guide_cot_is_dropped_after_a_final_answer(enc: HarmonyEncoding) -> None
         ]
     }
     rendered = text(enc, render_chat_request(enc, request))
-    guide = (GOLDEN / "cot_dropped_next_input.txt").read_text(encoding="utf-8")
+    guide = guide_text("cot_dropped_next_input")
     assert rendered.endswith(guide.replace("\n", ""))
     kept = text(enc, render_chat_request(enc, request, cot_policy="keep_all"))
     assert "Simple arithmetic" in kept
@@ -641,9 +554,7 @@ def completion_of(enc: HarmonyEncoding, output: str, **kwargs: Any) -> dict[str,
 
 
 def test_guide_chat_output(enc: HarmonyEncoding) -> None:
-    output = (
-        (GOLDEN / "chat_output.txt").read_text(encoding="utf-8").replace("\n<|start|>", "<|start|>")
-    )
+    output = guide_text("chat_output", joined=True)
     data = completion_of(enc, output)
     assert data["choices"][0] == {
         "index": 0,
@@ -661,7 +572,7 @@ def test_guide_chat_output(enc: HarmonyEncoding) -> None:
 
 
 def test_guide_tool_call_output(enc: HarmonyEncoding) -> None:
-    output = (GOLDEN / "tool_call_output.txt").read_text(encoding="utf-8")
+    output = guide_text("tool_call_output")
     choice = completion_of(enc, output)["choices"][0]
     assert choice["finish_reason"] == "tool_calls"
     message = choice["message"]
@@ -676,7 +587,7 @@ def test_guide_tool_call_output(enc: HarmonyEncoding) -> None:
 
 
 def test_guide_preamble_is_content(enc: HarmonyEncoding) -> None:
-    output = (GOLDEN / "preamble_output.txt").read_text(encoding="utf-8")
+    output = guide_text("preamble_output")
     message = completion_of(enc, output)["choices"][0]["message"]
     assert message["content"].startswith("**Action plan**:")
     assert message["content"].endswith("Will start executing the plan step by step")

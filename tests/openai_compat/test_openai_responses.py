@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_helpers import assistant_turn, encode, valid_response
+from openai_helpers import (
+    assistant_turn,
+    brief,
+    developer,
+    encode,
+    guide_text,
+    system,
+    valid_response,
+)
 
 from harmonia import (
-    DeveloperContent,
     HarmonyEncoding,
     Message,
     ReasoningEffort,
-    Role,
-    SystemContent,
 )
 from harmonia.openai_compat import (
     OutputDiagnostic,
@@ -27,7 +31,6 @@ from harmonia.openai_compat import (
     responses_request_to_conversation,
 )
 
-GOLDEN = Path(__file__).parent.parent / "golden" / "guide"
 WEATHER = {
     "type": "function",
     "name": "get_weather",
@@ -39,26 +42,6 @@ WEATHER = {
 
 def conv_of(request: dict[str, Any]) -> list[Message]:
     return responses_request_to_conversation(request).messages
-
-
-def brief(messages: list[Message]) -> list[tuple[str | None, ...]]:
-    return [
-        (m.author.role.value, m.author.name, m.channel, m.recipient, m.content_type, m.text)
-        for m in messages
-        if m.author.role not in (Role.SYSTEM, Role.DEVELOPER)
-    ]
-
-
-def developer(messages: list[Message]) -> DeveloperContent:
-    content = messages[1].content[0]
-    assert isinstance(content, DeveloperContent)
-    return content
-
-
-def system(messages: list[Message]) -> SystemContent:
-    content = messages[0].content[0]
-    assert isinstance(content, SystemContent)
-    return content
 
 
 def fcall(call_id: str, name: str, arguments: Any, **extra: Any) -> dict[str, Any]:
@@ -73,6 +56,12 @@ def fcall(call_id: str, name: str, arguments: Any, **extra: Any) -> dict[str, An
 
 def fout(call_id: str, output: Any) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def reasoning_item(text: str, item_id: str = "rs_1") -> dict[str, Any]:
+    """A reasoning item with its text as content (no summary)."""
+    content = [{"type": "reasoning_text", "text": text}]
+    return {"type": "reasoning", "id": item_id, "summary": [], "content": content}
 
 
 # -- request -> conversation -------------------------------------------------------------------
@@ -184,12 +173,7 @@ def test_history_items() -> None:
     request = {
         "input": [
             {"role": "user", "content": "Weather in Tokyo and Paris?"},
-            {
-                "type": "reasoning",
-                "id": "rs_1",
-                "summary": [],
-                "content": [{"type": "reasoning_text", "text": "Two calls."}],
-            },
+            reasoning_item("Two calls."),
             {
                 "type": "message",
                 "role": "assistant",
@@ -338,9 +322,7 @@ def response_of(enc: HarmonyEncoding, output: str, **kwargs: Any) -> dict[str, A
 
 
 def test_guide_outputs(enc: HarmonyEncoding) -> None:
-    chat = (
-        (GOLDEN / "chat_output.txt").read_text(encoding="utf-8").replace("\n<|start|>", "<|start|>")
-    )
+    chat = guide_text("chat_output", joined=True)
     data = response_of(enc, chat)
     reasoning, message = data["output"]
     assert reasoning["type"] == "reasoning" and reasoning["id"].startswith("rs_")
@@ -357,7 +339,7 @@ def test_guide_outputs(enc: HarmonyEncoding) -> None:
     ]
     assert data["status"] == "completed" and data["incomplete_details"] is None
 
-    preamble = (GOLDEN / "preamble_output.txt").read_text(encoding="utf-8")
+    preamble = guide_text("preamble_output")
     items = response_of(enc, preamble)["output"]
     assert [i["type"] for i in items] == ["reasoning", "message", "function_call"]
     assert items[1]["phase"] == "commentary"
@@ -468,12 +450,7 @@ def test_invalid_builtin_calls_mode(enc: HarmonyEncoding) -> None:
 
 def test_round_trip(enc: HarmonyEncoding) -> None:
     turn = [
-        {
-            "type": "reasoning",
-            "id": "rs_1",
-            "summary": [],
-            "content": [{"type": "reasoning_text", "text": "Two calls."}],
-        },
+        reasoning_item("Two calls."),
         {
             "type": "message",
             "role": "assistant",

@@ -12,29 +12,17 @@ check over noisier ones.
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from parse_support import ENC, SETTINGS, fp
 
 import harmonia as h
 from harmonia import Role
 from harmonia._parse import MessageHeader
 from harmonia._parse.fastpath import read_clean
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
-import fuzz_parse as fp
-
-ENC = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
 TABLE = ENC.tokenizer.token_bytes_table
-SETTINGS = settings(
-    max_examples=int(os.environ.get("HARMONIA_PARSER_EXAMPLES", "300")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 
 messages = st.lists(st.randoms(use_true_random=False).map(fp.random_message), max_size=4)
 # (where, what): one token inserted, or one removed (None)

@@ -8,25 +8,12 @@ and shrinks.
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from parse_support import ENC, SETTINGS, fp
 
 import harmonia as h
 from harmonia import Role
-
-sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
-import fuzz_parse as fp
-
-ENC = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
-SETTINGS = settings(
-    max_examples=int(os.environ.get("HARMONIA_PARSER_EXAMPLES", "300")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 
 token_ids = st.one_of(
     st.sampled_from(fp.ODD_TOKENS),

@@ -11,25 +11,12 @@ alone.
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from parse_support import ENC, SETTINGS, fp
 
-import harmonia as h
 from harmonia import Role, StreamableParser
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "tools"))
-import fuzz_parse as fp
-
-ENC = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
-SETTINGS = settings(
-    max_examples=int(os.environ.get("HARMONIA_PARSER_EXAMPLES", "300")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 # One token per byte for some characters, so that characters arrive in pieces.
 BYTE_TOKEN = {b: i for i, b in enumerate(ENC.tokenizer.token_bytes_table[:50_000]) if len(b) == 1}
 PIECES = [

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
+from parse_support import ENC, SETTINGS
 
 import harmonia as h
 from harmonia import (
@@ -19,13 +18,6 @@ from harmonia import (
     StreamableParser,
 )
 from harmonia._parse.header import CONSTRAIN_MARK
-
-ENC = h.load_harmony_encoding(h.HarmonyEncodingName.HARMONY_GPT_OSS)
-SETTINGS = settings(
-    max_examples=int(os.environ.get("HARMONIA_PARSER_EXAMPLES", "300")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
 
 # -- what round-trips ---------------------------------------------------------------------
 #

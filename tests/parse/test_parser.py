@@ -24,20 +24,15 @@ from harmonia import (
 )
 from harmonia._parse import parse_completion, parse_text, parse_tokens
 from harmonia._parse.parser import LENIENT, STRICT, Input
+from harmonia.vocabulary import CALL_ID as CALL
+from harmonia.vocabulary import END_ID as END
+from harmonia.vocabulary import MESSAGE_ID as MESSAGE
+from harmonia.vocabulary import RETURN_ID as RETURN
+from harmonia.vocabulary import START_ID as START
 
 DATA = Path(__file__).parent / "data"
 CATALOGUE = json.loads((DATA / "parse_catalogue.json").read_text(encoding="utf-8"))
 TRACES = json.loads((DATA / "parse_traces.json").read_text(encoding="utf-8"))
-
-START, END, MESSAGE, CHANNEL, CONSTRAIN, RETURN, CALL = (
-    200006,
-    200007,
-    200008,
-    200005,
-    200003,
-    200002,
-    200012,
-)
 
 
 @pytest.fixture(scope="module")

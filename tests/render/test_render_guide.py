@@ -21,8 +21,8 @@ from harmonia import (
     ReasoningEffort,
     Role,
     SystemContent,
-    ToolDescription,
 )
+from tool_examples import SHOPPING_LIST, guide_tool_descriptions
 
 GOLDEN = Path(__file__).parent.parent / "golden" / "guide"
 
@@ -37,38 +37,7 @@ def system(effort: ReasoningEffort = ReasoningEffort.HIGH) -> SystemContent:
     )
 
 
-LOCATION = {"type": "string", "description": "The city and state, e.g. San Francisco, CA"}
-FORMAT = {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}
-WEATHER_TOOLS = [
-    ToolDescription.new("get_location", "Gets the location of the user."),
-    ToolDescription.new(
-        "get_current_weather",
-        "Gets the current weather in the provided location.",
-        parameters={
-            "type": "object",
-            "properties": {"location": LOCATION, "format": FORMAT},
-            "required": ["location"],
-        },
-    ),
-    ToolDescription.new(
-        "get_multiple_weathers",
-        "Gets the current weather in the provided list of locations.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "locations": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": (
-                        'List of city and state, e.g. ["San Francisco, CA", "New York, NY"]'
-                    ),
-                },
-                "format": FORMAT,
-            },
-            "required": ["locations"],
-        },
-    ),
-]
+WEATHER_TOOLS = guide_tool_descriptions()
 
 
 def functions_conversation() -> list[Message]:
@@ -167,20 +136,10 @@ def test_structured_output_prompt(enc: HarmonyEncoding) -> None:
     The guide ends the example with a presentational blank line after
     ``<|start|>assistant``; a prompt has nothing after the role.
     """
-    schema = {
-        "properties": {
-            "items": {
-                "type": "array",
-                "description": "entries on the shopping list",
-                "items": {"type": "string"},
-            }
-        },
-        "type": "object",
-    }
     dev = (
         DeveloperContent.new()
         .with_instructions("You are a helpful shopping assistant")
-        .with_response_format("shopping_list", schema)
+        .with_response_format("shopping_list", SHOPPING_LIST)
     )
     conv = Conversation.from_messages(
         [

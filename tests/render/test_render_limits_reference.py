@@ -8,9 +8,6 @@ limits without it.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,15 +23,6 @@ WRAPPERS = {
     "oneOf": lambda s: {"oneOf": [s, {"type": "string"}]},
     "anyOf": lambda s: {"anyOf": [s]},
 }
-
-
-@pytest.fixture(scope="module")
-def ref_enc() -> Any:
-    if not (Path(os.environ.get("TIKTOKEN_ENCODINGS_BASE", "")) / "o200k_base.tiktoken").exists():
-        os.environ["TIKTOKEN_ENCODINGS_BASE"] = os.path.dirname(
-            harmonia.write_tiktoken_file(tempfile.mkdtemp())
-        )
-    return ref.load_harmony_encoding(ref.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 def render(lib: Any, enc: Any, schema: Any, system: bool) -> list[int] | None:

@@ -31,19 +31,17 @@ def _m(role: Role, text: str, channel: str | None = None, recipient: str | None 
 
 
 A, U, T = Role.ASSISTANT, Role.USER, Role.TOOL
+#: The turn both longer conversations start with: it thinks, then answers.
+FIRST_TURN = [_m(U, "Q1"), _m(A, "think1", "analysis"), _m(A, "A1", "final")]
 CONVERSATIONS = {
     "two turns": [
-        _m(U, "Q1"),
-        _m(A, "think1", "analysis"),
-        _m(A, "A1", "final"),
+        *FIRST_TURN,
         _m(U, "Q2"),
         _m(A, "think2", "analysis"),
         _m(A, "A2", "final"),
     ],
     "a tool call in the last turn": [
-        _m(U, "Q1"),
-        _m(A, "think1", "analysis"),
-        _m(A, "A1", "final"),
+        *FIRST_TURN,
         _m(U, "Q2"),
         _m(A, "look it up", "analysis"),
         _m(A, "{}", "commentary", "functions.f"),

@@ -26,6 +26,7 @@ from serve_support import (
     Server,
     engine_factory,
     start_server,
+    with_empty_queue,
 )
 
 
@@ -89,9 +90,7 @@ def shared_server(make_engine: Callable[[Book], Any]) -> Iterator[Server]:
 @pytest.fixture
 def srv(shared_server: Server) -> Iterator[Server]:
     """The shared server of this test's engine, with an empty script queue."""
-    shared_server.book.queue.clear()
-    yield shared_server
-    shared_server.book.queue.clear()
+    yield from with_empty_queue(shared_server)
 
 
 @pytest.fixture

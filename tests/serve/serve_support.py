@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest.importorskip("fastapi", reason="harmonia[serve] (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="harmonia[serve] (uvicorn) is not installed")
@@ -32,6 +34,7 @@ import uvicorn
 import harmonia
 from harmonia.engines import Constraint, Generation, Script, ScriptedEngine
 from harmonia.serve import ServerConfig, StoredResponse, create_app
+from random_model_steering import only_next
 
 ENC = harmonia.load_harmony_encoding(harmonia.HarmonyEncodingName.HARMONY_GPT_OSS)
 MODEL = "gpt-oss-test"
@@ -55,17 +58,20 @@ LOOKUP_CALL = (
     "<|start|>assistant<|channel|>commentary to=functions.lookup <|constrain|>json"
     '<|message|>{"word": "x"}<|call|>'
 )
+
+
+def closed_object(**properties: Any) -> dict[str, Any]:
+    """A strict-ready JSON schema: an object of exactly ``properties``, each required."""
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    return {**schema, "additionalProperties": False}
+
+
 #: A Responses function tool with a strict-ready schema (its call: ``functions.lookup``).
 LOOKUP_TOOL = {
     "type": "function",
     "name": "lookup",
     "description": "Looks a word up.",
-    "parameters": {
-        "type": "object",
-        "properties": {"word": {"type": "string"}},
-        "required": ["word"],
-        "additionalProperties": False,
-    },
+    "parameters": closed_object(word={"type": "string"}),
 }
 #: The engines the SDK suite runs over (``engine_kind`` in conftest.py).
 ENGINES = ("scripted", "transformers")
@@ -140,18 +146,9 @@ class Forced:
         return self.position >= len(self.script)
 
     def fill_mask(self, out: Any = None) -> Any:
-        import numpy as np
-
-        from harmonia.constrained import MASK_WORDS
-
         if self.delay:
             time.sleep(self.delay)  # on the engine's worker thread
-        if out is None:
-            out = np.zeros(MASK_WORDS, dtype=np.int32)
-        out[:] = 0
-        if not self.is_finished:
-            token = self.script[self.position]
-            out[token // 32] = np.int32(np.uint32(1 << (token % 32)).view(np.int32))
+        out = only_next(self.script, self.position, out)
         if self.matcher is not None:
             out &= self.matcher.fill_mask()
         return out
@@ -272,6 +269,37 @@ def wait_healthy(port: int, timeout_s: float = 30) -> None:
         except httpx.TransportError:
             pass
         time.sleep(0.1)
+
+
+def metric(server: Server, name: str) -> float:
+    """The value of ``name`` (a sample without labels) in the server's ``/metrics``."""
+    for line in httpx.get(server.url + "/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def request_fuzz(max_examples: int) -> settings:
+    """Hypothesis settings of a request fuzz against a running server.
+
+    No deadline (a request's time is the server's, not the test's), no example
+    database (the examples depend on the server's state, not just on the input),
+    and the server fixtures are reused across examples on purpose.
+    """
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+def with_empty_queue(server: Server) -> Iterator[Server]:
+    """``server`` with an empty script queue, emptied again after the test (for fixtures
+    over a server that several tests share)."""
+    server.book.queue.clear()
+    yield server
+    server.book.queue.clear()
 
 
 def free_port() -> int:

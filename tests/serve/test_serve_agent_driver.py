@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serve_support import ENC, LOOKUP_CALL, LOOKUP_LOOSE, MODEL, harmony
+from serve_support import ENC, LOOKUP_CALL, LOOKUP_LOOSE, MODEL, harmony, metric
 
 from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
@@ -140,13 +140,6 @@ def test_an_engine_failure_after_a_tool_ends_the_response_as_failed(make_server,
     assert events[-1].type == "response.failed"
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert server.app.state.service.admission.running == 0
-
-
-def metric(server: Any, name: str) -> float:
-    for line in httpx.get(server.url + "/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no {name} in /metrics")
 
 
 def test_metrics_count_each_generation_once_on_both_paths(make_server, corpus):

@@ -13,32 +13,33 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-from serve_support import MODEL, Book, Server, harmony, start_server
+from serve_support import (
+    MODEL,
+    Book,
+    Server,
+    closed_object,
+    harmony,
+    metric,
+    request_fuzz,
+    start_server,
+    with_empty_queue,
+)
 
 from harmonia.agent import AgentLimits
 from harmonia.serve import AgentToolLoop
 from harmonia.tools.browser import LocalCorpusBackend
 from harmonia.tools.python import sandbox_status
+from tool_examples import responses_weather_tool
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 ITEMS = TypeAdapter(ResponseItem)
 SEARCH = [{"type": "web_search_preview"}]
 PYTHON = [{"type": "code_interpreter", "container": {"type": "auto"}}]
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Gets the weather.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-}
+WEATHER = responses_weather_tool(closed=True)
 SEARCH_STEPS = [
     '<|channel|>analysis to=browser.search code<|message|>{"query": "high water"}<|call|>',
     '<|channel|>analysis to=browser.open code<|message|>{"id": 0}<|call|>',
@@ -68,9 +69,7 @@ def tools_server(corpus: Path, make_engine: Callable[[Book], Any]) -> Iterator[S
 
 @pytest.fixture
 def ts(tools_server: Server) -> Iterator[Server]:
-    tools_server.book.queue.clear()
-    yield tools_server
-    tools_server.book.queue.clear()
+    yield from with_empty_queue(tools_server)
 
 
 def script(server: Server, *steps: str) -> None:
@@ -99,13 +98,6 @@ def check_citation(response: Response, corpus: Path) -> None:
     assert citation.type == "url_citation"
     assert citation.url == (corpus / "tides.md").as_uri() and citation.title == "Tides"
     assert part.text[citation.start_index : citation.end_index] == CITED
-
-
-def metric(server: Server, name: str) -> float:
-    for line in httpx.get(server.url + "/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no {name} in /metrics")
 
 
 def test_web_search_cites_the_page(ts, corpus):
@@ -233,12 +225,7 @@ HOURS = {
     "type": "json_schema",
     "name": "hours",
     "strict": True,
-    "schema": {
-        "type": "object",
-        "properties": {"hours": {"type": "integer"}},
-        "required": ["hours"],
-        "additionalProperties": False,
-    },
+    "schema": closed_object(hours={"type": "integer"}),
 }
 
 
@@ -301,12 +288,7 @@ ODD = st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=8
     "a request fuzz: what it checks is the server's validation, not the engine, and 150 "
     "examples over the real model would cost seconds for nothing more"
 )
-@settings(
-    max_examples=150,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@request_fuzz(150)
 @given(
     tools=st.lists(TOOL, min_size=1, max_size=3),
     changes=st.dictionaries(

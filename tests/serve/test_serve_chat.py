@@ -8,25 +8,15 @@ import json
 import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from serve_support import MODEL, post, sse
+from serve_support import MODEL, closed_object, post, sse
+
+from tool_examples import chat_weather_tool
 
 THINK_THEN_ANSWER = (
     "<|channel|>analysis<|message|>The user greets me.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>Hello there!<|return|>"
 )
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Gets the weather.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
+WEATHER = chat_weather_tool(closed=True)
 
 
 def call(name: str, args: str) -> str:
@@ -135,12 +125,7 @@ STRICT_FORMAT = {
     "json_schema": {
         "name": "answer",
         "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"n": {"type": "integer"}},
-            "required": ["n"],
-            "additionalProperties": False,
-        },
+        "schema": closed_object(n={"type": "integer"}),
     },
 }
 

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from serve_support import ENC, MODEL, free_port, post
+from serve_support import ENC, MODEL, closed_object, free_port, post
 
 from harmonia.engines import EngineSpec, Script, ScriptedEngine
 
@@ -37,12 +37,7 @@ TIME_TOOL = {
     "function": {
         "name": "get_time",
         "description": "The time in a time zone.",
-        "parameters": {
-            "type": "object",
-            "properties": {"tz": {"type": "string"}},
-            "required": ["tz"],
-            "additionalProperties": False,
-        },
+        "parameters": closed_object(tz={"type": "string"}),
         "strict": True,
     },
 }
@@ -128,12 +123,7 @@ def test_demo_engine_refuses_what_its_reply_cannot_meet_with_a_400(make_server, 
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**CHAT, tools=[TIME_TOOL], tool_choice="required")
     assert "scripted" in caught.value.message and caught.value.status_code == 400
-    schema = {
-        "type": "object",
-        "properties": {"a": {"type": "string"}},
-        "required": ["a"],
-        "additionalProperties": False,
-    }
+    schema = closed_object(a={"type": "string"})
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema, "strict": True}}
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(**CHAT, response_format=fmt)

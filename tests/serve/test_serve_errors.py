@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
-from serve_support import MODEL, post
+from serve_support import MODEL, post, request_fuzz
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
 
@@ -192,12 +192,8 @@ VALID = {
     "a request fuzz: it checks the server's validation, not the engine; 1,000 examples over "
     "the real model would add a minute for nothing more"
 )
-@settings(
-    max_examples=1000,  # the issue's bar; about 8 s over one keep-alive connection
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+# 1,000 examples: the issue's bar; about 8 s over one keep-alive connection
+@request_fuzz(1000)
 @given(
     path=st.sampled_from(sorted(VALID)),
     changes=st.dictionaries(FIELDS, JSON, max_size=3),
@@ -243,12 +239,7 @@ SDK_BODIES = st.one_of(
     "a request fuzz: it checks the server's validation, not the engine; 300 examples over "
     "the real model would cost seconds for nothing more"
 )
-@settings(
-    max_examples=300,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@request_fuzz(300)
 @given(drawn=SDK_BODIES)
 def test_requests_drawn_from_the_sdk_types_never_5xx(srv, http, drawn):
     """Bodies drawn from the SDK's request TypedDicts (generated from OpenAI's OpenAPI spec).

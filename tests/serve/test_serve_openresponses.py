@@ -22,6 +22,7 @@ from serve_support import (
     check_chat_keys,
     check_spec_event,
     check_spec_response,
+    closed_object,
     post,
     sse,
 )
@@ -90,12 +91,7 @@ def test_function_tools_are_echoed_with_all_four_fields(srv: Any) -> None:
 
 def test_a_strict_json_schema_format_is_echoed_whole(srv: Any) -> None:
     srv.book.add('<|channel|>final <|constrain|>json<|message|>{"city":"Paris"}<|return|>')
-    schema = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    }
+    schema = closed_object(city={"type": "string"})
     fmt = {"type": "json_schema", "name": "place", "schema": schema, "strict": True}
     body = {"model": MODEL, "input": "Where?", "text": {"format": fmt}}
     data = post(srv, "/responses", body).json()

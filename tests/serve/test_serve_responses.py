@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai.types.responses import Response, ResponseItem, ResponseStreamEvent
 from pydantic import TypeAdapter
-from serve_support import ENC, LOOKUP_TOOL, MODEL, PARIS, post, sse
+from serve_support import ENC, LOOKUP_TOOL, MODEL, PARIS, closed_object, post, sse
 
 EVENTS = TypeAdapter(ResponseStreamEvent)
 ITEMS = TypeAdapter(ResponseItem)
@@ -135,12 +135,7 @@ def test_strict_text_format_and_reasoning_effort(srv):
         "type": "json_schema",
         "name": "answer",
         "strict": True,
-        "schema": {
-            "type": "object",
-            "properties": {"capital": {"type": "string"}},
-            "required": ["capital"],
-            "additionalProperties": False,
-        },
+        "schema": closed_object(capital={"type": "string"}),
     }
     client = srv.client()
     srv.book.add('<|channel|>final<|message|>{"capital": "Paris"}<|return|>')

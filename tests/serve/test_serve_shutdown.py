@@ -158,45 +158,49 @@ def check_ended_by_the_server(chat: Reader, responses: Reader, served: Served, b
     assert served.stored(bg)["status"] == "failed"
 
 
-def test_running_streams_finish_before_the_server_stops(tmp_path):
-    served = Served(tmp_path, words=300, timeout_s=300)
+def shut_down(
+    tmp_path: Path, *, words: int, timeout_s: float, drained: bool, signals: int
+) -> tuple[Served, Reader, Reader, str]:
+    """Start the server, give it its work, and signal it ``signals`` times; it must exit cleanly.
+
+    ``drained``: after the first signal, wait until it drains and check that it refuses
+    new work meanwhile. What comes back is the server and its work, to check how it ended.
+    """
+    served = Served(tmp_path, words=words, timeout_s=timeout_s)
     try:
         chat, responses, background = start_work(served)
         served.signal()
-        served.wait_draining()
-        check_refused_while_draining(served)
+        if drained:
+            served.wait_draining()
+            check_refused_while_draining(served)
+        for _ in range(signals - 1):
+            served.signal()
     finally:
         output = served.finish()
     assert served.process.returncode == 0, output
+    assert "Traceback" not in output and "Exception in ASGI" not in output
+    return served, chat, responses, background
+
+
+def test_running_streams_finish_before_the_server_stops(tmp_path):
+    served, chat, responses, background = shut_down(
+        tmp_path, words=300, timeout_s=300, drained=True, signals=1
+    )
     assert chat.data[-1] == "[DONE]"
     assert [c["choices"][0]["finish_reason"] for c in chat.events() if c["choices"]][-1] == "stop"
     assert responses.events()[-1]["type"] == "response.completed"
     assert served.stored(background)["status"] == "completed"
-    assert "Traceback" not in output and "Exception in ASGI" not in output
 
 
 def test_the_shutdown_timeout_ends_each_stream_with_its_terminal_event(tmp_path):
-    served = Served(tmp_path, words=5000, timeout_s=0.5)
-    try:
-        chat, responses, background = start_work(served)
-        served.signal()
-    finally:
-        output = served.finish()
-    assert served.process.returncode == 0, output
+    served, chat, responses, background = shut_down(
+        tmp_path, words=5000, timeout_s=0.5, drained=False, signals=1
+    )
     check_ended_by_the_server(chat, responses, served, background)
-    assert "Traceback" not in output and "Exception in ASGI" not in output
 
 
 def test_a_second_signal_ends_the_running_work_at_once(tmp_path):
-    served = Served(tmp_path, words=5000, timeout_s=3600)
-    try:
-        chat, responses, background = start_work(served)
-        served.signal()
-        served.wait_draining()
-        check_refused_while_draining(served)
-        served.signal()
-    finally:
-        output = served.finish()
-    assert served.process.returncode == 0, output
+    served, chat, responses, background = shut_down(
+        tmp_path, words=5000, timeout_s=3600, drained=True, signals=2
+    )
     check_ended_by_the_server(chat, responses, served, background)
-    assert "Traceback" not in output and "Exception in ASGI" not in output

@@ -75,18 +75,23 @@ def _agent_model(agents: Any, server: Any, api: str) -> Any:
     return agents.OpenAIResponsesModel(model=MODEL, openai_client=client)
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
-def test_agents_sdk_function_tool(make_server, api):
-    agents = _agents()
-    server = make_server()
+def _weather_agent(agents: Any, server: Any, api: str) -> Any:
+    """An agent with the weather tool, and the server scripted to call it, then answer."""
     server.book.add(WEATHER_CALL)
     server.book.add(ANSWER)
-    agent = agents.Agent(
+    return agents.Agent(
         name="weather",
         instructions="Answer with the weather tool.",
         tools=[agents.function_tool(get_weather)],
         model=_agent_model(agents, server, api),
     )
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_agents_sdk_function_tool(make_server, api):
+    agents = _agents()
+    server = make_server()
+    agent = _weather_agent(agents, server, api)
     result = asyncio.run(agents.Runner.run(agent, "Weather in Paris?"))
     assert result.final_output == "Sunny, 21 C in Paris."
     _round_trip(server)
@@ -96,14 +101,7 @@ def test_agents_sdk_function_tool(make_server, api):
 def test_agents_sdk_streaming(make_server, api):
     agents = _agents()
     server = make_server()
-    server.book.add(WEATHER_CALL)
-    server.book.add(ANSWER)
-    agent = agents.Agent(
-        name="weather",
-        instructions="Answer with the weather tool.",
-        tools=[agents.function_tool(get_weather)],
-        model=_agent_model(agents, server, api),
-    )
+    agent = _weather_agent(agents, server, api)
 
     async def run() -> tuple[Any, list[str]]:
         result = agents.Runner.run_streamed(agent, "Weather in Paris?")

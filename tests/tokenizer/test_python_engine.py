@@ -19,10 +19,10 @@ from harmonia._tokenizer.unicode16 import UNICODE_16_OVERRIDES
 
 sys.path.insert(0, str(Path(__file__).parent.parent.parent / "benchmarks"))
 import workloads
+from quicktok_build import QUICK, CountingBuild
 from tokenizer_corpus import varied_corpus
 
 PY = registry.get_engine("python")
-QUICK = registry.get_engine("quicktok")
 
 
 def _chunks_of_every_code_point(size: int = 48) -> list[str]:
@@ -122,18 +122,6 @@ def test_python_encoder_rejects_what_the_engines_reject() -> None:
 # -- the tiered engine ------------------------------------------------------------------
 
 
-class _CountingBuild:
-    def __init__(self, fail: bool = False) -> None:
-        self.calls = 0
-        self.fail = fail
-
-    def __call__(self) -> auto_engine.BpeEngine:
-        self.calls += 1
-        if self.fail:
-            raise OSError("no tables today")
-        return QUICK
-
-
 class _Metered:
     """The Python engine, with a clock that counts its work instead of reading the time.
 
@@ -162,14 +150,14 @@ class _Metered:
 
 
 def _tiered(
-    build: _CountingBuild, seconds: float, seconds_per_char: float = 1e-6
+    build: CountingBuild, seconds: float, seconds_per_char: float = 1e-6
 ) -> auto_engine.TieredEngine:
     python = _Metered(seconds_per_char)
     return auto_engine.TieredEngine(python, build, switch_after_seconds=seconds, clock=python.clock)
 
 
 def test_tiered_engine_starts_in_python_and_switches_once_it_pays() -> None:
-    build = _CountingBuild()
+    build = CountingBuild()
     engine = _tiered(build, 0.002)
     assert engine.status == "python"
     text = workloads.big_text()
@@ -183,7 +171,7 @@ def test_tiered_engine_starts_in_python_and_switches_once_it_pays() -> None:
 
 
 def test_tiered_engine_that_never_pays_never_builds() -> None:
-    build = _CountingBuild()
+    build = CountingBuild()
     engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=float("inf"))
     for text in varied_corpus()[:50]:
         assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
@@ -192,7 +180,7 @@ def test_tiered_engine_that_never_pays_never_builds() -> None:
 
 
 def test_tiered_engine_keeps_encoding_when_quicktok_cannot_be_built() -> None:
-    build = _CountingBuild(fail=True)
+    build = CountingBuild(fail=True)
     engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.0)
     for _ in range(3):
         assert engine.encode_ordinary("Hello world") == QUICK.encode_ordinary("Hello world")
@@ -201,7 +189,7 @@ def test_tiered_engine_keeps_encoding_when_quicktok_cannot_be_built() -> None:
 
 
 def test_tiered_engine_builds_once_under_concurrent_use() -> None:
-    build = _CountingBuild()
+    build = CountingBuild()
     engine = auto_engine.TieredEngine(PY, build, switch_after_seconds=0.0)
     texts = varied_corpus()[:40]
     expected = [QUICK.encode_ordinary(t) for t in texts]
@@ -223,7 +211,7 @@ def test_tiered_engine_builds_once_under_concurrent_use() -> None:
 def test_a_big_random_text_switches_after_its_first_part_and_stays_exact() -> None:
     # Random words cost about a microsecond a character in Python: the first part
     # predicts more than the budget, and quicktok takes the rest of the text.
-    build = _CountingBuild()
+    build = CountingBuild()
     engine = _tiered(build, 0.01, seconds_per_char=1e-6)
     rng = random.Random(5)
     text = "".join(rng.choice("abcdefghij ,.\n") for _ in range(60_000))
@@ -236,13 +224,13 @@ def test_a_big_cheap_text_stays_in_python() -> None:
     # building quicktok, so a text that size alone does not make the switch. The
     # clock counts characters at a cheap text's rate (0.05 us each), so the first
     # part predicts that the rest fits in the budget, on any machine.
-    build = _CountingBuild()
+    build = CountingBuild()
     engine = _tiered(build, 0.05, seconds_per_char=5e-8)
     for text in (" " * 200_000, "a" * 200_000, "\n" * 200_000):
         assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
     assert build.calls == 0 and engine.status == "python"
     # The same text at an expensive text's rate switches after its first part.
-    build = _CountingBuild()
+    build = CountingBuild()
     engine = _tiered(build, 0.05, seconds_per_char=1e-6)
     assert engine.encode_ordinary("a" * 200_000) == QUICK.encode_ordinary("a" * 200_000)
     assert build.calls == 1 and engine.status == "quicktok"

@@ -10,13 +10,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from quicktok_build import QUICK, CountingBuild
 
 from harmonia._tokenizer import auto_engine as _tiered
 from harmonia._tokenizer import python_engine as _pybpe
 from harmonia._tokenizer import registry as _registry
 from harmonia._tokenizer import vocab_file as _vocab
-
-QUICK = _registry.get_engine("quicktok")
 
 # Units whose long runs are common pathological inputs, plus multi-byte ones and
 # ones whose runs do not tile (they must still be exact).
@@ -70,21 +69,7 @@ def test_a_run_inside_text_is_tiled_too(python_engine: _pybpe.PythonBpe) -> None
     assert python_engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
 
 
-class _Build:
-    """Stands in for quicktok's build: counts calls, can fail."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.calls = 0
-        self.fail = fail
-
-    def __call__(self) -> _tiered.BpeEngine:
-        self.calls += 1
-        if self.fail:
-            raise RuntimeError("no tables today")
-        return QUICK
-
-
-def _tiered_engine(build: _Build) -> tuple[_tiered.TieredEngine, _pybpe.PythonBpe]:
+def _tiered_engine(build: CountingBuild) -> tuple[_tiered.TieredEngine, _pybpe.PythonBpe]:
     python = _pybpe.PythonBpe(_vocab.ordinary_ranks(), _vocab.unicode_classes())
     # Never switches on time: only a long piece may trigger the build.
     engine = _tiered.TieredEngine(python, build, switch_after_seconds=float("inf"))
@@ -96,7 +81,7 @@ def test_a_long_word_goes_to_quicktok_at_once(merged_sizes: list[int]) -> None:
     rng = random.Random(7)
     word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(40_000))
     text = "short words first, then " + word + " and more"
-    build = _Build()
+    build = CountingBuild()
     engine, _ = _tiered_engine(build)
     assert engine.encode_ordinary(text) == QUICK.encode_ordinary(text)
     assert build.calls == 1 and engine.status == "quicktok"
@@ -106,7 +91,7 @@ def test_a_long_word_goes_to_quicktok_at_once(merged_sizes: list[int]) -> None:
 def test_a_long_word_is_merged_in_python_when_quicktok_is_unavailable() -> None:
     rng = random.Random(8)
     word = "".join(rng.choice("qwertyuiop") for _ in range(20_000))
-    build = _Build(fail=True)
+    build = CountingBuild(fail=True, error=RuntimeError)
     engine, _ = _tiered_engine(build)
     for _ in range(2):
         assert engine.encode_ordinary(word) == QUICK.encode_ordinary(word)
@@ -139,7 +124,7 @@ class _SpyPython:
 
 def test_a_text_too_big_for_the_budget_switches_before_it_is_encoded() -> None:
     python = _SpyPython()
-    build = _Build()
+    build = CountingBuild()
     engine = _tiered.TieredEngine(python, build, switch_after_seconds=0.05)
     small = "Hello world. " * 100
     assert engine.encode_ordinary(small) == QUICK.encode_ordinary(small)

@@ -8,22 +8,17 @@ from typing import Any
 import pytest
 
 import harmonia
+from fake_tools import FakeRuntime
 from harmonia import ToolError, ToolNamespaceConfig
 from harmonia.tools import ToolCall, ToolOutput
 from harmonia.tools._arguments import load_arguments
 
 
-class FakeBrowser:
+class FakeBrowser(FakeRuntime):
     """Answers search/open/find with text that echoes the arguments it understood."""
 
     namespace = "browser"
-
-    def __init__(self) -> None:
-        self.calls: list[ToolCall] = []
-        self.closed = False
-
-    def namespace_config(self) -> ToolNamespaceConfig:
-        return ToolNamespaceConfig.browser()
+    config = ToolNamespaceConfig.browser
 
     async def call(self, call: ToolCall) -> ToolOutput:
         self.calls.append(call)
@@ -37,30 +32,23 @@ class FakeBrowser:
             return ToolOutput(f"found {args['pattern']!r}")
         return ToolOutput(f"opened {args.get('id', -1)}", metadata={"url": "file:///x"})
 
-    async def aclose(self) -> None:
-        self.closed = True
 
-
-class FakePython:
+class FakePython(FakeRuntime):
     """A stateful 'kernel': remembers every source it was sent and answers with its length."""
 
     namespace = "python"
+    config = ToolNamespaceConfig.python
 
     def __init__(self) -> None:
+        super().__init__()
         self.sources: list[str] = []
-        self.closed = False
-
-    def namespace_config(self) -> ToolNamespaceConfig:
-        return ToolNamespaceConfig.python()
 
     async def call(self, call: ToolCall) -> ToolOutput:
+        self.calls.append(call)
         self.sources.append(call.arguments)
         if "raise" in call.arguments:
             return ToolOutput("Traceback: boom", is_error=True)
         return ToolOutput(f"ran {len(call.arguments)} chars (call {len(self.sources)})\n")
-
-    async def aclose(self) -> None:
-        self.closed = True
 
 
 class MisbehavingTool:

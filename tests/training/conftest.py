@@ -17,8 +17,8 @@ from harmonia import (
     ReasoningEffort,
     Role,
     SystemContent,
-    ToolDescription,
 )
+from tool_examples import WEATHER_TOOL
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -29,15 +29,7 @@ def shared_corpus() -> Path:
     return ROOT.parent / "shared" / "golden" / "reference-corpus.jsonl.gz"
 
 
-WEATHER = ToolDescription.new(
-    "get_weather",
-    "Gets the weather.",
-    parameters={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
+WEATHER = WEATHER_TOOL
 
 
 def system(browser: bool = False, python: bool = False) -> Message:

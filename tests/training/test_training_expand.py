@@ -42,11 +42,14 @@ def trained(sample_reasons: tuple[str, ...]) -> list[int]:
     return [i for i, r in enumerate(sample_reasons) if r == "trained"]
 
 
+def turn_with_reasoning() -> list[Message]:
+    """The first turn of both conversations below: it thinks, then answers."""
+    return [user("a"), said("analysis", "think a"), said("final", "A")]
+
+
 def test_consecutive_turns_without_reasoning_share_a_sample(enc: HarmonyEncoding) -> None:
     messages = [
-        user("a"),  # 0
-        said("analysis", "think a"),  # 1
-        said("final", "A"),  # 2
+        *turn_with_reasoning(),  # 0, 1, 2
         user("b"),  # 3
         said("final", "B"),  # 4: no reasoning
         user("c"),  # 5
@@ -76,9 +79,7 @@ def test_consecutive_turns_without_reasoning_share_a_sample(enc: HarmonyEncoding
 
 def test_turns_are_not_merged_when_one_would_be_unfaithful(enc: HarmonyEncoding) -> None:
     messages = [
-        user("a"),  # 0
-        said("analysis", "think a"),  # 1
-        said("final", "A"),  # 2
+        *turn_with_reasoning(),  # 0, 1, 2
         user("b"),  # 3
         said("analysis", "think b"),  # 4
         *call_and_result(),  # 5, 6: turn 1 ends without a final

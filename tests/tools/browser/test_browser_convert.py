@@ -10,6 +10,7 @@ import asyncio
 import os
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -67,19 +68,26 @@ def test_a_conversion_past_its_time_is_stopped_and_the_loop_stays_free() -> None
     assert converter.processes_started == 2  # the stuck worker was killed, not reused
 
 
-def test_a_worker_that_dies_is_a_reply_and_is_replaced() -> None:
-    converter = PageConverter(workers=1, timeout=120)
+def failure_then_a_fresh_worker(converter: PageConverter, work: Any, *args: Any) -> str:
+    """The reply to ``work(*args)``, which fails in the worker; the next conversion must
+    still run (on a fresh worker). The converter is closed after."""
 
     async def main() -> str:
         with pytest.raises(ToolError) as info:
-            await converter.run(os._exit, 3)
+            await converter.run(work, *args)
         assert await converter.run(os.getpid) > 0
         return str(info.value)
 
     try:
-        assert asyncio.run(main()) == "the page could not be converted (the converter stopped)"
+        return asyncio.run(main())
     finally:
         converter.close()
+
+
+def test_a_worker_that_dies_is_a_reply_and_is_replaced() -> None:
+    converter = PageConverter(workers=1, timeout=120)
+    reply = failure_then_a_fresh_worker(converter, os._exit, 3)
+    assert reply == "the page could not be converted (the converter stopped)"
 
 
 def test_an_exception_in_the_worker_is_a_reply() -> None:
@@ -127,14 +135,6 @@ def test_bad_budgets_and_closed_converter() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit is Linux's")
 def test_a_conversion_over_the_memory_limit_is_a_reply() -> None:
     converter = PageConverter(workers=1, timeout=120, memory_limit=1 << 30)
-
-    async def main() -> str:
-        with pytest.raises(ToolError) as info:
-            await converter.run(bytearray, 2 << 30)  # 2 GiB in a worker limited to 1 GiB
-        assert await converter.run(os.getpid) > 0
-        return str(info.value)
-
-    try:
-        assert asyncio.run(main()) == "the page could not be converted: MemoryError"
-    finally:
-        converter.close()
+    # 2 GiB in a worker limited to 1 GiB
+    reply = failure_then_a_fresh_worker(converter, bytearray, 2 << 30)
+    assert reply == "the page could not be converted: MemoryError"

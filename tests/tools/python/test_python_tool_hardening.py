@@ -41,7 +41,9 @@ def image_code(nbytes: int, count: int = 1) -> str:
     )
 
 
-def host_victim(tmp_path: Path) -> Path:
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A host file the sandbox must never change, whatever link it plants to it."""
     victim = tmp_path / "victim.txt"
     victim.write_text("sentinel")
     victim.chmod(0o644)
@@ -63,10 +65,8 @@ def assert_untouched(victim: Path) -> None:
 
 
 def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
-    aio: Any, tools: Any, sandbox: None, tmp_path: Path
+    aio: Any, tools: Any, sandbox: None, victim: Path
 ) -> None:
-    victim = host_victim(tmp_path)
-    tool = tools.make()
     plant = (
         "import os\n"
         "for call in range(1, 4):\n"
@@ -74,6 +74,7 @@ def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
         "        for ext in ('png', 'jpg', 'gif', 'svg'):\n"
         f"            os.symlink({str(victim)!r}, f'/mnt/data/output_{{call}}_{{n}}.{{ext}}')\n"
     )
+    tool = tools.make()
     out = aio.run(tool.run(plant + image_code(100)))
     assert_untouched(victim)
     [saved] = out.metadata["images"]
@@ -87,9 +88,8 @@ def test_symlinks_at_every_image_name_do_not_redirect_the_hosts_write(
 
 
 def test_the_kernel_cannot_touch_its_connection_file_or_socket_directory(
-    aio: Any, tools: Any, sandbox: None, tmp_path: Path
+    aio: Any, tools: Any, sandbox: None, victim: Path
 ) -> None:
-    victim = host_victim(tmp_path)
     tool = tools.make()
     code = (
         "import os, sys\n"
