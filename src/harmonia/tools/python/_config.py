@@ -66,12 +66,23 @@ class PythonToolConfig:
                 raise InputError(
                     f"PythonToolConfig.{name} must be a positive number of seconds, got {value!r}"
                 )
-        positive = "max_output_chars tmp_size max_image_bytes max_images_per_call max_message_bytes"
+        positive = (
+            "max_output_chars",
+            "tmp_size",
+            "max_image_bytes",
+            "max_images_per_call",
+            "max_message_bytes",
+        )
         optional = (
-            "data_size_limit session_memory_limit memory_limit cpu_time_limit file_size_limit "
-            "open_files_limit process_limit"
-        ).split()
-        for name in positive.split() + optional:
+            "data_size_limit",
+            "session_memory_limit",
+            "memory_limit",
+            "cpu_time_limit",
+            "file_size_limit",
+            "open_files_limit",
+            "process_limit",
+        )
+        for name in positive + optional:
             value = getattr(self, name)
             if value is None and name in optional:
                 continue

@@ -140,8 +140,6 @@ class PythonTool(ClosedOnExit):
         self._who: Identity | None = None
         self._mode: IsolationMode | None = None
 
-    # -- the Tool protocol -------------------------------------------------
-
     @property
     def namespace(self) -> str:
         return "python"
@@ -175,8 +173,6 @@ class PythonTool(ClosedOnExit):
                 await self._kernel.stop()
                 self._kernel = None
             self._cleanup()
-
-    # -- the rest of the public surface ------------------------------------
 
     @property
     def config(self) -> PythonToolConfig:
@@ -271,14 +267,9 @@ class PythonTool(ClosedOnExit):
             return self._over_memory(reply, over[0]) if over else reply
 
     def _watch_memory(self, over: list[int]) -> asyncio.Task[None] | None:
-        """In uid mode, the session's total memory is watched while a call runs.
-
-        There is no cgroup to bound it, and RLIMIT_AS bounds each process alone
-        (three children may each hold nearly ``memory_limit``). Every
-        ``memory_watch_interval`` seconds the resident memory of every process
-        of the session's uid is summed; past ``session_memory_limit`` they are
-        all killed (the kernel too) and ``over`` gets the reading.
-        """
+        """In uid mode (no cgroup; RLIMIT_AS bounds each process alone), watch the session's
+        total memory while a call runs: past ``session_memory_limit`` kill every process of
+        its uid, the kernel too, and append the reading to ``over``."""
         limit = self._config.session_memory_limit
         lease = self._resources.lease
         if self._mode != "uid" or lease is None or limit is None:
@@ -417,15 +408,11 @@ class PythonTool(ClosedOnExit):
     ) -> ToolOutput:
         out = result.output
         text = out.text()
-        warnings = []
         if killed:
-            warnings.append(
+            text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
                 f"[WARN] {killed} process(es) this call started were still running when it "
                 "ended and were stopped: processes do not outlive the call that starts them."
             )
-        if warnings:
-            body = text.rstrip("\n") + "\n" if text.strip() else ""
-            text = body + "\n".join(warnings)
         timeout = _seconds(self._config.timeout)
         drive = self._shown_data_dir()
         status_line = {
