@@ -119,15 +119,8 @@ async def _calls(tool: Tool, calls: list[ToolCall]) -> ToolOutput:
 
 def _print(output: ToolOutput, args: argparse.Namespace, out: TextIO) -> int:
     if output.is_error:
-        words = " ".join(
-            w
-            for w in (
-                "harmonia tools",
-                getattr(args, "tools_command", None),
-                getattr(args, "tools_tool", None),
-            )
-            if w
-        )
+        names = (getattr(args, "tools_command", None), getattr(args, "tools_tool", None))
+        words = " ".join(["harmonia tools", *filter(None, names)])
         print(f"{words}: {output.text}", file=sys.stderr)
         return 1
     out.write(output.text.rstrip("\n") + "\n")

@@ -50,14 +50,14 @@ class ToolsSpec:
         help="the browser's backend: a folder of Markdown, text or HTML files, or web search "
         "with exa (EXA_API_KEY) or you (YDC_API_KEY) (default: none, no browser)",
         metavar="DIR|exa|you",
-        scope=("browser",),
+        scope=BROWSER_SCOPE,
     )
     browser_index: str = option(
         ":memory:",
         help="--browser DIR: an SQLite file that keeps the folder's index between runs "
         "(:memory: indexes the folder again each run)",
         metavar="FILE",
-        scope=("browser",),
+        scope=BROWSER_SCOPE,
     )
     python: bool = option(
         False,
@@ -74,12 +74,12 @@ class ToolsSpec:
         None,
         help="seconds per python call (default: the tool's, 120)",
         metavar="SECONDS",
-        scope=("python",),
+        scope=PYTHON_SCOPE,
     )
     dangerously_allow_unsandboxed: bool = option(
         False,
         help="run python kernels without the sandbox where bubblewrap cannot start (unsafe)",
-        scope=("python",),
+        scope=PYTHON_SCOPE,
     )
 
     def backend(self, *, index: bool = False) -> Backend:

@@ -40,13 +40,8 @@ class UrlCitation:
 
     def to_annotation(self) -> dict[str, Any]:
         """A Responses API ``url_citation`` annotation."""
-        return {
-            "type": "url_citation",
-            "url": self.url,
-            "title": self.title,
-            "start_index": self.start_index,
-            "end_index": self.end_index,
-        }
+        fields = ("url", "title", "start_index", "end_index")
+        return {"type": "url_citation", **{name: getattr(self, name) for name in fields}}
 
 
 def _target(state: BrowserState, cursor: int) -> tuple[str, str] | None:

@@ -250,11 +250,4 @@ def results_page(query: str, results: list[SearchResult]) -> Page:
         if result.line is not None and table.last_id is not None and marker != title:
             hit_lines[table.last_id] = result.line
     text = "\nURL: \n# Search Results" + ("\n\n" + "\n".join(items) if items else "")
-    return Page(
-        url="",
-        title=query,
-        text=text,
-        links=dict(table.links),
-        kind="search",
-        hit_lines=hit_lines,
-    )
+    return Page("", query, text, dict(table.links), kind="search", hit_lines=hit_lines)

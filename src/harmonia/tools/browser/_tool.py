@@ -23,8 +23,9 @@ DEFAULT_TOPN = 10
 _LINES_ABOVE_HIT = 4
 
 
-def _short(text: str) -> str:
-    return shorten(text)
+def _failed(what: str, error: Exception, tool: str) -> ToolError:
+    """A backend's failure as the model reads it (the backend's words cut short)."""
+    return ToolError(f"{what}: {shorten(str(error)) or type(error).__name__}", tool=tool)
 
 
 async def _results_page(query: str, results: list[SearchResult]) -> Page:
@@ -138,10 +139,7 @@ class BrowserTool:
         try:
             results = await self.backend.search(query, topn)
         except Exception as e:
-            raise ToolError(
-                f"Error during search for `{_short(query)}`: {_short(str(e)) or type(e).__name__}",
-                tool="browser.search",
-            ) from e
+            raise _failed(f"Error during search for `{shorten(query)}`", e, "browser.search") from e
         page = await _results_page(query, list(results)[:topn])
         return self._show(page, 0, -1, "browser.search")
 
@@ -258,10 +256,7 @@ class BrowserTool:
         try:
             return await self.backend.fetch(url)
         except Exception as e:
-            raise ToolError(
-                f"Error fetching URL `{_short(url)}`: {_short(str(e)) or type(e).__name__}",
-                tool="browser.open",
-            ) from e
+            raise _failed(f"Error fetching URL `{shorten(url)}`", e, "browser.open") from e
 
     def _show(self, page: Page, loc: int, num_lines: int, tool: str) -> ToolOutput:
         lines = wrap_lines(page.text)

@@ -72,7 +72,6 @@ class McpToolset(ClosedOnExit):
         self._tools: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
         # Made in connect(): an event belongs to the loop that first waits on it.
-        self._ready: asyncio.Event | None = None
         self._closing: asyncio.Event | None = None
         self._error: BaseException | None = None
 
@@ -181,7 +180,7 @@ class McpToolset(ClosedOnExit):
         """Start the session and read the tool listing; raises :class:`ToolError` on failure."""
         if self._task is not None:
             return self
-        ready = self._ready = asyncio.Event()
+        ready = asyncio.Event()
         closing = self._closing = asyncio.Event()
         self._error = None
         self._task = asyncio.create_task(self._session(ready, closing))

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ... import ToolNamespaceConfig
 from .._base import Tool, ToolCall
 from .._dispatch import DEFAULT_TIMEOUT, Toolbox
+from .._schema import object_schema
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -104,11 +105,7 @@ class McpToolServer:
             # A namespace called as a whole (python): one tool of its own name
             # taking the text as ``code``, hidden from the prompt because the
             # harmony declaration of such a namespace has no functions.
-            schema = {
-                "type": "object",
-                "properties": {CODE_ARGUMENT: {"type": "string"}},
-                "required": [CODE_ARGUMENT],
-            }
+            schema = object_schema({CODE_ARGUMENT: {"type": "string"}}, [CODE_ARGUMENT])
             return [
                 {
                     "name": self.config.name,
@@ -288,9 +285,6 @@ class _AnnotatingWriter:
                 if extra:
                     tool["annotations"] = {**(tool.get("annotations") or {}), **extra}
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
     async def __aenter__(self) -> _AnnotatingWriter:
         await self._inner.__aenter__()

@@ -26,17 +26,13 @@ from harmonia import InputError, ToolError
 from .._markdown import MARKDOWN_SUFFIXES, markdown_to_page, text_to_page
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
-from ._bm25 import PythonBM25
+from ._bm25 import PythonBM25, segment
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 TITLE_WEIGHT = 5.0
 _SNIPPET_TOKENS = 24
 _WORD = re.compile(r"\w+")
-# unicode61 reads a run of Han or kana as one token (no spaces between words), so
-# a word inside it could never match: each such character is indexed on its own
-# and a query word becomes the phrase of its characters.
-_CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 _MARKUP = re.compile(r"【\d+†([^†】]*)(?:†[^†】]*)?】")
 _HEADING_MARK = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
 
@@ -50,6 +46,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(
     title, body, content='pages', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2');
 """
+_FTS_INSERT = "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +75,6 @@ def fts_query(text: str) -> str:
     '"港 口" OR "history"'
     """
     return " OR ".join(f'"{" ".join(segment(w).split())}"' for w in _WORD.findall(text))
-
-
-def segment(text: str) -> str:
-    """Text as the index sees it: Han and kana characters set apart by spaces."""
-    return _CJK.sub(r" \1 ", text)
 
 
 def _summary(snippet: str) -> str:
@@ -212,8 +204,7 @@ class LocalCorpusBackend:
                 )
                 if self.fts5:
                     db.execute(
-                        "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
-                        (cur.lastrowid, segment(page.title), segment(page.text)),
+                        _FTS_INSERT, (cur.lastrowid, segment(page.title), segment(page.text))
                     )
         self._indexed = True
         self._fallback = None
@@ -231,10 +222,7 @@ class LocalCorpusBackend:
             db.executescript(_FTS_SCHEMA)
             if found is None:
                 for rowid, title, body in db.execute("SELECT id, title, body FROM pages"):
-                    db.execute(
-                        "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
-                        (rowid, segment(title), segment(body)),
-                    )
+                    db.execute(_FTS_INSERT, (rowid, segment(title), segment(body)))
 
     def _delete(self, rowid: int) -> None:
         if self.fts5:
