@@ -39,17 +39,10 @@ async def _results_page(query: str, results: list[SearchResult]) -> Page:
 class BrowserTool:
     """The gpt-oss built-in browser over any :class:`Backend`.
 
-    Every call pushes a page on :attr:`state` and returns its display. Problems
-    the model can fix (a bad cursor, link id or ``loc``) raise
-    :class:`harmonia.ToolError` with a message naming what is valid. The state
-    can be saved with ``tool.state.to_dict()`` and passed back as ``state=``.
-    ``view_tokens`` is the o200k token budget of a viewport when the model
-    gives no ``num_lines``; ``max_results`` caps the model's ``topn``::
-
-        from harmonia.tools.browser import BrowserTool, LocalCorpusBackend
-        tool = BrowserTool(LocalCorpusBackend("docs/"))
-        print(tool.run("search", query="citations"))
-        print(tool.run("open", id=0))
+    Every call pushes a page on :attr:`state` (save it with ``state.to_dict()``,
+    resume with ``state=``) and returns its display; problems the model can fix
+    raise :class:`harmonia.ToolError` naming what is valid. ``view_tokens`` is a
+    viewport's o200k budget without ``num_lines``; ``max_results`` caps ``topn``.
     """
 
     def __init__(

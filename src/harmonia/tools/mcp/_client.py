@@ -34,15 +34,10 @@ Transport = Literal["stdio", "http", "sse"]
 
 
 class McpToolset(ClosedOnExit):
-    """An MCP server's tools as one harmony namespace.
+    """An MCP server's tools as one harmony namespace (docs/tools.md says how it reads them).
 
     Build with :meth:`stdio`, :meth:`http` or :meth:`sse`, then connect with
-    ``async with`` (or :meth:`connect` / :meth:`aclose`). The namespace is the
-    server's name unless ``namespace`` is given; its description is the
-    server's instructions. A tool whose name is the namespace's own (gpt-oss's
-    ``python`` server) is the namespace called as a whole: it is left out of
-    the declaration, and a call to the bare namespace sends the message text
-    as that tool's one string argument.
+    ``async with`` (or :meth:`connect` / :meth:`aclose`).
     """
 
     def __init__(

@@ -105,15 +105,10 @@ class PythonTool(ClosedOnExit):
     """The built-in ``python`` tool: a stateful Jupyter kernel in a bubblewrap sandbox.
 
     One instance is one session: one kernel (started on the first call),
-    one data directory (``/mnt/data`` inside), calls run one at a time.
-    The sandbox has no network, a read-only root, no view of host files
-    and runs as an unprivileged user under resource limits; where it cannot
-    start, :meth:`start` and :meth:`call` raise
-    :class:`harmonia.SandboxUnavailableError` saying why, unless
-    ``PythonToolConfig(dangerously_allow_unsandboxed=True)``.
-
-    Needs the ``python`` extra (``jupyter_client``, ``ipykernel``) and, on
-    Linux, bubblewrap. Example (not a doctest: it starts a kernel)::
+    one data directory (``/mnt/data`` inside), calls run one at a time. Where
+    the sandbox (docs/python-tool.md) cannot start, :meth:`start` and :meth:`call`
+    raise :class:`harmonia.SandboxUnavailableError` saying why, unless
+    ``PythonToolConfig(dangerously_allow_unsandboxed=True)``. Example (it starts a kernel)::
 
         async with PythonTool(PythonToolConfig(timeout=30)) as tool:
             await tool.run("x = 41")

@@ -83,20 +83,12 @@ def _summary(snippet: str) -> str:
 
 
 class LocalCorpusBackend:
-    """Search and open the files under ``root``.
+    """Search and open the files under ``root`` (docs/browser.md, "LocalCorpusBackend").
 
-    Files are ``.md``/``.markdown``, ``.txt``/``.rst`` and ``.html``/``.htm``
-    (hidden files and folders are skipped). ``fts5=None`` uses SQLite FTS5
-    when this Python has it and a pure-Python BM25 otherwise (no stemming);
-    ``True`` requires FTS5, ``False`` forces the fallback. Their URLs are ``base_url`` plus
-    the relative path (default: the folder's ``file://`` URI), so links between
-    corpus files can be followed. ``database`` is the SQLite file (default: in
-    memory; give a path to keep the index between runs). The index is built on
-    first use and refreshed by :meth:`index`, which re-reads only files whose
-    modification time or size changed::
-
-        backend = LocalCorpusBackend("docs/", database="docs.sqlite")
-        backend.index()   # IndexStats(added=12, updated=0, removed=0, unchanged=0)
+    A file's URL is ``base_url`` plus its relative path; ``database`` keeps the
+    index between runs; ``fts5`` chooses SQLite FTS5 (``None``: where this Python
+    has it) or the pure-Python BM25. The index is built on first use and
+    refreshed by :meth:`index`.
     """
 
     def __init__(
