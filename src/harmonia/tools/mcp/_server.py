@@ -71,14 +71,10 @@ class McpToolServer:
         # A class passes isinstance(cls, Tool) (the protocol checks attribute
         # names only), so a type is always a factory.
         self._factory: ToolFactory | None = None
-        first: Tool | None = None
-        if isinstance(tool, type) or not isinstance(tool, Tool):
+        first: Tool | None = tool if isinstance(tool, Tool) else None
+        if isinstance(tool, type) or first is None:
             self._factory = cast(ToolFactory, tool)
-            if config is None:
-                first = self._factory()
-        else:
-            first = tool
-        self._shared = self._factory is None
+            first = self._factory() if config is None else None
         if config is None:
             assert first is not None
             config = first.namespace_config()
@@ -87,13 +83,12 @@ class McpToolServer:
         self.instructions = instructions if instructions is not None else config.description
         self.timeout = timeout
         self.max_sessions = max_sessions
-        # The runtime built to read the declaration serves the first session
-        # when that session is served from the thread that built it.
-        self._spare: Tool | None = None if self._shared else first
+        # A factory's runtime built to read the declaration serves the first
+        # session when that session is served from the thread that built it.
+        self._spare = first if self._factory is not None else None
         self._spare_thread = threading.get_ident()
-        self._shared_box: Toolbox | None = None
-        if self._shared and first is not None:
-            self._shared_box = Toolbox([first], timeout=timeout)
+        shared = first if self._factory is None else None
+        self._shared_box = None if shared is None else Toolbox([shared], timeout=timeout)
         self._sessions: OrderedDict[str, Toolbox] = OrderedDict()
         self._lock = asyncio.Lock()
 
