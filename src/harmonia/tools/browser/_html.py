@@ -287,9 +287,7 @@ def html_results_page(query: str, results: list[SearchResult]) -> Page:
         href = html_lib.escape(result.url, quote=True)
         items.append(f'<li><a href="{href}">{title}</a> {summary}</li>')
     document = (
-        "\n<html><body>\n<h1>Search Results</h1>\n<ul>\n"
-        + "".join(items)
-        + "\n</ul>\n</body></html>\n"
+        f"\n<html><body>\n<h1>Search Results</h1>\n<ul>\n{''.join(items)}\n</ul>\n</body></html>\n"
     )
     page = html_to_page(document, "", query, show_url=True)
     ids = {url: link_id for link_id, url in page.links.items()}
