@@ -58,13 +58,8 @@ IsolationMode = Literal["cgroup", "uid", "userns", "unsandboxed"]
 
 
 def isolation_mode(config: PythonToolConfig | None = None) -> IsolationMode:
-    """Which per-session isolation a sandboxed session gets on this host (see docs/security.md).
-
-    ``cgroup``: a cgroup v2 per session (total memory and processes) and, on a
-    root host, a uid per session; ``uid``: a root host without a usable cgroup
-    v2, a uid per session from ``session_uid_range``; ``userns``: a host that is
-    not root, one mapped uid for all sessions.
-    """
+    """Which per-session isolation a sandboxed session gets on this host: ``cgroup``, ``uid``
+    or ``userns`` (docs/security.md says what each bounds)."""
     config = config or PythonToolConfig()
     if cgroup_parent(config) is not None:
         return "cgroup"
@@ -140,13 +135,8 @@ class PythonTool(ClosedOnExit):
         return "python"
 
     def namespace_config(self) -> ToolNamespaceConfig:
-        """The declaration for the system message, true to this session's configuration.
-
-        With the defaults and the sandbox on, this is the text gpt-oss was
-        trained on except that internet access is stated as disabled (the
-        sandbox has no network); the timeout sentence carries
-        ``config.timeout``; an unsandboxed kernel names its real data directory.
-        """
+        """The trained declaration, made true to this session: internet access disabled in
+        the sandbox, ``config.timeout``, an unsandboxed kernel's real data directory."""
         text = ToolNamespaceConfig.python().description or ""
         timeout = _seconds(self._config.timeout)
         text = text.replace(_TRAINED_TIMEOUT, f"time out after {timeout} seconds")
@@ -180,10 +170,8 @@ class PythonTool(ClosedOnExit):
 
     @property
     def isolation(self) -> IsolationMode | None:
-        """The per-session isolation in force (``None`` until the first kernel starts).
-
-        ``cgroup``, ``uid``, ``userns`` (see :func:`isolation_mode`) or ``unsandboxed``.
-        """
+        """The per-session isolation in force: :func:`isolation_mode`'s answer, or
+        ``unsandboxed`` (``None`` until the first kernel starts)."""
         return self._mode
 
     @property
@@ -271,13 +259,10 @@ class PythonTool(ClosedOnExit):
             return None
         uid, interval = lease.uid, self._config.memory_watch_interval
 
-        def used() -> int:
-            return resident_bytes(processes_of_uid(uid))
-
         async def watch() -> None:
             while True:
                 await asyncio.sleep(interval)
-                reading = await asyncio.to_thread(used)
+                reading = await asyncio.to_thread(lambda: resident_bytes(processes_of_uid(uid)))
                 if reading > limit:
                     over.append(reading)
                     await asyncio.to_thread(kill_uid, uid)
