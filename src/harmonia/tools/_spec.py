@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import InputError
 from .._names import BROWSER, PYTHON
 from .._options import flag_of, flag_words, option
+from .._runtime import TIMEOUTS
 from ._dispatch import Toolbox
 from ._functions import FunctionTool, FunctionTools
 
@@ -72,7 +73,7 @@ class ToolsSpec:
     )
     timeout: float | None = option(
         None,
-        help="seconds per python call (default: the tool's, 120)",
+        help=f"seconds per python call (default: the tool's, {TIMEOUTS.python_call:g})",
         metavar="SECONDS",
         scope=PYTHON_SCOPE,
     )
