@@ -261,19 +261,14 @@ def lease_uid(first: int, last: int) -> UidLease:
 
     A uid still owning processes (left by a host process that died) is skipped.
     """
-    directory = _lock_dir()
-    dir_fd = open_dir(directory)
+    dir_fd = open_dir(_lock_dir())
     try:
         count = last - first + 1
         start = secrets.randbelow(count)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         for i in range(min(count, 4096)):
             uid = first + (start + i) % count
-            fd = os.open(
-                str(uid),
-                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=dir_fd,
-            )
+            fd = os.open(str(uid), flags, 0o600, dir_fd=dir_fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
