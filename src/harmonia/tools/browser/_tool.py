@@ -167,7 +167,10 @@ class BrowserTool:
         if view_source:
             url, page = VIEW_SOURCE_PREFIX + url, None
         if page is None:
-            page = await self._fetch(url)
+            try:
+                page = await self.backend.fetch(url)
+            except Exception as e:
+                raise _failed(f"Error fetching URL `{shorten(url)}`", e, "browser.open") from e
         if loc < 0:
             loc = 0 if hit_line is None else hit_line
             if loc > _LINES_ABOVE_HIT:
@@ -244,12 +247,6 @@ class BrowserTool:
         return (
             f"Invalid link id `{link}`. Valid link ids on the page at {where}: {ids[0]}-{ids[-1]}."
         )
-
-    async def _fetch(self, url: str) -> Page:
-        try:
-            return await self.backend.fetch(url)
-        except Exception as e:
-            raise _failed(f"Error fetching URL `{shorten(url)}`", e, "browser.open") from e
 
     def _show(self, page: Page, loc: int, num_lines: int, tool: str) -> ToolOutput:
         lines = wrap_lines(page.text)
