@@ -16,6 +16,7 @@ from harmonia._errors import install_hint
 
 from .. import InputError, ToolError
 from ._base import ToolCall
+from ._schema import json_kind
 
 # How many violations one reply lists.
 _ERRORS_SHOWN = 3
@@ -146,15 +147,11 @@ def _json_path(parts: Any) -> str:
 
 
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array"
+    # A parsed JSON value that is not an object: a list, or a scalar json_kind names.
+    if isinstance(value, list):
+        return "an array"
+    kind = json_kind(value)
+    return {"null": "null", "boolean": "a boolean", "string": "a string"}.get(kind, "a number")
 
 
 def _expected(schema: Mapping[str, Any] | None) -> str:

@@ -68,16 +68,12 @@ class Tool(Protocol):
     @property
     def namespace(self) -> str:
         """The harmony namespace this runtime serves (``"browser"``, ``"python"``, ...)."""
-        ...
 
     def namespace_config(self) -> ToolNamespaceConfig:
         """The declaration rendered into the system (built-ins) or developer message."""
-        ...
 
     async def call(self, call: ToolCall) -> ToolOutput:
         """Run one call; raise :class:`harmonia.ToolError` for problems the model can fix."""
-        ...
 
     async def aclose(self) -> None:
         """Release what the runtime holds (kernels, connections, files)."""
-        ...

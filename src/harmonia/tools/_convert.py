@@ -32,7 +32,7 @@ def to_python(value: Any, annotation: Any) -> Any:
     args = get_args(annotation)
     if annotation is Any or annotation is None or (value is None and _admits_none(annotation)):
         return value
-    if origin is typing.Annotated or _is_required_wrapper(origin):
+    if origin is typing.Annotated or getattr(origin, "_name", None) in ("Required", "NotRequired"):
         return to_python(value, args[0])
     if origin is Union or origin is types.UnionType:
         return _union(value, args)
@@ -62,10 +62,6 @@ def to_python(value: Any, annotation: Any) -> Any:
     if isinstance(annotation, type) and callable(getattr(annotation, "model_validate", None)):
         return annotation.model_validate(value)  # type: ignore[attr-defined]
     return value
-
-
-def _is_required_wrapper(origin: Any) -> bool:
-    return getattr(origin, "_name", None) in ("Required", "NotRequired")
 
 
 def _admits_none(annotation: Any) -> bool:

@@ -35,7 +35,7 @@ from .._runtime import TIMEOUTS, ClosedOnExit, run_sync
 from .._turn import is_call
 from ._base import Tool, ToolCall, ToolOutput
 from ._functions import FunctionTool, FunctionTools
-from ._route import call_from_fields
+from ._route import resolve_recipient
 
 logger = logging.getLogger("harmonia.tools")
 
@@ -76,16 +76,13 @@ class Toolbox(ClosedOnExit):
         if functions:
             self.add(FunctionTools(functions))
 
-    # -- registration ---------------------------------------------------------
-
     def add(
         self,
         tool: Tool | FunctionTool[..., Any],
         *,
         timeout: float | Literal["default"] | None = "default",
     ) -> None:
-        """Register a runtime for its namespace; ``timeout`` (seconds, ``None`` for none)
-        overrides the toolbox's for its calls."""
+        """Register a runtime; ``timeout`` (seconds, ``None``: none) overrides the toolbox's."""
         if isinstance(tool, FunctionTool):
             tool = FunctionTools([tool])
         if not isinstance(tool, Tool):
@@ -115,8 +112,6 @@ class Toolbox(ClosedOnExit):
         """The runtime serving ``namespace``, if any."""
         return self._tools.get(namespace)
 
-    # -- declarations ---------------------------------------------------------
-
     def namespace_configs(self) -> list[ToolNamespaceConfig]:
         """Every namespace's declaration, runtimes first, in registration order."""
         configs = [tool.namespace_config() for tool in self._tools.values()]
@@ -130,15 +125,8 @@ class Toolbox(ClosedOnExit):
         """``functions`` and every other namespace: they go into the developer message."""
         return [c for c in self.namespace_configs() if c.name not in BUILTIN_NAMESPACES]
 
-    # -- calls ----------------------------------------------------------------
-
     def parse_call(self, message: Message, *, call_id: str | None = None) -> ToolCall:
-        """The :class:`ToolCall` a message makes, its recipient resolved.
-
-        Raises :class:`harmonia.InputError` when the message is not a tool call
-        (:func:`is_tool_call`, the same reading: a bare function name is a call
-        only on a channel calls are made on).
-        """
+        """The :class:`ToolCall` a message makes; :class:`harmonia.InputError` if it makes none."""
         if not is_call(message):
             raise InputError(
                 f"message with recipient {message.recipient!r} on channel "
@@ -147,15 +135,11 @@ class Toolbox(ClosedOnExit):
                 "or write functions.NAME)"
             )
         assert message.recipient is not None
-        return call_from_fields(
-            message.recipient,
-            message.text,
-            namespaces=self.namespaces,
-            functions=self._function_names(),
-            channel=message.channel,
-            content_type=message.content_type,
-            call_id=call_id,
-        )
+        # Only aliases need the declarations' function names; most calls never read them.
+        names = _LazyNames(self.namespace_configs)
+        canonical, namespace, name = resolve_recipient(message.recipient, self.namespaces, names)
+        text, channel, content_type = message.text, message.channel, message.content_type
+        return ToolCall(canonical, namespace, name, text, channel, content_type, call_id)
 
     def owns(self, call: ToolCall) -> bool:
         """Whether the toolbox runs this call (``False`` for declared namespaces)."""
@@ -182,12 +166,7 @@ class Toolbox(ClosedOnExit):
             return _error(f"Error: {call.recipient} failed: {type(exc).__name__}: {text}")
 
     async def dispatch(self, message: Message, *, call_id: str | None = None) -> Message | None:
-        """Run the call ``message`` makes and return the reply; ``None`` for declared namespaces.
-
-        The reply is ``Message(author=Author(Role.TOOL, <canonical recipient>),
-        recipient="assistant", channel=<the call's channel>)`` with the output as
-        its one text part.
-        """
+        """Run the call ``message`` makes and return :func:`tool_reply`; ``None`` if declared."""
         call = self.parse_call(message, call_id=call_id)
         if not self.owns(call):
             return None
@@ -214,12 +193,6 @@ class Toolbox(ClosedOnExit):
     async def __aenter__(self) -> Toolbox:
         return self
 
-    # -- helpers --------------------------------------------------------------
-
-    def _function_names(self) -> Mapping[str, Collection[str]]:
-        # Only aliases need the declarations; most calls never read them.
-        return _LazyNames(self.namespace_configs)
-
     def _unknown(self, call: ToolCall) -> str:
         valid: list[str] = []
         for config in self.namespace_configs():
@@ -234,11 +207,8 @@ class Toolbox(ClosedOnExit):
 def is_tool_call(message: Message) -> bool:
     """Whether ``message`` is an assistant message addressed to a tool.
 
-    The reading is :func:`harmonia._turn.is_call`'s (``classify`` of the fields as
-    written), the one the server's stream, ``Toolbox.parse_call`` and the training
-    masks use: a content-type word (``<|channel|>commentary markdown``) or a role
-    (``system``) in the recipient's place is no call, and neither is a bare name
-    (``get_weather``) on no channel.
+    The reading is :func:`harmonia._turn.is_call`'s, shared by the server's stream,
+    ``Toolbox.parse_call`` and the training masks.
 
     >>> call = Message.from_role_and_content(Role.ASSISTANT, "{}").with_recipient("functions.f")
     >>> is_tool_call(call), is_tool_call(Message.from_role_and_content(Role.USER, "hi"))
@@ -248,9 +218,7 @@ def is_tool_call(message: Message) -> bool:
 
 
 def tool_reply(call: ToolCall | Message, output: ToolOutput | str) -> Message:
-    """The reply message for ``call``: from the tool, to the assistant, on the call's channel.
-
-    ``call`` may be the call's message itself (an agent's own callback answers that).
+    """The reply to ``call`` (a call or its message): from the tool, on the call's channel.
 
     >>> call = ToolCall("python", "python", None, "print(1)", channel="analysis")
     >>> reply = tool_reply(call, "1\\n")

@@ -44,11 +44,9 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         if _GOOGLE_ARGS.match(stripped):
             i = _google(lines, i + 1, params)
             continue
-        if i + 1 < len(lines) and _NUMPY_UNDERLINE.match(lines[i + 1].strip()):
-            if stripped in ("Parameters", "Other Parameters"):
-                i = _numpy(lines, i + 2, params)
-                continue
-            i = _skip_numpy_section(lines, i + 2)
+        if _underlined(lines, i):
+            numpy_params = stripped in ("Parameters", "Other Parameters")
+            i = _numpy(lines, i + 2, params) if numpy_params else _skip_section(lines, i + 2)
             continue
         if _REST_FIELD.match(stripped):
             i = _rest(lines, i, params)
@@ -65,6 +63,11 @@ _OTHER_SECTIONS = {
     "Returns", "Return", "Yields", "Raises", "Examples", "Example", "Notes", "Note",
     "See Also", "References", "Attributes", "Warnings", "Warning", "Todo",
 }  # fmt: skip
+
+
+def _underlined(lines: list[str], i: int) -> bool:
+    """Whether line ``i`` is a NumPy section title (the next line is ``---``)."""
+    return i + 1 < len(lines) and _NUMPY_UNDERLINE.match(lines[i + 1].strip()) is not None
 
 
 def _indent(line: str) -> int:
@@ -97,7 +100,7 @@ def _numpy(lines: list[str], i: int, params: dict[str, str]) -> int:
     current: str | None = None
     while i < len(lines):
         line = lines[i]
-        if i + 1 < len(lines) and _NUMPY_UNDERLINE.match(lines[i + 1].strip()):
+        if _underlined(lines, i):
             break
         if not line.strip():
             i += 1
@@ -112,10 +115,8 @@ def _numpy(lines: list[str], i: int, params: dict[str, str]) -> int:
     return i
 
 
-def _skip_numpy_section(lines: list[str], i: int) -> int:
-    while i < len(lines) and not (
-        i + 1 < len(lines) and _NUMPY_UNDERLINE.match(lines[i + 1].strip())
-    ):
+def _skip_section(lines: list[str], i: int) -> int:
+    while i < len(lines) and not _underlined(lines, i):
         i += 1
     return i
 

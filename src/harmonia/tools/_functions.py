@@ -25,7 +25,7 @@ from ._arguments import load_arguments
 from ._base import ToolCall, ToolOutput
 from ._convert import to_json_text, to_python
 from ._docstrings import parse_docstring
-from ._schema import json_default, schema_for
+from ._schema import json_default, object_schema, schema_for
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -98,9 +98,7 @@ class FunctionTool(Generic[P, R]):
                 if ok and value is not None:
                     prop["default"] = value
             properties[param.name] = prop
-        schema: dict[str, Any] = {"type": "object", "properties": properties}
-        if required:
-            schema["required"] = required
+        schema = object_schema(properties, required)
         if not extra_allowed:
             schema["additionalProperties"] = False
         return schema

@@ -15,7 +15,6 @@ from collections.abc import Collection, Mapping
 
 from .._names import FUNCTIONS
 from .._turn import clean_recipient as clean_recipient
-from ._base import ToolCall
 
 
 def resolve_recipient(
@@ -55,26 +54,3 @@ def resolve_recipient(
         if len(owners) == 1:
             return f"{owners[0]}.{name}", owners[0], name
     return name, head, rest or None
-
-
-def call_from_fields(
-    recipient: str,
-    arguments: str,
-    *,
-    namespaces: Collection[str],
-    functions: Mapping[str, Collection[str]] | None = None,
-    channel: str | None = None,
-    content_type: str | None = None,
-    call_id: str | None = None,
-) -> ToolCall:
-    """A :class:`ToolCall` with its recipient resolved (see :func:`resolve_recipient`)."""
-    canonical, namespace, name = resolve_recipient(recipient, namespaces, functions)
-    return ToolCall(
-        recipient=canonical,
-        namespace=namespace,
-        name=name,
-        arguments=arguments,
-        channel=channel,
-        content_type=content_type,
-        call_id=call_id,
-    )

@@ -97,7 +97,7 @@ def schema_for(annotation: Any, *, where: str = "value", _depth: int = 0) -> dic
 
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
-    kinds = {_json_kind(v) for v in values}
+    kinds = {json_kind(v) for v in values}
     out: dict[str, Any] = {}
     if len(kinds) == 1:
         out["type"] = kinds.pop()
@@ -107,7 +107,8 @@ def _enum_schema(values: list[Any]) -> dict[str, Any]:
     return out
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """The JSON Schema type of a scalar (anything else reads as ``string``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -168,7 +169,6 @@ def _typed_dict(cls: Any, where: str, depth: int) -> dict[str, Any]:
     properties = {
         key: schema_for(hint, where=f"{where}.{key}", _depth=depth) for key, hint in hints.items()
     }
-    out: dict[str, Any] = {"type": "object", "properties": properties}
     # An explicit Required/NotRequired wins: with string annotations (PEP 563)
     # some Python versions leave such keys in the wrong __required_keys__ set.
     required = [
@@ -177,6 +177,12 @@ def _typed_dict(cls: Any, where: str, depth: int) -> dict[str, Any]:
         if _wrapper_name(hint) == "Required"
         or (key in required_keys and _wrapper_name(hint) != "NotRequired")
     ]
+    return object_schema(properties, required)
+
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """``{"type": "object", "properties": ..., "required": ...}``, without an empty ``required``."""
+    out: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         out["required"] = required
     return out
@@ -203,10 +209,7 @@ def _dataclass(cls: type, where: str, depth: int) -> dict[str, Any]:
         elif field.default_factory is dataclasses.MISSING:
             required.append(field.name)
         properties[field.name] = prop
-    out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        out["required"] = required
-    return out
+    return object_schema(properties, required)
 
 
 def _is_pydantic_model(annotation: Any) -> bool:

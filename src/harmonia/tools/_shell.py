@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from .._options import Commands, add_options, from_args
 from ._base import Tool, ToolCall, ToolOutput
@@ -78,12 +78,8 @@ def _run_browser(args: argparse.Namespace, out: TextIO) -> int:
     if args.tools_tool == "search":
         calls = [("search", {"query": args.query, "topn": args.topn})]
     elif args.tools_tool == "open":
-        opened: dict[str, Any] = {"id": args.url}
-        if args.loc >= 0:
-            opened["loc"] = args.loc
-        if args.num_lines >= 0:
-            opened["num_lines"] = args.num_lines
-        calls = [("open", opened)]
+        view = {"loc": args.loc, "num_lines": args.num_lines}  # -1: the tool's default
+        calls = [("open", {"id": args.url, **{k: v for k, v in view.items() if v >= 0}})]
     else:
         calls = [("open", {"id": args.url}), ("find", {"pattern": args.pattern})]
     steps = [ToolCall(f"browser.{n}", "browser", n, json.dumps(a)) for n, a in calls]
@@ -119,15 +115,8 @@ async def _calls(tool: Tool, calls: list[ToolCall]) -> ToolOutput:
 
 def _print(output: ToolOutput, args: argparse.Namespace, out: TextIO) -> int:
     if output.is_error:
-        words = " ".join(
-            w
-            for w in (
-                "harmonia tools",
-                getattr(args, "tools_command", None),
-                getattr(args, "tools_tool", None),
-            )
-            if w
-        )
+        names = (getattr(args, "tools_command", None), getattr(args, "tools_tool", None))
+        words = " ".join(["harmonia tools", *filter(None, names)])
         print(f"{words}: {output.text}", file=sys.stderr)
         return 1
     out.write(output.text.rstrip("\n") + "\n")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import InputError
 from .._names import BROWSER, PYTHON
 from .._options import flag_of, flag_words, option
+from .._runtime import TIMEOUTS
 from ._dispatch import Toolbox
 from ._functions import FunctionTool, FunctionTools
 
@@ -50,14 +51,14 @@ class ToolsSpec:
         help="the browser's backend: a folder of Markdown, text or HTML files, or web search "
         "with exa (EXA_API_KEY) or you (YDC_API_KEY) (default: none, no browser)",
         metavar="DIR|exa|you",
-        scope=("browser",),
+        scope=BROWSER_SCOPE,
     )
     browser_index: str = option(
         ":memory:",
         help="--browser DIR: an SQLite file that keeps the folder's index between runs "
         "(:memory: indexes the folder again each run)",
         metavar="FILE",
-        scope=("browser",),
+        scope=BROWSER_SCOPE,
     )
     python: bool = option(
         False,
@@ -72,21 +73,18 @@ class ToolsSpec:
     )
     timeout: float | None = option(
         None,
-        help="seconds per python call (default: the tool's, 120)",
+        help=f"seconds per python call (default: the tool's, {TIMEOUTS.python_call:g})",
         metavar="SECONDS",
-        scope=("python",),
+        scope=PYTHON_SCOPE,
     )
     dangerously_allow_unsandboxed: bool = option(
         False,
         help="run python kernels without the sandbox where bubblewrap cannot start (unsafe)",
-        scope=("python",),
+        scope=PYTHON_SCOPE,
     )
 
     def backend(self, *, index: bool = False) -> Backend:
-        """The browser backend ``--browser`` names (refused without one).
-
-        ``index``: index a folder now, so a bad file is reported at start-up.
-        """
+        """The browser backend ``--browser`` names; ``index``: index a folder now."""
         from .browser import ExaBackend, LocalCorpusBackend, YouComBackend
 
         if self.browser is None:
@@ -118,11 +116,7 @@ class ToolsSpec:
             raise InputError(flag_words(str(exc), names)) from None
 
     def check(self) -> None:
-        """Refuse settings that cannot run here, saying how to fix them.
-
-        ``chat`` and ``serve`` both call it at start-up (through :meth:`build` and
-        ``serve``'s tool loop), so a missing sandbox is the same error in both.
-        """
+        """Refuse settings that cannot run here, saying how (``chat`` and ``serve`` alike)."""
         if self.python and not self.dangerously_allow_unsandboxed:
             from .python import sandbox_status
 
@@ -137,14 +131,11 @@ class ToolsSpec:
     def build(
         self, *, backend: Backend | None = None, builtins: Collection[str] | None = None
     ) -> Toolbox:
-        """The toolbox the settings ask for (``box.tool("browser")`` is the browser).
+        """The toolbox the settings ask for: ``chat``'s, and each of ``serve``'s responses'.
 
-        The one builder of ``chat``'s toolbox and each of ``serve``'s responses'.
-        ``backend``: a browser backend shared with other toolboxes (``serve``: one per
-        server, a toolbox per response), which the toolbox leaves open; without it a
-        ``--browser`` folder is indexed now, so a bad file is reported at start-up in
-        every command. ``builtins``: only these of ``browser`` and ``python`` (``serve``:
-        those a request asks for; ``None``: every one the settings name).
+        ``backend``: a browser backend shared with other toolboxes, left open (without
+        it a ``--browser`` folder is indexed now, so a bad file is reported at start-up).
+        ``builtins``: only these of ``browser`` and ``python`` (``None``: all named).
         """
         self.check()
         box = Toolbox()

@@ -40,13 +40,8 @@ class UrlCitation:
 
     def to_annotation(self) -> dict[str, Any]:
         """A Responses API ``url_citation`` annotation."""
-        return {
-            "type": "url_citation",
-            "url": self.url,
-            "title": self.title,
-            "start_index": self.start_index,
-            "end_index": self.end_index,
-        }
+        fields = ("url", "title", "start_index", "end_index")
+        return {"type": "url_citation", **{name: getattr(self, name) for name in fields}}
 
 
 def _target(state: BrowserState, cursor: int) -> tuple[str, str] | None:
@@ -68,33 +63,27 @@ def _convert(
 ) -> tuple[str, list[UrlCitation]]:
     if style not in ("markdown", "keep"):
         raise InputError(f"citation style must be 'markdown' or 'keep', not {style!r}")
-    out: list[str] = []
     citations: list[UrlCitation] = []
-    length = offset
-    last = 0
-    for m in _CITATION.finditer(text):
-        before = text[last : m.start()]
-        out.append(before)
-        length += len(before)
-        last = m.end()
+    shift = offset  # where the converted text stands relative to ``text``
+
+    def replace(m: re.Match[str]) -> str:
+        nonlocal shift
         cursor = int(m["cursor"])
         target = _target(state, cursor)
         if target is None:
-            out.append(m.group(0))
-            length += len(m.group(0))
-            continue
+            return m.group(0)
         url, title = target
         # gpt-oss's answer format: a Markdown link to the domain, padded with spaces.
         shown = f" ([{get_domain(url) or title}]({url})) " if style == "markdown" else m.group(0)
-        start_line = int(m["start"])
+        start, start_line = m.start() + shift, int(m["start"])
         end_line = int(m["end"]) if m["end"] else start_line
         citations.append(
-            UrlCitation(url, title, length, length + len(shown), cursor, start_line, end_line)
+            UrlCitation(url, title, start, start + len(shown), cursor, start_line, end_line)
         )
-        out.append(shown)
-        length += len(shown)
-    out.append(text[last:])
-    return "".join(out), citations
+        shift += len(shown) - len(m.group(0))
+        return shown
+
+    return _CITATION.sub(replace, text), citations
 
 
 def convert_citations(

@@ -113,10 +113,7 @@ class PageConverter:
     the work, each within ``memory_limit`` bytes of address space (Linux; 0:
     no limit); ``workers=0`` uses threads instead (no process start-up, but a
     conversion past its time cannot be stopped, only abandoned: the size
-    budget bounds it). ``max_chars`` and ``timeout`` are the budgets::
-
-        converter = PageConverter(max_chars=2_000_000, timeout=10)
-        backend = ExaBackend(converter=converter)
+    budget bounds it). ``max_chars`` and ``timeout`` are the budgets.
     """
 
     def __init__(

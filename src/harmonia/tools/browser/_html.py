@@ -224,10 +224,8 @@ def _to_text(html: str) -> str:
         raise InputError(f"HTML pages need lxml and html2text: {install_hint('browser')}") from e
     html = _space_tag_runs(_sub_sup(html))
     converter = html2text.HTML2Text()
-    converter.ignore_links = True
-    converter.ignore_images = True
-    converter.ignore_tables = True
-    converter.ignore_emphasis = True
+    for option in ("ignore_links", "ignore_images", "ignore_tables", "ignore_emphasis"):
+        setattr(converter, option, True)
     converter.unicode_snob = True
     converter.body_width = 0  # the browser display wraps, not the converter
     return str(converter.handle(html)).strip()
@@ -250,10 +248,9 @@ def html_to_page(html: str, url: str, title: str | None = None, *, show_url: boo
         root = lxml.html.fromstring(html)
     except (lxml.etree.ParserError, ValueError):  # empty or unparsable document
         root = None
-    if root is None:
-        text = ""
-        found_title = None
-    else:
+    text = ""
+    found_title: str | None = None
+    if root is not None:
         title_node = root.find(".//title")
         found_title = (title_node.text or "") if title_node is not None else None
         with _no_cyclic_gc():
@@ -262,15 +259,8 @@ def html_to_page(html: str, url: str, title: str | None = None, *, show_url: boo
         for math in list(root.iterfind(".//math")):
             math.getparent().remove(math)
         text = _to_text(lxml.etree.tostring(root, encoding="UTF-8").decode())
-    if title:
-        final_title = title
-    elif found_title is not None:
-        final_title = found_title
-    else:
-        final_title = get_domain(url)
-    body = tidy_text(text)
-    if show_url:
-        body = f"\nURL: {url}\n" + body
+    final_title = title or (found_title if found_title is not None else get_domain(url))
+    body = (f"\nURL: {url}\n" if show_url else "") + tidy_text(text)
     return Page(url=url, title=final_title, text=body, links=dict(table.links))
 
 
@@ -297,9 +287,7 @@ def html_results_page(query: str, results: list[SearchResult]) -> Page:
         href = html_lib.escape(result.url, quote=True)
         items.append(f'<li><a href="{href}">{title}</a> {summary}</li>')
     document = (
-        "\n<html><body>\n<h1>Search Results</h1>\n<ul>\n"
-        + "".join(items)
-        + "\n</ul>\n</body></html>\n"
+        f"\n<html><body>\n<h1>Search Results</h1>\n<ul>\n{''.join(items)}\n</ul>\n</body></html>\n"
     )
     page = html_to_page(document, "", query, show_url=True)
     ids = {url: link_id for link_id, url in page.links.items()}

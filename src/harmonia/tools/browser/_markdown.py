@@ -111,12 +111,7 @@ def markdown_to_page(markdown: str, url: str, title: str | None = None) -> Page:
         else:
             lines.append(rewriter.line(line))
     text = tidy_text("\n".join(lines)).strip()
-    return Page(
-        url=url,
-        title=title or _title_from(source, url),
-        text=text,
-        links=dict(rewriter.links.links),
-    )
+    return Page(url, title or _title_from(source, url), text, dict(rewriter.links.links))
 
 
 def text_to_page(text: str, url: str, title: str | None = None) -> Page:

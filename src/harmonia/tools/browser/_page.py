@@ -31,7 +31,7 @@ _EXTRA_NEWLINES = re.compile(r"\n(\s*\n)+")
 # Hrefs of these shapes join to a base URL without urljoin's general machinery
 # (a page of a million links spends most of its time there): an http(s) URL,
 # or a path from the root, of characters that parsing leaves as they are, with
-# no dot segment to resolve. ``join_url`` equals ``urljoin`` on them (tested).
+# no dot segment to resolve. ``LinkTable`` joins them as ``urljoin`` does (tested).
 # A path segment that parsing keeps as it is and joining never resolves (not "." or "..").
 _SEGMENT = r"(?!\.\.?(?:[/?]|$))[A-Za-z0-9_~%!$&'()*+,=:@.-]*"
 _SAFE_PATH = rf"/(?!/){_SEGMENT}(?:/{_SEGMENT})*"
@@ -132,19 +132,6 @@ def _split_base(url: str) -> tuple[str, str] | None:
     return None
 
 
-def join_url(base: str, href: str, base_parts: tuple[str, str] | None = None) -> str:
-    """``urljoin(base, href)``, quick for the common shapes of href.
-
-    ``base_parts`` is ``_split_base(base)``, for callers joining many hrefs to
-    one base. Raises ValueError where urljoin does.
-    """
-    if _SIMPLE_ABSOLUTE.fullmatch(href):
-        return href
-    if base_parts is not None and _SIMPLE_ROOTED.fullmatch(href):
-        return f"{base_parts[0]}://{base_parts[1]}{href}"
-    return urljoin(base, href)
-
-
 def rewrite_url(url: str) -> str:
     """arXiv abstracts are opened on ar5iv, which serves them as HTML."""
     return url.replace("arxiv.org", "ar5iv.org")
@@ -164,7 +151,7 @@ class LinkTable:
 
     def _resolve(self, href: str) -> tuple[str, str] | None:
         # (target URL, its domain) of an href, or None when it cannot be followed.
-        # The two quick shapes are join_url's; their domain is the netloc.
+        # The two quick shapes (see _SIMPLE_ABSOLUTE) have the netloc as their domain.
         absolute = _SIMPLE_ABSOLUTE.fullmatch(href)
         if absolute is not None:
             return rewrite_url(href), absolute["netloc"]
@@ -250,11 +237,4 @@ def results_page(query: str, results: list[SearchResult]) -> Page:
         if result.line is not None and table.last_id is not None and marker != title:
             hit_lines[table.last_id] = result.line
     text = "\nURL: \n# Search Results" + ("\n\n" + "\n".join(items) if items else "")
-    return Page(
-        url="",
-        title=query,
-        text=text,
-        links=dict(table.links),
-        kind="search",
-        hit_lines=hit_lines,
-    )
+    return Page("", query, text, dict(table.links), kind="search", hit_lines=hit_lines)

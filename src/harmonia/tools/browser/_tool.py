@@ -23,8 +23,9 @@ DEFAULT_TOPN = 10
 _LINES_ABOVE_HIT = 4
 
 
-def _short(text: str) -> str:
-    return shorten(text)
+def _failed(what: str, error: Exception, tool: str) -> ToolError:
+    """A backend's failure as the model reads it (the backend's words cut short)."""
+    return ToolError(f"{what}: {shorten(str(error)) or type(error).__name__}", tool=tool)
 
 
 async def _results_page(query: str, results: list[SearchResult]) -> Page:
@@ -38,17 +39,10 @@ async def _results_page(query: str, results: list[SearchResult]) -> Page:
 class BrowserTool:
     """The gpt-oss built-in browser over any :class:`Backend`.
 
-    Every call pushes a page on :attr:`state` and returns its display. Problems
-    the model can fix (a bad cursor, link id or ``loc``) raise
-    :class:`harmonia.ToolError` with a message naming what is valid. The state
-    can be saved with ``tool.state.to_dict()`` and passed back as ``state=``.
-    ``view_tokens`` is the o200k token budget of a viewport when the model
-    gives no ``num_lines``; ``max_results`` caps the model's ``topn``::
-
-        from harmonia.tools.browser import BrowserTool, LocalCorpusBackend
-        tool = BrowserTool(LocalCorpusBackend("docs/"))
-        print(tool.run("search", query="citations"))
-        print(tool.run("open", id=0))
+    Every call pushes a page on :attr:`state` (save it with ``state.to_dict()``,
+    resume with ``state=``) and returns its display; problems the model can fix
+    raise :class:`harmonia.ToolError` naming what is valid. ``view_tokens`` is a
+    viewport's o200k budget without ``num_lines``; ``max_results`` caps ``topn``.
     """
 
     def __init__(
@@ -138,10 +132,7 @@ class BrowserTool:
         try:
             results = await self.backend.search(query, topn)
         except Exception as e:
-            raise ToolError(
-                f"Error during search for `{_short(query)}`: {_short(str(e)) or type(e).__name__}",
-                tool="browser.search",
-            ) from e
+            raise _failed(f"Error during search for `{shorten(query)}`", e, "browser.search") from e
         page = await _results_page(query, list(results)[:topn])
         return self._show(page, 0, -1, "browser.search")
 
@@ -176,7 +167,10 @@ class BrowserTool:
         if view_source:
             url, page = VIEW_SOURCE_PREFIX + url, None
         if page is None:
-            page = await self._fetch(url)
+            try:
+                page = await self.backend.fetch(url)
+            except Exception as e:
+                raise _failed(f"Error fetching URL `{shorten(url)}`", e, "browser.open") from e
         if loc < 0:
             loc = 0 if hit_line is None else hit_line
             if loc > _LINES_ABOVE_HIT:
@@ -253,15 +247,6 @@ class BrowserTool:
         return (
             f"Invalid link id `{link}`. Valid link ids on the page at {where}: {ids[0]}-{ids[-1]}."
         )
-
-    async def _fetch(self, url: str) -> Page:
-        try:
-            return await self.backend.fetch(url)
-        except Exception as e:
-            raise ToolError(
-                f"Error fetching URL `{_short(url)}`: {_short(str(e)) or type(e).__name__}",
-                tool="browser.open",
-            ) from e
 
     def _show(self, page: Page, loc: int, num_lines: int, tool: str) -> ToolOutput:
         lines = wrap_lines(page.text)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -96,11 +97,7 @@ def _factory(args: argparse.Namespace) -> tuple[Any, ToolNamespaceConfig]:
     from ..python import PythonTool
 
     config = spec.python_config()
-
-    def python() -> Tool:
-        return PythonTool(config)
-
-    return python, PythonTool(config).namespace_config()
+    return functools.partial(PythonTool, config), PythonTool(config).namespace_config()
 
 
 def _browser_factory(spec: ToolsSpec) -> tuple[Any, ToolNamespaceConfig]:

@@ -34,15 +34,10 @@ Transport = Literal["stdio", "http", "sse"]
 
 
 class McpToolset(ClosedOnExit):
-    """An MCP server's tools as one harmony namespace.
+    """An MCP server's tools as one harmony namespace (docs/tools.md says how it reads them).
 
     Build with :meth:`stdio`, :meth:`http` or :meth:`sse`, then connect with
-    ``async with`` (or :meth:`connect` / :meth:`aclose`). The namespace is the
-    server's name unless ``namespace`` is given; its description is the
-    server's instructions. A tool whose name is the namespace's own (gpt-oss's
-    ``python`` server) is the namespace called as a whole: it is left out of
-    the declaration, and a call to the bare namespace sends the message text
-    as that tool's one string argument.
+    ``async with`` (or :meth:`connect` / :meth:`aclose`).
     """
 
     def __init__(
@@ -72,7 +67,6 @@ class McpToolset(ClosedOnExit):
         self._tools: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
         # Made in connect(): an event belongs to the loop that first waits on it.
-        self._ready: asyncio.Event | None = None
         self._closing: asyncio.Event | None = None
         self._error: BaseException | None = None
 
@@ -181,7 +175,7 @@ class McpToolset(ClosedOnExit):
         """Start the session and read the tool listing; raises :class:`ToolError` on failure."""
         if self._task is not None:
             return self
-        ready = self._ready = asyncio.Event()
+        ready = asyncio.Event()
         closing = self._closing = asyncio.Event()
         self._error = None
         self._task = asyncio.create_task(self._session(ready, closing))

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ... import ToolNamespaceConfig
 from .._base import Tool, ToolCall
 from .._dispatch import DEFAULT_TIMEOUT, Toolbox
+from .._schema import object_schema
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -70,14 +71,10 @@ class McpToolServer:
         # A class passes isinstance(cls, Tool) (the protocol checks attribute
         # names only), so a type is always a factory.
         self._factory: ToolFactory | None = None
-        first: Tool | None = None
-        if isinstance(tool, type) or not isinstance(tool, Tool):
+        first: Tool | None = tool if isinstance(tool, Tool) else None
+        if isinstance(tool, type) or first is None:
             self._factory = cast(ToolFactory, tool)
-            if config is None:
-                first = self._factory()
-        else:
-            first = tool
-        self._shared = self._factory is None
+            first = self._factory() if config is None else None
         if config is None:
             assert first is not None
             config = first.namespace_config()
@@ -86,13 +83,12 @@ class McpToolServer:
         self.instructions = instructions if instructions is not None else config.description
         self.timeout = timeout
         self.max_sessions = max_sessions
-        # The runtime built to read the declaration serves the first session
-        # when that session is served from the thread that built it.
-        self._spare: Tool | None = None if self._shared else first
+        # A factory's runtime built to read the declaration serves the first
+        # session when that session is served from the thread that built it.
+        self._spare = first if self._factory is not None else None
         self._spare_thread = threading.get_ident()
-        self._shared_box: Toolbox | None = None
-        if self._shared and first is not None:
-            self._shared_box = Toolbox([first], timeout=timeout)
+        shared = first if self._factory is None else None
+        self._shared_box = None if shared is None else Toolbox([shared], timeout=timeout)
         self._sessions: OrderedDict[str, Toolbox] = OrderedDict()
         self._lock = asyncio.Lock()
 
@@ -104,11 +100,7 @@ class McpToolServer:
             # A namespace called as a whole (python): one tool of its own name
             # taking the text as ``code``, hidden from the prompt because the
             # harmony declaration of such a namespace has no functions.
-            schema = {
-                "type": "object",
-                "properties": {CODE_ARGUMENT: {"type": "string"}},
-                "required": [CODE_ARGUMENT],
-            }
+            schema = object_schema({CODE_ARGUMENT: {"type": "string"}}, [CODE_ARGUMENT])
             return [
                 {
                     "name": self.config.name,
@@ -288,9 +280,6 @@ class _AnnotatingWriter:
                 if extra:
                     tool["annotations"] = {**(tool.get("annotations") or {}), **extra}
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
     async def __aenter__(self) -> _AnnotatingWriter:
         await self._inner.__aenter__()

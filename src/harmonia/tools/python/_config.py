@@ -17,62 +17,12 @@ _GIB = 1024 * _MIB
 class PythonToolConfig:
     """How a :class:`PythonTool` session runs its kernel.
 
-    Time (seconds):
-
-    * ``timeout`` -- wall-clock limit of one call; the declaration the model
-      reads states it. On expiry the cell is interrupted (state kept).
-    * ``interrupt_grace`` -- how long an interrupted cell may take to stop
-      before the kernel is killed and restarted (state lost).
-    * ``startup_timeout`` -- how long a kernel may take to start.
-
-    Output: ``max_output_chars`` -- replies longer than this keep their head
-    and tail with a marker saying how much was cut.
-
-    Sandbox limits (``None`` leaves the limit as inherited):
-
-    * ``memory_limit`` -- address space of the kernel (RLIMIT_AS, bytes); an
-      allocation beyond it raises ``MemoryError`` inside the kernel.
-    * ``cpu_time_limit`` -- CPU seconds over the kernel's whole life
-      (RLIMIT_CPU); past it the kernel is killed and the next call restarts it.
-    * ``file_size_limit`` -- largest file the code may write (RLIMIT_FSIZE).
-    * ``open_files_limit`` -- open file descriptors (RLIMIT_NOFILE).
-    * ``process_limit`` -- processes and threads of the sandbox user
-      (RLIMIT_NPROC; counted over every process of that uid on the host).
-    * ``tmp_size`` -- size of the private ``/tmp`` (a RAM-backed tmpfs).
-    * ``data_size_limit`` -- size of ``/mnt/data`` when harmonia makes it (a
-      RAM-backed tmpfs mounted per session; needs a root host; ``None``: a plain
-      directory bounded only per file).
-    * ``sandbox_uid``/``sandbox_gid`` -- the unprivileged identity the kernel
-      runs as when the host is not root (mapped in a user namespace), or when
-      ``session_uid_range`` is ``None``.
-    * ``session_uid_range`` -- ``(first, last)``: a root host runs each session
-      as its own uid from this range, so limits counted per uid (processes)
-      are per session and sessions cannot signal each other.
-    * ``isolation`` -- ``"auto"``: a cgroup v2 per session where the host allows
-      it (``cgroup_parent``, else the host process's own cgroup, must offer the
-      ``memory`` and ``pids`` controllers), a uid per session otherwise;
-      ``"uid"``: never cgroups. ``PythonTool.isolation`` says which is active.
-    * ``session_memory_limit`` -- the memory of everything the session runs
-      together: in cgroup mode its ``memory.max`` (``process_limit`` becomes its
-      ``pids.max``); in uid mode a watchdog sums the resident memory of the
-      session's processes every ``memory_watch_interval`` seconds while a call
-      runs and, past the limit, stops them all (the model is told).
-
-    Output the host accepts per call (the kernel also cuts at the source):
-    ``max_image_bytes`` per image, ``max_images_per_call`` images, and
-    ``max_message_bytes`` per message from the kernel (larger ones are dropped
-    by the host before they are read into memory; the reply says output was lost).
-
-    Where things run:
-
-    * ``python`` -- the interpreter that runs the kernel (needs ``ipykernel``);
-      default: the one running harmonia.
-    * ``data_dir`` -- the host directory shown to the code as ``/mnt/data``;
-      default: a fresh temporary directory, deleted when the session closes
-      (a directory you pass is kept).
-    * ``dangerously_allow_unsandboxed`` -- when the sandbox cannot start, run
-      the kernel anyway as *your own user with your network and files*. Off
-      by default; only for code you trust.
+    Every field, its default and what it bounds is in docs/python-tool.md
+    ("Settings"): time budgets (seconds), the reply budget, the sandbox's
+    resource limits (``None`` leaves a limit as inherited), the per-session
+    isolation, what the host accepts from the kernel, and where things run.
+    ``dangerously_allow_unsandboxed`` runs the kernel as *your own user with
+    your network and files* where the sandbox cannot start: only for code you trust.
 
     >>> PythonToolConfig().timeout
     120.0

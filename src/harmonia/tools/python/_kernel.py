@@ -255,29 +255,24 @@ class Kernel:
         loop = asyncio.get_running_loop()
         msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
         ended = await self._collect(msg_id, output, loop.time() + self._config.timeout)
-        if ended in ("idle", "lost") and (ended == "lost" or await self._disconnected()):
-            return await self._restart_after_loss(output)
-        if ended == "idle":
-            return CellResult(output, "ok")
-        if ended == "timeout":
+        interrupted = ended == "timeout"
+        if interrupted:
             assert self._km is not None
             await self._km.interrupt_kernel()
-            grace_end = loop.time() + self._config.interrupt_grace
-            ended = await self._collect(msg_id, output, grace_end)
-            if ended in ("idle", "lost") and (ended == "lost" or await self._disconnected()):
-                return await self._restart_after_loss(output)
-            if ended == "idle":
-                return CellResult(output, "interrupted")
+            ended = await self._collect(msg_id, output, loop.time() + self._config.interrupt_grace)
             if ended == "timeout":
-                await self.stop()
-                await self.start()
+                await self._restart()
                 return CellResult(output, "restarted")
+        if ended == "lost" or (ended == "idle" and await self._disconnected()):
+            await self._restart()
+            return CellResult(output, "lost")
+        if ended == "idle":
+            return CellResult(output, "interrupted" if interrupted else "ok")
         return CellResult(output, "died", await self.exit_status())
 
-    async def _restart_after_loss(self, output: CellOutput) -> CellResult:
+    async def _restart(self) -> None:
         await self.stop()
         await self.start()
-        return CellResult(output, "lost")
 
     async def _collect(self, msg_id: str, output: CellOutput, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()

@@ -149,10 +149,7 @@ class CellOutput:
             return
         dropped = data.get(DROPPED_MIME)
         if isinstance(dropped, Mapping) and isinstance(dropped.get("bytes"), int):
-            self._refuse(
-                f"{dropped['bytes'] / _MIB:.1f} MiB is over the limit of "
-                f"{self._max_image_bytes / _MIB:.1f} MiB per image"
-            )
+            self._refuse_size(dropped["bytes"])
             return
         for mime, ext in _IMAGE_TYPES.items():
             if mime in data:
@@ -172,6 +169,10 @@ class CellOutput:
         self.images_refused += 1
         self._append(f"[image not saved: {why}]\n")
 
+    def _refuse_size(self, size: int) -> None:
+        limit = self._max_image_bytes / _MIB
+        self._refuse(f"{size / _MIB:.1f} MiB is over the limit of {limit:.1f} MiB per image")
+
     def _save_image(self, payload: Any, mime: str, ext: str) -> str | None:
         if self._data_fd is None or not isinstance(payload, str):
             return None
@@ -181,10 +182,7 @@ class CellOutput:
         # Checked before decoding: base64 is 4/3 of the bytes.
         size = len(payload) if mime == "image/svg+xml" else len(payload) * 3 // 4
         if size > self._max_image_bytes:
-            self._refuse(
-                f"{size / _MIB:.1f} MiB is over the limit of "
-                f"{self._max_image_bytes / _MIB:.1f} MiB per image"
-            )
+            self._refuse_size(size)
             return ""
         try:
             raw = payload.encode() if mime == "image/svg+xml" else base64.b64decode(payload)

@@ -21,6 +21,7 @@ bubblewrap maps the caller into a user namespace.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -334,31 +335,26 @@ _HOW_TO_OPT_OUT = (
 )
 
 
-def _dependencies_missing() -> str | None:
-    import importlib.util
-
-    missing = [m for m in ("jupyter_client", "ipykernel") if importlib.util.find_spec(m) is None]
-    if missing:
-        return f"{' and '.join(missing)} not installed: install them with {install_hint('python')}"
-    return None
+def _refused(reason: str) -> SandboxStatus:
+    return SandboxStatus(False, f"{reason} {_HOW_TO_OPT_OUT}")
 
 
 @functools.lru_cache(maxsize=8)
 def _probe(python: str, uid: int, gid: int) -> SandboxStatus:
     if not sys.platform.startswith("linux"):
-        return SandboxStatus(
-            False,
-            f"the python tool's sandbox needs Linux with bubblewrap; this is {sys.platform}. "
-            + _HOW_TO_OPT_OUT,
+        return _refused(
+            f"the python tool's sandbox needs Linux with bubblewrap; this is {sys.platform}."
         )
-    missing = _dependencies_missing()
+    missing = [m for m in ("jupyter_client", "ipykernel") if importlib.util.find_spec(m) is None]
     if missing:
-        return SandboxStatus(False, missing)
-    if shutil.which("bwrap") is None:
+        hint = install_hint("python")
         return SandboxStatus(
-            False,
+            False, f"{' and '.join(missing)} not installed: install them with {hint}"
+        )
+    if shutil.which("bwrap") is None:
+        return _refused(
             "bubblewrap (`bwrap`) is not installed: install it (Debian/Ubuntu: "
-            "`apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`). " + _HOW_TO_OPT_OUT,
+            "`apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`)."
         )
     config = PythonToolConfig(sandbox_uid=uid, sandbox_gid=gid)
     with tempfile.TemporaryDirectory(prefix="harmonia-probe-") as tmp:
@@ -377,20 +373,16 @@ def _probe(python: str, uid: int, gid: int) -> SandboxStatus:
                 argv, capture_output=True, text=True, timeout=TIMEOUTS.sandbox_probe
             )
         except (OSError, subprocess.SubprocessError) as exc:
-            return SandboxStatus(
-                False, f"the sandbox probe could not run: {exc}. {_HOW_TO_OPT_OUT}"
-            )
+            return _refused(f"the sandbox probe could not run: {exc}.")
     if done.returncode != 0 or done.stdout.strip() != str(uid):
         detail = (done.stderr.strip() or done.stdout.strip() or "no output")[-600:]
-        return SandboxStatus(
-            False,
+        return _refused(
             f"bubblewrap could not start the sandbox (exit {done.returncode}: {detail}). "
             "Common causes: unprivileged user namespaces are disabled (sysctl "
             "kernel.unprivileged_userns_clone=1 or user.max_user_namespaces > 0; Ubuntu 23.10+ "
             "restricts them through AppArmor: kernel.apparmor_restrict_unprivileged_userns=0), "
             "a container whose seccomp profile forbids namespaces (run it with a profile that "
-            f"allows them), or an interpreter ({python}) the sandbox user cannot read. "
-            + _HOW_TO_OPT_OUT,
+            f"allows them), or an interpreter ({python}) the sandbox user cannot read."
         )
     return SandboxStatus(True, f"bubblewrap sandbox available (kernel uid {uid})")
 

@@ -124,22 +124,18 @@ def descendants(pid: int, *, live_only: bool = False) -> list[int]:
     Reads only the processes below ``pid`` where the kernel offers
     ``/proc/<pid>/task/<tid>/children``; otherwise scans every process once.
     """
-    found: list[int] = []
-    if _HAS_CHILDREN_FILES:
-        todo = [pid]
-        while todo:
-            for child in _children(todo.pop()):
-                found.append(child)
-                todo.append(child)
-    else:
-        children: dict[int, list[int]] = {}
+    children_of: Callable[[int], list[int]] = _children
+    if not _HAS_CHILDREN_FILES:
+        tree: dict[int, list[int]] = {}
         for child, parent in _parents().items():
-            children.setdefault(parent, []).append(child)
-        todo = [pid]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                found.append(child)
-                todo.append(child)
+            tree.setdefault(parent, []).append(child)
+        children_of = lambda parent: tree.get(parent, [])  # noqa: E731
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        children = children_of(todo.pop())
+        found += children
+        todo += children
     if live_only:
         found = [p for p in found if (st := _stat(p)) is not None and st[1] not in (b"Z", b"X")]
     return found
@@ -157,12 +153,7 @@ def _is_below(pid: int, top: int) -> bool:
 
 
 def kill_below(top: int, keep: frozenset[int], rounds: int = 50) -> int:
-    """SIGKILL every process below ``top`` except ``keep``; returns how many were killed.
-
-    Each process is pinned with a pidfd and checked to be still below ``top``
-    before it is signalled, so a recycled pid is never hit. Repeats until a
-    scan finds nothing new (a fork bomb keeps forking while it is being killed).
-    """
+    """SIGKILL every process below ``top`` except ``keep`` (see :func:`_kill_all`); how many."""
     return _kill_all(
         lambda: [pid for pid in descendants(top, live_only=True) if pid not in keep],
         lambda pid: _is_below(pid, top),
@@ -171,7 +162,8 @@ def kill_below(top: int, keep: frozenset[int], rounds: int = 50) -> int:
 
 
 def _kill_all(scan: Callable[[], list[int]], still_ours: Callable[[int], bool], rounds: int) -> int:
-    """SIGKILL what ``scan`` finds, ``rounds`` times at most, until it finds nothing new.
+    """SIGKILL what ``scan`` finds, ``rounds`` times at most, until it finds nothing new
+    (a fork bomb keeps forking while it is being killed); returns how many.
 
     Each pid is pinned with a pidfd first and ``still_ours`` is asked again
     through it, so a pid recycled between the scan and the kill is never hit.
@@ -220,12 +212,7 @@ def resident_bytes(pids: list[int]) -> int:
 
 
 def kill_uid(uid: int, rounds: int = 50) -> int:
-    """SIGKILL every process of ``uid`` (a session's own); returns how many.
-
-    Each process is pinned with a pidfd and its owner checked again before it is
-    signalled, so a pid recycled for another user is never hit. Repeats until a
-    scan finds nothing new (a process may fork while the others are killed).
-    """
+    """SIGKILL every process of ``uid`` (a session's own; see :func:`_kill_all`); how many."""
     return _kill_all(
         lambda: processes_of_uid(uid), lambda pid: os.stat(f"/proc/{pid}").st_uid == uid, rounds
     )
@@ -274,19 +261,14 @@ def lease_uid(first: int, last: int) -> UidLease:
 
     A uid still owning processes (left by a host process that died) is skipped.
     """
-    directory = _lock_dir()
-    dir_fd = open_dir(directory)
+    dir_fd = open_dir(_lock_dir())
     try:
         count = last - first + 1
         start = secrets.randbelow(count)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         for i in range(min(count, 4096)):
             uid = first + (start + i) % count
-            fd = os.open(
-                str(uid),
-                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=dir_fd,
-            )
+            fd = os.open(str(uid), flags, 0o600, dir_fd=dir_fd)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

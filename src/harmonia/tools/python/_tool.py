@@ -58,13 +58,8 @@ IsolationMode = Literal["cgroup", "uid", "userns", "unsandboxed"]
 
 
 def isolation_mode(config: PythonToolConfig | None = None) -> IsolationMode:
-    """Which per-session isolation a sandboxed session gets on this host (see docs/security.md).
-
-    ``cgroup``: a cgroup v2 per session (total memory and processes) and, on a
-    root host, a uid per session; ``uid``: a root host without a usable cgroup
-    v2, a uid per session from ``session_uid_range``; ``userns``: a host that is
-    not root, one mapped uid for all sessions.
-    """
+    """Which per-session isolation a sandboxed session gets on this host: ``cgroup``, ``uid``
+    or ``userns`` (docs/security.md says what each bounds)."""
     config = config or PythonToolConfig()
     if cgroup_parent(config) is not None:
         return "cgroup"
@@ -105,15 +100,10 @@ class PythonTool(ClosedOnExit):
     """The built-in ``python`` tool: a stateful Jupyter kernel in a bubblewrap sandbox.
 
     One instance is one session: one kernel (started on the first call),
-    one data directory (``/mnt/data`` inside), calls run one at a time.
-    The sandbox has no network, a read-only root, no view of host files
-    and runs as an unprivileged user under resource limits; where it cannot
-    start, :meth:`start` and :meth:`call` raise
-    :class:`harmonia.SandboxUnavailableError` saying why, unless
-    ``PythonToolConfig(dangerously_allow_unsandboxed=True)``.
-
-    Needs the ``python`` extra (``jupyter_client``, ``ipykernel``) and, on
-    Linux, bubblewrap. Example (not a doctest: it starts a kernel)::
+    one data directory (``/mnt/data`` inside), calls run one at a time. Where
+    the sandbox (docs/python-tool.md) cannot start, :meth:`start` and :meth:`call`
+    raise :class:`harmonia.SandboxUnavailableError` saying why, unless
+    ``PythonToolConfig(dangerously_allow_unsandboxed=True)``. Example (it starts a kernel)::
 
         async with PythonTool(PythonToolConfig(timeout=30)) as tool:
             await tool.run("x = 41")
@@ -140,20 +130,13 @@ class PythonTool(ClosedOnExit):
         self._who: Identity | None = None
         self._mode: IsolationMode | None = None
 
-    # -- the Tool protocol -------------------------------------------------
-
     @property
     def namespace(self) -> str:
         return "python"
 
     def namespace_config(self) -> ToolNamespaceConfig:
-        """The declaration for the system message, true to this session's configuration.
-
-        With the defaults and the sandbox on, this is the text gpt-oss was
-        trained on except that internet access is stated as disabled (the
-        sandbox has no network); the timeout sentence carries
-        ``config.timeout``; an unsandboxed kernel names its real data directory.
-        """
+        """The trained declaration, made true to this session: internet access disabled in
+        the sandbox, ``config.timeout``, an unsandboxed kernel's real data directory."""
         text = ToolNamespaceConfig.python().description or ""
         timeout = _seconds(self._config.timeout)
         text = text.replace(_TRAINED_TIMEOUT, f"time out after {timeout} seconds")
@@ -176,8 +159,6 @@ class PythonTool(ClosedOnExit):
                 self._kernel = None
             self._cleanup()
 
-    # -- the rest of the public surface ------------------------------------
-
     @property
     def config(self) -> PythonToolConfig:
         return self._config
@@ -189,10 +170,8 @@ class PythonTool(ClosedOnExit):
 
     @property
     def isolation(self) -> IsolationMode | None:
-        """The per-session isolation in force (``None`` until the first kernel starts).
-
-        ``cgroup``, ``uid``, ``userns`` (see :func:`isolation_mode`) or ``unsandboxed``.
-        """
+        """The per-session isolation in force: :func:`isolation_mode`'s answer, or
+        ``unsandboxed`` (``None`` until the first kernel starts)."""
         return self._mode
 
     @property
@@ -271,27 +250,19 @@ class PythonTool(ClosedOnExit):
             return self._over_memory(reply, over[0]) if over else reply
 
     def _watch_memory(self, over: list[int]) -> asyncio.Task[None] | None:
-        """In uid mode, the session's total memory is watched while a call runs.
-
-        There is no cgroup to bound it, and RLIMIT_AS bounds each process alone
-        (three children may each hold nearly ``memory_limit``). Every
-        ``memory_watch_interval`` seconds the resident memory of every process
-        of the session's uid is summed; past ``session_memory_limit`` they are
-        all killed (the kernel too) and ``over`` gets the reading.
-        """
+        """In uid mode (no cgroup; RLIMIT_AS bounds each process alone), watch the session's
+        total memory while a call runs: past ``session_memory_limit`` kill every process of
+        its uid, the kernel too, and append the reading to ``over``."""
         limit = self._config.session_memory_limit
         lease = self._resources.lease
         if self._mode != "uid" or lease is None or limit is None:
             return None
         uid, interval = lease.uid, self._config.memory_watch_interval
 
-        def used() -> int:
-            return resident_bytes(processes_of_uid(uid))
-
         async def watch() -> None:
             while True:
                 await asyncio.sleep(interval)
-                reading = await asyncio.to_thread(used)
+                reading = await asyncio.to_thread(lambda: resident_bytes(processes_of_uid(uid)))
                 if reading > limit:
                     over.append(reading)
                     await asyncio.to_thread(kill_uid, uid)
@@ -417,15 +388,11 @@ class PythonTool(ClosedOnExit):
     ) -> ToolOutput:
         out = result.output
         text = out.text()
-        warnings = []
         if killed:
-            warnings.append(
+            text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
                 f"[WARN] {killed} process(es) this call started were still running when it "
                 "ended and were stopped: processes do not outlive the call that starts them."
             )
-        if warnings:
-            body = text.rstrip("\n") + "\n" if text.strip() else ""
-            text = body + "\n".join(warnings)
         timeout = _seconds(self._config.timeout)
         drive = self._shown_data_dir()
         status_line = {

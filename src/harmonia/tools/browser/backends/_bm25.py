@@ -15,14 +15,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _WORD = re.compile(r"\w+")
+# FTS5's unicode61 reads a run of Han or kana as one token (no spaces between words),
+# so a word inside it could never match: each such character is indexed on its own
+# and a query word becomes the phrase of its characters. Both rankings split them.
 _CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 K1 = 1.2
 B = 0.75
 
 
+def segment(text: str) -> str:
+    """Text as the index sees it: Han and kana characters set apart by spaces."""
+    return _CJK.sub(r" \1 ", text)
+
+
 def terms(text: str) -> list[str]:
     """Lower-cased words with diacritics removed (``Café`` -> ``cafe``); Han and kana one by one."""
-    folded = unicodedata.normalize("NFKD", _CJK.sub(r" \1 ", text.casefold()))
+    folded = unicodedata.normalize("NFKD", segment(text.casefold()))
     return _WORD.findall("".join(c for c in folded if not unicodedata.combining(c)))
 
 

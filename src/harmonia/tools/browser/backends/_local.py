@@ -26,17 +26,13 @@ from harmonia import InputError, ToolError
 from .._markdown import MARKDOWN_SUFFIXES, markdown_to_page, text_to_page
 from .._page import Page, SearchResult
 from ._base import VIEW_SOURCE_PREFIX
-from ._bm25 import PythonBM25
+from ._bm25 import PythonBM25, segment
 
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".rst"})
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 TITLE_WEIGHT = 5.0
 _SNIPPET_TOKENS = 24
 _WORD = re.compile(r"\w+")
-# unicode61 reads a run of Han or kana as one token (no spaces between words), so
-# a word inside it could never match: each such character is indexed on its own
-# and a query word becomes the phrase of its characters.
-_CJK = re.compile("([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
 _MARKUP = re.compile(r"【\d+†([^†】]*)(?:†[^†】]*)?】")
 _HEADING_MARK = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
 
@@ -50,6 +46,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS docs USING fts5(
     title, body, content='pages', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2');
 """
+_FTS_INSERT = "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,31 +77,18 @@ def fts_query(text: str) -> str:
     return " OR ".join(f'"{" ".join(segment(w).split())}"' for w in _WORD.findall(text))
 
 
-def segment(text: str) -> str:
-    """Text as the index sees it: Han and kana characters set apart by spaces."""
-    return _CJK.sub(r" \1 ", text)
-
-
 def _summary(snippet: str) -> str:
     # A results line is one line of prose: no link markup, heading marks or newlines.
     return " ".join(_HEADING_MARK.sub("", _MARKUP.sub(r"\1", snippet)).split())
 
 
 class LocalCorpusBackend:
-    """Search and open the files under ``root``.
+    """Search and open the files under ``root`` (docs/browser.md, "LocalCorpusBackend").
 
-    Files are ``.md``/``.markdown``, ``.txt``/``.rst`` and ``.html``/``.htm``
-    (hidden files and folders are skipped). ``fts5=None`` uses SQLite FTS5
-    when this Python has it and a pure-Python BM25 otherwise (no stemming);
-    ``True`` requires FTS5, ``False`` forces the fallback. Their URLs are ``base_url`` plus
-    the relative path (default: the folder's ``file://`` URI), so links between
-    corpus files can be followed. ``database`` is the SQLite file (default: in
-    memory; give a path to keep the index between runs). The index is built on
-    first use and refreshed by :meth:`index`, which re-reads only files whose
-    modification time or size changed::
-
-        backend = LocalCorpusBackend("docs/", database="docs.sqlite")
-        backend.index()   # IndexStats(added=12, updated=0, removed=0, unchanged=0)
+    A file's URL is ``base_url`` plus its relative path; ``database`` keeps the
+    index between runs; ``fts5`` chooses SQLite FTS5 (``None``: where this Python
+    has it) or the pure-Python BM25. The index is built on first use and
+    refreshed by :meth:`index`.
     """
 
     def __init__(
@@ -212,8 +196,7 @@ class LocalCorpusBackend:
                 )
                 if self.fts5:
                     db.execute(
-                        "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
-                        (cur.lastrowid, segment(page.title), segment(page.text)),
+                        _FTS_INSERT, (cur.lastrowid, segment(page.title), segment(page.text))
                     )
         self._indexed = True
         self._fallback = None
@@ -231,10 +214,7 @@ class LocalCorpusBackend:
             db.executescript(_FTS_SCHEMA)
             if found is None:
                 for rowid, title, body in db.execute("SELECT id, title, body FROM pages"):
-                    db.execute(
-                        "INSERT INTO docs(rowid, title, body) VALUES (?, ?, ?)",
-                        (rowid, segment(title), segment(body)),
-                    )
+                    db.execute(_FTS_INSERT, (rowid, segment(title), segment(body)))
 
     def _delete(self, rowid: int) -> None:
         if self.fts5:

@@ -120,11 +120,7 @@ class _WebBackend:
 
 
 class ExaBackend(_WebBackend):
-    """Search and fetch with the Exa API (``EXA_API_KEY``)::
-
-    backend = ExaBackend()                   # key from EXA_API_KEY
-    tool = BrowserTool(backend)
-    """
+    """Search and fetch with the Exa API (``EXA_API_KEY``)."""
 
     name = "Exa"
     env_var = "EXA_API_KEY"
