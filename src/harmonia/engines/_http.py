@@ -21,8 +21,10 @@ from typing import Any, Final
 
 from harmonia import EngineError, InputError
 from harmonia._runtime import TIMEOUTS
+from harmonia._runtime import api_key as resolve_api_key
 
 from ._base import EngineRefusedError
+from ._generation import PromptEngine
 from ._wire import Answer, Events, Wire, WireError, decode_all
 
 #: Longest piece of a server's error body quoted in a message.
@@ -54,6 +56,36 @@ def normalise_base_url(base_url: str, engine: str) -> str:
             f"not {base_url!r}"
         )
     return base_url.rstrip("/")
+
+
+class HttpEngine(PromptEngine):
+    """What the HTTP engines share: the checked base URL, the client, health and closing."""
+
+    supports_logprobs = True
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        api_key_env: str | None,
+        options: HttpOptions | None,
+    ) -> None:
+        self.base_url = normalise_base_url(base_url, self.name)
+        self._http = HttpClient(
+            engine=self.name,
+            base_url=self.base_url,
+            api_key=resolve_api_key(api_key, api_key_env),
+            options=options or HttpOptions(),
+        )
+
+    async def health(self) -> None:
+        """Raise :class:`~harmonia.EngineError` unless the server's ``/health`` answers 200
+        (llama-server answers 503 while it loads the model)."""
+        await self._http.check("/health")
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
 
 
 class HttpClient:
@@ -115,23 +147,8 @@ class HttpClient:
             message = f"malformed HTTP answer: {exc}"
         return self.error(message, url)
 
-    async def check(self, path: str = "/health") -> None:
-        """GET ``path`` (the server's health route): an EngineError unless it answers 200."""
-        url = self.base_url + path
-        try:
-            answer = await self._get_wire().request("GET", path)
-            try:
-                status, body = answer.status, await answer.body(_BODY_QUOTE)
-            finally:
-                answer.close()
-        except WireError as exc:
-            raise self.error(f"health check failed: {self._wire_error(exc, url)}", url) from None
-        if status != 200:
-            detail = _describe_text(body.decode("utf-8", "replace"))
-            raise self.error(f"health check: HTTP {status}: {detail}", url)
-
-    async def get_json(self, path: str) -> Any:
-        """GET ``path`` and parse its JSON answer (an EngineError unless it is a 200)."""
+    async def _get(self, path: str, *, health: bool = False) -> bytes:
+        """GET ``path``'s body: an EngineError unless it answers 200 (``health``: says so)."""
         url = self.base_url + path
         try:
             answer = await self._get_wire().request("GET", path)
@@ -140,10 +157,21 @@ class HttpClient:
             finally:
                 answer.close()
         except WireError as exc:
-            raise self._wire_error(exc, url) from None
+            error = self._wire_error(exc, url)
+            raise (self.error(f"health check failed: {error}", url) if health else error) from None
         if status != 200:
             detail = _describe_text(body[:_BODY_QUOTE].decode("utf-8", "replace"))
-            raise self.error(f"HTTP {status}: {detail}", url)
+            raise self.error(f"{'health check: ' if health else ''}HTTP {status}: {detail}", url)
+        return body
+
+    async def check(self, path: str = "/health") -> None:
+        """GET ``path`` (the server's health route): an EngineError unless it answers 200."""
+        await self._get(path, health=True)
+
+    async def get_json(self, path: str) -> Any:
+        """GET ``path`` and parse its JSON answer (an EngineError unless it is a 200)."""
+        body = await self._get(path)
+        url = self.base_url + path
         try:
             return json.loads(body)
         except ValueError:
