@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any, Final
 
 from . import _gbnf_lexical as lexical
@@ -58,6 +57,18 @@ _ANNOTATIONS: Final = frozenset(
         "$defs",
         "definitions",
     }
+)
+#: The keywords that imply a type when ``type`` is absent.
+_IMPLIED: Final = {
+    "object": ("properties", "required", "additionalProperties"),
+    "array": ("items", "prefixItems", "minItems", "maxItems"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+}
+#: Every keyword this compiler reads (another is refused unless the schema is lenient).
+_KEYWORDS: Final = _ANNOTATIONS.union(
+    ("$ref", "enum", "const", "anyOf", "oneOf", "allOf", "type"),
+    lexical.BOUND_KEYS,
+    *_IMPLIED.values(),
 )
 _WS_PATTERN: Final = re.compile(r"^\[\\x20\\x0A\\x0D\\x09\]\{0,(\d+)\}$")
 _TYPES: Final = ("object", "array", "string", "integer", "number", "boolean", "null")
@@ -94,22 +105,16 @@ def _unsupported(label: str, what: str) -> UnsupportedConstraintError:
     )
 
 
+_LITERAL_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def gbnf_literal(text: str) -> str:
     """``text`` as a GBNF string literal."""
-    out = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char == "\t":
-            out.append("\\t")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(char)
+    out = [
+        _LITERAL_ESCAPES.get(char)
+        or (f"\\x{ord(char):02x}" if ord(char) < 0x20 or ord(char) == 0x7F else char)
+        for char in text
+    ]
     return '"' + "".join(out) + '"'
 
 
@@ -171,32 +176,8 @@ class SchemaCompiler:
             raise _unsupported(self.label, f"{schema!r} is not a schema")
         if "$id" in schema and schema is not root:
             root = schema
-        known = _ANNOTATIONS | {
-            "$ref",
-            "enum",
-            "const",
-            "anyOf",
-            "oneOf",
-            "allOf",
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "items",
-            "prefixItems",
-            "minItems",
-            "maxItems",
-            "minLength",
-            "maxLength",
-            "pattern",
-            "format",
-            "minimum",
-            "maximum",
-            "exclusiveMinimum",
-            "exclusiveMaximum",
-        }
         for key in schema:
-            if key not in known:
+            if key not in _KEYWORDS:
                 self._refuse(f"the keyword {key!r} is not supported")
         if "$ref" in schema:
             if len(set(schema) - _ANNOTATIONS) > 1:
@@ -208,7 +189,7 @@ class SchemaCompiler:
             values = schema["enum"]
             if not isinstance(values, list) or not values:
                 raise _unsupported(self.label, "enum must be a non-empty array")
-            return _alternatives(self._literal(v) for v in values)
+            return lexical.group([self._literal(v) for v in values])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 if key == "oneOf" and not self.coerce_one_of:
@@ -221,7 +202,7 @@ class SchemaCompiler:
                 rest = {k: v for k, v in schema.items() if k != key and k not in _ANNOTATIONS}
                 if rest:
                     self._refuse(f"keywords beside {key} ({', '.join(rest)})")
-                return _alternatives(self._rule(self._value(b, root)) for b in branches)
+                return lexical.group([self._rule(self._value(b, root)) for b in branches])
         if "allOf" in schema:
             parts = schema["allOf"]
             if not isinstance(parts, list) or len(parts) != 1:
@@ -230,22 +211,13 @@ class SchemaCompiler:
             return self._value({**rest, **parts[0]}, root)
         types = schema.get("type")
         if types is None:
-            types = [t for t in _TYPES if self._implied(t, schema)] or list(_TYPES)
+            types = [t for t in _IMPLIED if any(k in schema for k in _IMPLIED[t])] or list(_TYPES)
         elif isinstance(types, str):
             types = [types]
         if not isinstance(types, list) or not types or any(t not in _TYPES for t in types):
             raise _unsupported(self.label, f"type {schema.get('type')!r}")
         bodies = [self._typed(t, schema, root) for t in types]
-        return bodies[0] if len(bodies) == 1 else _alternatives(self._rule(b) for b in bodies)
-
-    @staticmethod
-    def _implied(kind: str, schema: dict[str, Any]) -> bool:
-        implies = {
-            "object": ("properties", "required", "additionalProperties"),
-            "array": ("items", "prefixItems", "minItems", "maxItems"),
-            "string": ("minLength", "maxLength", "pattern", "format"),
-        }
-        return any(key in schema for key in implies.get(kind, ()))
+        return bodies[0] if len(bodies) == 1 else lexical.group([self._rule(b) for b in bodies])
 
     def _ref(self, ref: Any, root: Any) -> str:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -286,13 +258,18 @@ class SchemaCompiler:
         text = self._lexical_string(schema)
         if text is not None:
             return text
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        low, high = self._lengths(schema, "string", "minLength", "maxLength")
         if (low, high) == (0, None):
             return "jsonx-string"
+        return f'"\\"" jsonx-char-bounded{_bounds(low, high)} "\\""'
+
+    def _lengths(
+        self, schema: dict[str, Any], what: str, low_key: str, high_key: str
+    ) -> tuple[int, int | None]:
+        low, high = schema.get(low_key, 0), schema.get(high_key)
         if not _count(low) or (high is not None and (not _count(high) or high < low)):
-            raise _unsupported(self.label, f"string lengths {low!r}..{high!r}")
-        bound = f"{{{low},{'' if high is None else high}}}"
-        return f'"\\"" jsonx-char-bounded{bound} "\\""'
+            raise _unsupported(self.label, f"{what} lengths {low!r}..{high!r}")
+        return low, high
 
     def _lexical_string(self, schema: dict[str, Any]) -> str | None:
         """A string under ``pattern`` or ``format`` (``None``: neither applies)."""
@@ -325,9 +302,8 @@ class SchemaCompiler:
         return rule
 
     def _number(self, kind: str, schema: dict[str, Any]) -> str:
-        keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
         signed = "jsonx-int" if kind == "integer" else "jsonx-number"
-        if not any(schema.get(key) is not None for key in keys):
+        if not any(schema.get(key) is not None for key in lexical.BOUND_KEYS):
             return signed
         try:
             if kind == "integer":
@@ -338,9 +314,7 @@ class SchemaCompiler:
         return signed
 
     def _array(self, schema: dict[str, Any], root: Any) -> str:
-        low, high = schema.get("minItems", 0), schema.get("maxItems")
-        if not _count(low) or (high is not None and (not _count(high) or high < low)):
-            raise _unsupported(self.label, f"array lengths {low!r}..{high!r}")
+        low, high = self._lengths(schema, "array", "minItems", "maxItems")
         prefix = schema.get("prefixItems") or []
         if not isinstance(prefix, list):
             raise _unsupported(self.label, "prefixItems must be an array")
@@ -474,7 +448,7 @@ class SchemaCompiler:
             )
             options = [] if prefix in spellable else ['"\\""']
             options += [f"{gbnf_literal(c)} {node(prefix + c)}" for c in nexts]
-            others = "".join(_class_escape(c) for c in nexts)
+            others = "".join(lexical.char_escape(ord(c)) for c in nexts)
             options.append(f"{plain}{others}] {free}")
             self.rules[name] = " | ".join(options)
             return name
@@ -489,16 +463,6 @@ FREE_ORDER_MAX: Final = 6
 
 def _key_char(char: str) -> bool:
     return char not in '"\\<|' and ord(char) >= 0x20
-
-
-def _class_escape(char: str) -> str:
-    return lexical.char_escape(ord(char))
-
-
-def _alternatives(bodies: Iterable[str]) -> str:
-    """Alternatives as one group, safe to write inside a sequence."""
-    listed = list(bodies)
-    return listed[0] if len(listed) == 1 else "( " + " | ".join(listed) + " )"
 
 
 def _bounds(low: int, high: int | None) -> str:
