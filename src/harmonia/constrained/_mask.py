@@ -18,10 +18,11 @@ and only the id 200007 ends a message.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,6 +50,7 @@ HARMONY_SPECIAL_TOKENS: Final = frozenset(
 )
 
 _TEMPLATE_CACHE_LIMIT: Final = 32
+T = TypeVar("T")
 
 
 class ConstrainedUnavailableError(HarmonyError, ImportError):
@@ -233,17 +235,18 @@ class TurnMatcher:
     def _setup(self, lark: str, slots: tuple[JsonSlot, ...]) -> None:
         self._lark = lark
         self._slots = slots
+        self._json = KeyGuard.declared(lark)
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the start of the turn (also after a :class:`GrammarEngineError`)."""
         self._tokens: list[int] = []
         self._failure: GrammarEngineError | None = None
-        self._start()
-        self._json = KeyGuard.declared(lark)
-        self._keys = self._key_guard([])
-
-    def _start(self) -> None:
         # _origin: the cached template this matcher was copied from (None once the
         # matcher runs on a private compile), to evict it if llguidance fails.
         self._origin: llguidance.LLMatcher | None = _template(self._lark, self._slots)
         self._matcher = self._origin.deep_copy()
+        self._keys = self._key_guard([])
 
     def _key_guard(self, tokens: Sequence[int]) -> KeyGuard | None:
         """The key rule's state after ``tokens`` (None for a grammar without JSON marker)."""
@@ -311,12 +314,7 @@ class TurnMatcher:
             not self._keys.permits(token) or self._keys.restricts(token)
         ):
             return False
-        allowed = self._matcher.validate_tokens([token]) == 1
-        if self._matcher.is_error():
-            self._recover()
-            allowed = self._matcher.validate_tokens([token]) == 1
-            self._check_engine()
-        return bool(allowed)
+        return self._or_recover(lambda: self._matcher.validate_tokens([token]) == 1)
 
     # -- masks -----------------------------------------------------------------------
 
@@ -339,13 +337,7 @@ class TurnMatcher:
         if self.is_finished:
             out[:] = 0
             return out
-        self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
-        if self._matcher.is_error():
-            # A failed llguidance matcher writes a mask of its EOS alone; never hand
-            # that out: rebuild (another request's failure) or raise (this one's).
-            self._recover()
-            self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
-            self._check_engine()
+        self._or_recover(lambda: self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes))
         out[_KEEP_FROM:] &= _KEEP_WORDS
         if self._keys is not None:
             self._keys.restrict(out)
@@ -365,22 +357,18 @@ class TurnMatcher:
             raise self._rejected(token)
         if self._keys is not None and not self._keys.permits(token):
             raise self._rejected(token, "a JSON key may not hold an escape or repeat a key")
-        if self._matcher.consume_token(token) and not self._matcher.is_error():
-            self._tokens.append(token)
-            if self._keys is not None:
-                self._keys.feed(token)
-            return
-        # llguidance's matcher stays in its error state after a refused token (or a
-        # failure of its own, maybe caused by another request): rebuild it, then
-        # tell a refusal from a failure by asking the rebuilt one.
-        error = self._rejected(token)
-        self._rebuild(self._tokens)
-        allowed = self._matcher.validate_tokens([token]) == 1
-        self._check_engine()
-        if not allowed:
-            raise error
-        self._matcher.consume_token(token)
-        self._check_engine()
+        if not self._matcher.consume_token(token) or self._matcher.is_error():
+            # llguidance's matcher stays in its error state after a refused token (or a
+            # failure of its own, maybe caused by another request): rebuild it, then
+            # tell a refusal from a failure by asking the rebuilt one.
+            error = self._rejected(token)
+            self._rebuild(self._tokens)
+            allowed = self._matcher.validate_tokens([token]) == 1
+            self._check_engine()
+            if not allowed:
+                raise error
+            self._matcher.consume_token(token)
+            self._check_engine()
         self._tokens.append(token)
         if self._keys is not None:
             self._keys.feed(token)
@@ -427,23 +415,11 @@ class TurnMatcher:
             self._rebuild(keep)
         self._keys = self._key_guard(self._tokens)
 
-    def reset(self) -> None:
-        """Back to the start of the turn (also after a :class:`GrammarEngineError`)."""
-        self._tokens = []
-        self._failure = None
-        self._start()
-        self._keys = self._key_guard([])
-
     def copy(self) -> TurnMatcher:
         """An independent matcher in the same state."""
-        twin = object.__new__(TurnMatcher)
-        twin._lark = self._lark
-        twin._slots = self._slots
-        twin._origin = self._origin
+        twin = copy.copy(self)
         twin._matcher = self._matcher.deep_copy()
         twin._tokens = list(self._tokens)
-        twin._failure = self._failure
-        twin._json = self._json
         twin._keys = None if self._keys is None else self._keys.copy()
         return twin
 
@@ -464,10 +440,19 @@ class TurnMatcher:
         if self._matcher.is_error():
             self._fail()
 
-    def _recover(self) -> None:
-        """Replace a failed llguidance matcher by one in the same state, or fail."""
-        _evict(self._lark, self._origin)
-        self._rebuild(self._tokens)
+    def _or_recover(self, step: Callable[[], T]) -> T:
+        """``step`` on the matcher; if llguidance failed, again on a rebuilt one, or fail.
+
+        A failed llguidance matcher answers as if only its EOS were allowed; that is
+        never handed out: rebuild (another request's failure) or raise (this one's).
+        """
+        result = step()
+        if self._matcher.is_error():
+            _evict(self._lark, self._origin)
+            self._rebuild(self._tokens)
+            result = step()
+            self._check_engine()
+        return result
 
     def _rebuild(self, tokens: Sequence[int]) -> None:
         """A healthy matcher that consumed ``tokens`` (a cached copy, else a private one)."""
