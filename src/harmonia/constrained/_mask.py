@@ -29,14 +29,13 @@ from numpy.typing import NDArray
 
 from .._errors import HarmonyError, InputError, ModelOutputError, install_hint
 from .._message import Conversation
+from .._tokenizer import Tokenizer, get_tokenizer
 from .._tokenizer import special_tokens as st
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
 from ._keys import KeyGuard, Specials, tables
 
 if TYPE_CHECKING:
     import llguidance
-
-    from .._encoding import HarmonyEncoding
 
 #: Number of ids the masks cover (0 ..= 201088).
 VOCAB_SIZE: Final = st.N_VOCAB
@@ -124,14 +123,14 @@ def _llguidance() -> Any:
 class _Vocabulary:
     """What llguidance's ``TokenizerWrapper`` reads: harmonia's table, specials marked."""
 
-    def __init__(self, encoding: HarmonyEncoding) -> None:
-        self.tokens = encoding.tokenizer.token_bytes_table
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokens = tokenizer.token_bytes_table
         self.special_token_ids = list(range(st.FIRST_SPECIAL, st.N_VOCAB))
         # llguidance allows its EOS only once the grammar is complete; the turn
         # ends on <|call|>/<|return|> before that, so any unused special will do.
         self.eos_token_id = st.ENDOFTEXT
         self.bos_token_id = None
-        self._encode = encoding.tokenizer.encode_ordinary
+        self._encode = tokenizer.encode_ordinary
 
     def __call__(self, text: str | bytes) -> list[int]:
         # llguidance calls this only to turn text it forces into tokens
@@ -141,22 +140,15 @@ class _Vocabulary:
         return self._encode(text)
 
 
-def _load_encoding() -> HarmonyEncoding:
-    from .._encoding import load_harmony_encoding
-    from .._enums import HarmonyEncodingName
-
-    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-
-
 def llg_tokenizer() -> llguidance.LLTokenizer:
     """The process-wide llguidance tokenizer for o200k_harmony (built once, ~1 s)."""
     global _tokenizer
     if _tokenizer is None:
         llg = _llguidance()
-        encoding = _load_encoding()
+        tokenizer = get_tokenizer()
         with _lock:
             if _tokenizer is None:
-                _tokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_Vocabulary(encoding)))
+                _tokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_Vocabulary(tokenizer)))
     return _tokenizer
 
 
@@ -252,7 +244,7 @@ class TurnMatcher:
         """The key rule's state after ``tokens`` (None for a grammar without JSON marker)."""
         if self._json is None:
             return None
-        token_bytes = _load_encoding().tokenizer.token_bytes_table
+        token_bytes = get_tokenizer().token_bytes_table
         table = tables(token_bytes, MASK_WORDS, st.FIRST_SPECIAL)
         guard = KeyGuard(*self._json, token_bytes, table, _KEY_SPECIALS)
         for token in tokens:
@@ -513,7 +505,7 @@ def _token_text(token: int) -> str:
         return st.SPECIAL_TOKEN_TEXT[token]
     if not 0 <= token < VOCAB_SIZE:
         return "?"
-    return _load_encoding().tokenizer.token_bytes_table[token].decode("utf-8", "replace")
+    return get_tokenizer().token_bytes_table[token].decode("utf-8", "replace")
 
 
 # -- masks as arrays -------------------------------------------------------------------------

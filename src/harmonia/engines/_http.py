@@ -177,14 +177,6 @@ class HttpClient:
         except ValueError:
             raise self.error(f"not JSON: {body[:200]!r}", url) from None
 
-    async def stream_events(
-        self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
-        """:meth:`stream_batches`, one payload at a time."""
-        async for batch in self.stream_batches(path, body, not_found=not_found):
-            for payload in batch:
-                yield payload
-
     async def stream_batches(
         self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
     ) -> AsyncIterator[list[dict[str, Any]]]:

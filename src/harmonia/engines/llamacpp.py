@@ -156,8 +156,7 @@ class LlamaCppEngine(HttpEngine):
         body = completion_body(ids, params, grammar)
 
         async def produce(emit: Emit) -> Finish:
-            stream = _Stream(self, emit, constrained=grammar is not None)
-            stream.top_logprobs = params.top_logprobs
+            stream = _Stream(self, emit, grammar is not None, params.top_logprobs)
             return await stream.run(body)
 
         return produce
@@ -173,7 +172,9 @@ class LlamaCppEngine(HttpEngine):
 class _Stream:
     """One streamed completion: ids checked against ``tokens_predicted``, the end checked."""
 
-    def __init__(self, engine: LlamaCppEngine, emit: Emit, *, constrained: bool) -> None:
+    def __init__(
+        self, engine: LlamaCppEngine, emit: Emit, constrained: bool, top_logprobs: int | None
+    ) -> None:
         self.engine = engine
         self.http = engine._http
         self.url = engine.base_url + COMPLETION_PATH
@@ -181,7 +182,7 @@ class _Stream:
         self.constrained = constrained
         self.tokens: list[int] = []
         #: ``SamplingParams.top_logprobs`` (``None``: none asked for).
-        self.top_logprobs: int | None = None
+        self.top_logprobs = top_logprobs
         #: The server's entries of the chunk being read, by id.
         self.entries: dict[int, TokenLogprob] = {}
 
@@ -189,17 +190,18 @@ class _Stream:
         return self.http.error(message, self.url)
 
     async def run(self, body: dict[str, Any]) -> Finish:
-        async for payload in self.http.stream_events(COMPLETION_PATH, body):
-            ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
-            if self.top_logprobs is not None:
-                self.entries = self.read_entries(payload)
-            predicted = payload.get("tokens_predicted")
-            if isinstance(predicted, int) and not isinstance(predicted, bool):
-                ids = self.fill_gap(ids, predicted, payload)
-            if ids:
-                self.send(ids)
-            if payload.get("stop") is True:
-                return self.finish(payload.get("stop_type"))
+        async for batch in self.http.stream_batches(COMPLETION_PATH, body):
+            for payload in batch:
+                ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
+                if self.top_logprobs is not None:
+                    self.entries = self.read_entries(payload)
+                predicted = payload.get("tokens_predicted")
+                if isinstance(predicted, int) and not isinstance(predicted, bool):
+                    ids = self.fill_gap(ids, predicted, payload)
+                if ids:
+                    self.send(ids)
+                if payload.get("stop") is True:
+                    return self.finish(payload.get("stop_type"))
         raise self.error("the stream ended before a chunk with stop: true")
 
     def fill_gap(self, ids: list[int], predicted: int, payload: dict[str, Any]) -> list[int]:
