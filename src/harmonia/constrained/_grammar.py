@@ -57,6 +57,8 @@ from ._keys import KeyGuard
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
+#: A JSON value in the grammar: what it is (for errors), its schema text.
+JsonSlot = tuple[str, str]
 
 
 # Where calls are made: the turn layer's rules (FUNCTION_CALL_CHANNELS, BUILTIN_CALL_CHANNELS),
@@ -144,14 +146,6 @@ class ToolCallSpec:
     content_types: tuple[str | None, ...]
     schema: dict[str, Any] | None
     where: str
-
-
-@dataclass(frozen=True, slots=True)
-class JsonSlot:
-    """A JSON value in the grammar: what it is (for errors), its schema text."""
-
-    label: str
-    json: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +350,7 @@ class _Writer:
     def json_rule(self, name: str, schema: dict[str, Any], label: str) -> None:
         _check_key_names(schema, label)
         text = _json_text(schema, label, self.spec.options)
-        self.json_slots.append(JsonSlot(label, text))
+        self.json_slots.append((label, text))
         self.rules.append(f"{name}: %json {text}")
 
     def message_rule(self, name: str, channel: str, body: str, end: int) -> None:
@@ -564,7 +558,7 @@ def _write_final(w: _Writer, spec: TurnSpec) -> None:
     for fmt_name, schema in spec.response_formats:
         # Only to name a schema llguidance refuses (the grammar never uses these rules).
         label = f"response format {fmt_name!r}"
-        w.json_slots.append(JsonSlot(label, _json_text(schema, label, spec.options)))
+        w.json_slots.append((label, _json_text(schema, label, spec.options)))
     names = ", ".join(repr(name) for name, _ in spec.response_formats)
     w.rule("final_json", ["any_format"])
     w.json_rule("any_format", _any_of_formats(spec.response_formats), f"response formats {names}")

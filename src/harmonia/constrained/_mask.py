@@ -32,7 +32,7 @@ from .._message import Conversation
 from .._tokenizer import Tokenizer, get_tokenizer
 from .._tokenizer import special_tokens as st
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
-from ._keys import KeyGuard, Specials, tables
+from ._keys import KeyGuard, tables
 
 if TYPE_CHECKING:
     import llguidance
@@ -67,13 +67,6 @@ def _special_keep_words() -> NDArray[np.int32]:
 
 _KEEP_FROM: Final = st.FIRST_SPECIAL // 32
 _KEEP_WORDS: Final = _special_keep_words()
-_KEY_SPECIALS: Final = Specials(
-    st.FIRST_SPECIAL,
-    st.START,
-    st.MESSAGE,
-    frozenset({st.END, st.CALL, st.RETURN}),
-    st.SPECIAL_TOKEN_TEXT,
-)
 
 
 class TokenRejectedError(ModelOutputError):
@@ -193,11 +186,11 @@ def _compile_error(
     llg: Any, tokenizer: llguidance.LLTokenizer, error: str, slots: tuple[JsonSlot, ...]
 ) -> InputError:
     """Name the schema llguidance refused, if one was (each is tried on its own)."""
-    for slot in slots:
-        grammar = llg.LLMatcher.grammar_from_lark(f"start: %json {slot.json}")
+    for label, schema in slots:
+        grammar = llg.LLMatcher.grammar_from_lark(f"start: %json {schema}")
         problem = llg.LLMatcher.validate_grammar(grammar, tokenizer)
         if problem:
-            return InputError(f"{slot.label}: llguidance cannot compile the schema: {problem}")
+            return InputError(f"{label}: llguidance cannot compile the schema: {problem}")
     return InputError(f"llguidance cannot compile the turn grammar: {error}")
 
 
@@ -246,7 +239,7 @@ class TurnMatcher:
             return None
         token_bytes = get_tokenizer().token_bytes_table
         table = tables(token_bytes, MASK_WORDS, st.FIRST_SPECIAL)
-        guard = KeyGuard(*self._json, token_bytes, table, _KEY_SPECIALS)
+        guard = KeyGuard(*self._json, token_bytes, table)
         for token in tokens:
             guard.feed(token)
         return guard
@@ -521,20 +514,12 @@ def mask_to_bool(mask: NDArray[np.int32], size: int = VOCAB_SIZE) -> NDArray[np.
     return _mask_bits(mask, size).view(np.bool_)
 
 
-def _float_bits() -> dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]]:
-    """Float dtype -> (the signed int of its width, the bits of ``-inf`` in it)."""
-    table: dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]] = {}
-    for float_type, int_type in (
-        (np.float16, np.int16),
-        (np.float32, np.int32),
-        (np.float64, np.int64),
-    ):
-        # Native byte order only: another order's bits would not read as these ints.
-        table[np.dtype(float_type)] = (int_type, int(np.array(-np.inf, float_type).view(int_type)))
-    return table
-
-
-_FLOAT_BITS: Final = _float_bits()
+#: Float dtype -> (the signed int of its width, the bits of ``-inf`` in it). Native byte
+#: order only: another order's bits would not read as these ints.
+_FLOAT_BITS: Final[dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]]] = {
+    np.dtype(f): (i, int(np.array(-np.inf, f).view(i)))
+    for f, i in ((np.float16, np.int16), (np.float32, np.int32), (np.float64, np.int64))
+}
 
 
 def _mask_bits(mask: NDArray[np.int32], size: int) -> NDArray[np.uint8]:

@@ -126,26 +126,16 @@ class HttpClient:
         return EngineError(f"{self.engine} at {url}: {message}", engine=self.engine, url=url)
 
     def _wire_error(self, exc: WireError, url: str) -> EngineError:
-        if exc.kind == "connect":
-            message = (
-                f"cannot connect ({exc}); check that the server is running and that the "
-                "base URL (scheme, host, port) is right"
-            )
-        elif exc.kind == "connect_timeout":
-            message = (
-                f"no connection within {self.options.connect_timeout} s; check the address "
-                "and any firewall"
-            )
-        elif exc.kind == "stall":
-            message = (
-                f"the stream stalled: no data for {self.options.read_timeout} s "
-                "(HttpOptions.read_timeout); the server may be overloaded or hung"
-            )
-        elif exc.kind == "broken":
-            message = f"the connection broke mid-stream ({exc})"
-        else:
-            message = f"malformed HTTP answer: {exc}"
-        return self.error(message, url)
+        messages = {
+            "connect": f"cannot connect ({exc}); check that the server is running and that "
+            "the base URL (scheme, host, port) is right",
+            "connect_timeout": f"no connection within {self.options.connect_timeout} s; "
+            "check the address and any firewall",
+            "stall": f"the stream stalled: no data for {self.options.read_timeout} s "
+            "(HttpOptions.read_timeout); the server may be overloaded or hung",
+            "broken": f"the connection broke mid-stream ({exc})",
+        }
+        return self.error(messages.get(exc.kind, f"malformed HTTP answer: {exc}"), url)
 
     async def _get(self, path: str, *, health: bool = False) -> bytes:
         """GET ``path``'s body: an EngineError unless it answers 200 (``health``: says so)."""
@@ -262,11 +252,8 @@ class HttpClient:
 
     async def _status_message(self, answer: Answer) -> str:
         raw = (await answer.body(_BODY_QUOTE))[:_BODY_QUOTE].decode("utf-8", "replace")
-        detail = _describe_text(raw)
-        hint = ""
-        if answer.status in (401, 403):
-            hint = "; check the API key"
-        return f"HTTP {answer.status}: {detail}{hint}"
+        hint = "; check the API key" if answer.status in (401, 403) else ""
+        return f"HTTP {answer.status}: {_describe_text(raw)}{hint}"
 
 
 def _describe_text(raw: str) -> str:

@@ -188,8 +188,7 @@ class VLLMEngine(HttpEngine):
         not_found = _NotFound if path == GENERATE_PATH else None
         last: int | None = None
         with_logprobs = params.top_logprobs is not None
-        batches = self._http.stream_batches(path, body, not_found=not_found)
-        async for batch in batches:
+        async for batch in self._http.stream_batches(path, body, not_found=not_found):
             # Every id of a read goes on in one emit (the logprobs, when asked, per choice).
             ids: list[int] = []
             for payload in batch:
