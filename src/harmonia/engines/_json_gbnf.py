@@ -393,39 +393,27 @@ class SchemaCompiler:
         required = sum(1 << i for i, (_, is_required) in enumerate(members) if is_required)
         after: dict[int, str] = {}
 
+        def choice(written: int, sep: str) -> str:
+            options = [
+                f"{sep}{member} jsonx-ws {follow(written | 1 << i)}"
+                for i, (member, _) in enumerate(members)
+                if not written & 1 << i
+            ]
+            if extra is not None:
+                options.append(f"{sep}{extra} jsonx-ws {follow(written)}")
+            body = " | ".join(options)
+            return f"( {body} )" if required & ~written else f"( {body} )?"
+
         def follow(written: int) -> str:
             # What may come once the members in `written` were: another member or an
             # extra key after a comma, or the end when every required member is in.
             if written in after:
                 return after[written]
             name = after[written] = self._new_name()
-            self.rules[name] = self._choice(
-                written, required, members, extra, follow, '"," jsonx-ws '
-            )
+            self.rules[name] = choice(written, '"," jsonx-ws ')
             return name
 
-        return self._rule(self._choice(0, required, members, extra, follow, ""))
-
-    @staticmethod
-    def _choice(
-        written: int,
-        required: int,
-        members: list[tuple[str, bool]],
-        extra: str | None,
-        follow: Any,
-        sep: str,
-    ) -> str:
-        options = [
-            f"{sep}{member} jsonx-ws {follow(written | 1 << i)}"
-            for i, (member, _) in enumerate(members)
-            if not written & 1 << i
-        ]
-        if extra is not None:
-            options.append(f"{sep}{extra} jsonx-ws {follow(written)}")
-        body = " | ".join(options)
-        if required & ~written:
-            return f"( {body} )"
-        return f"( {body} )?"
+        return self._rule(choice(0, ""))
 
     def _other_key(self, names: list[str]) -> str:
         """A key that is none of ``names``: an extra key never repeats a declared one.
