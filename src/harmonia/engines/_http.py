@@ -1,4 +1,4 @@
-"""What the HTTP engines share: the client, streaming SSE, and errors that say what to check.
+"""What the HTTP engines share: a base class, the client, SSE, and errors that say what to check.
 
 Every failure becomes an :class:`~harmonia.EngineError` naming the engine and
 the URL: unreachable (with what to check), an HTTP error status (with the
