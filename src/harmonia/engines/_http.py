@@ -48,16 +48,6 @@ class HttpOptions:
     headers: Mapping[str, str] | None = None
 
 
-def normalise_base_url(base_url: str, engine: str) -> str:
-    """``base_url`` without a trailing slash; :class:`~harmonia.InputError` if it is no URL."""
-    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise InputError(
-            f"{engine}: base_url must be an http:// or https:// address of the server, "
-            f"not {base_url!r}"
-        )
-    return base_url.rstrip("/")
-
-
 class HttpEngine(PromptEngine):
     """What the HTTP engines share: the checked base URL, the client, health and closing."""
 
@@ -70,7 +60,12 @@ class HttpEngine(PromptEngine):
         api_key_env: str | None,
         options: HttpOptions | None,
     ) -> None:
-        self.base_url = normalise_base_url(base_url, self.name)
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InputError(
+                f"{self.name}: base_url must be an http:// or https:// address of the server, "
+                f"not {base_url!r}"
+            )
+        self.base_url = base_url.rstrip("/")
         self._http = HttpClient(
             engine=self.name,
             base_url=self.base_url,
