@@ -182,10 +182,7 @@ class TransformersEngine(PromptEngine):
                         f"decoding failed: {type(item).__name__}: {item}", engine=self.name
                     ) from item
                 token, logprob = item
-                if logprob is None:
-                    emit([token])
-                else:
-                    emit([token], [logprob])
+                emit([token], None if logprob is None else [logprob])
         finally:
             # Cancelled, stopped by emit, or done: the worker sees `stop` before its
             # next step; wait for it so the model is free when this returns.
