@@ -51,10 +51,6 @@ def group(alternatives: list[str]) -> str:
     return alternatives[0] if len(alternatives) == 1 else "( " + " | ".join(alternatives) + " )"
 
 
-def _digit(low: int, high: int) -> str:
-    return f'"{low}"' if low == high else f"[{low}-{high}]"
-
-
 def _same_length(low: str, high: str) -> list[str]:
     """Alternatives for the digit strings of one length from ``low`` to ``high``."""
     if not low:
@@ -72,7 +68,7 @@ def _same_length(low: str, high: str) -> list[str]:
     if not low_full:
         out.append(f'"{low[0]}" {group(_same_length(low[1:], "9" * rest))}')
     if first <= last:
-        out.append(_digit(first, last) + tail)
+        out.append((f'"{first}"' if first == last else f"[{first}-{last}]") + tail)
     if not high_full:
         out.append(f'"{high[0]}" {group(_same_length("0" * rest, high[1:]))}')
     return out

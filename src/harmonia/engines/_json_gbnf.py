@@ -335,7 +335,8 @@ class SchemaCompiler:
             if parts:  # every further item follows a comma
                 parts.append(f"{more}{_bounds(rest_low, rest_high)}")
             else:
-                tail = f"{more}{_bounds(max(rest_low - 1, 0), _minus_one(rest_high))}"
+                left = None if rest_high is None else max(rest_high - 1, 0)
+                tail = f"{more}{_bounds(max(rest_low - 1, 0), left)}"
                 body = f"{item} jsonx-ws {tail}"
                 parts.append(body if rest_low else f"( {body} )?")
         elif rest_low:
@@ -424,7 +425,9 @@ class SchemaCompiler:
         """
         plain = '[^"\\\\<|\\x00-\\x1f'
         free = self._shared("key-rest", f'{plain}]* "\\""')
-        spellable = sorted({n for n in names if n and all(_key_char(c) for c in n)})
+        spellable = sorted(
+            {n for n in names if n and all(c not in '"\\<|' and ord(c) >= 0x20 for c in n)}
+        )
         nodes: dict[str, str] = {}
 
         def node(prefix: str) -> str:
@@ -449,18 +452,10 @@ class SchemaCompiler:
 FREE_ORDER_MAX: Final = 6
 
 
-def _key_char(char: str) -> bool:
-    return char not in '"\\<|' and ord(char) >= 0x20
-
-
 def _bounds(low: int, high: int | None) -> str:
     if (low, high) == (0, None):
         return "*"
     return f"{{{low},{'' if high is None else high}}}"
-
-
-def _minus_one(value: int | None) -> int | None:
-    return None if value is None else max(value - 1, 0)
 
 
 def _count(value: Any) -> bool:
