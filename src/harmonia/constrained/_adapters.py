@@ -75,16 +75,13 @@ def mask_logits(logits: Logits, mask: np.ndarray[Any, np.dtype[np.int32]]) -> Lo
 @functools.cache
 def _torch_float_bits(torch: Any) -> dict[Any, tuple[Any, int]]:
     """torch float dtype -> (the int dtype of its width, the bits of ``-inf`` in it)."""
-    table = {}
-    for float_type, int_type in (
+    pairs = (
         (torch.float16, torch.int16),
         (torch.bfloat16, torch.int16),
         (torch.float32, torch.int32),
         (torch.float64, torch.int64),
-    ):
-        neg_inf = torch.tensor(float("-inf"), dtype=float_type).view(int_type).item()
-        table[float_type] = (int_type, int(neg_inf))
-    return table
+    )
+    return {f: (i, int(torch.tensor(float("-inf"), dtype=f).view(i).item())) for f, i in pairs}
 
 
 def _import(module: str, package: str) -> Any:

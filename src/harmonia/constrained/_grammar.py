@@ -39,6 +39,7 @@ model to the renderer's form, so a parsed turn re-renders to the same tokens).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -56,12 +57,12 @@ from ._keys import KeyGuard
 
 RecipientPlacement = Literal["both", "role", "channel"]
 ToolChoice = Literal["auto", "required", "none"]
+#: A JSON value in the grammar: what it is (for errors), its schema text.
+JsonSlot = tuple[str, str]
 
 
-# Where calls are made: the turn layer's rules (functions on commentary, built-ins
-# on analysis or commentary), so the grammar allows what the assembler reads as calls.
-_FUNCTION_CHANNELS: Final = FUNCTION_CALL_CHANNELS
-_BUILTIN_CHANNELS: Final = BUILTIN_CALL_CHANNELS
+# Where calls are made: the turn layer's rules (FUNCTION_CALL_CHANNELS, BUILTIN_CALL_CHANNELS),
+# so the grammar allows what the assembler reads as calls.
 _FUNCTION_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CONSTRAIN_JSON,)
 _BUILTIN_JSON_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CODE, CONSTRAIN_JSON, None)
 _BUILTIN_TEXT_CONTENT_TYPES: Final[tuple[str | None, ...]] = (CODE, None)
@@ -148,15 +149,6 @@ class ToolCallSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class JsonSlot:
-    """A JSON value in the grammar: its rule, what it is (for errors), its schema text."""
-
-    rule: str
-    label: str
-    json: str
-
-
-@dataclass(frozen=True, slots=True)
 class TurnSpec:
     """Everything the grammar is built from, read off a conversation."""
 
@@ -194,7 +186,8 @@ def turn_spec(conversation: Conversation, options: GrammarOptions | None = None)
                     tools.update((t.recipient, t) for t in _builtin_tools(ns, where))
             elif isinstance(part, DeveloperContent):
                 for ns in (part.tools or {}).values():
-                    tools.update((t.recipient, t) for t in _function_tools(ns, where))
+                    typed = _typed_tools(ns, where, FUNCTION_CALL_CHANNELS, _FUNCTION_CONTENT_TYPES)
+                    tools.update((t.recipient, t) for t in typed)
                 for fmt in part.response_formats or ():
                     formats[fmt.name] = _schema_dict(
                         fmt.schema, f"{where}, response format {fmt.name!r}"
@@ -231,20 +224,15 @@ def _chosen_tool(choice: str, tools: dict[str, ToolCallSpec]) -> str:
     )
 
 
-def _function_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
-    """Tools of a developer namespace: JSON arguments on commentary."""
-    return _typed_tools(ns, where, _FUNCTION_CHANNELS, _FUNCTION_CONTENT_TYPES)
-
-
 def _builtin_tools(ns: ToolNamespaceConfig, where: str) -> Iterable[ToolCallSpec]:
     """Tools of a system namespace: typed ones (browser) take JSON; a namespace
     without typed tools (python) is itself the recipient and takes free text."""
     if not ns.tools:
         recipient = _recipient((ns.name,), f"{where}, tools {ns.name!r}")
         return [
-            ToolCallSpec(recipient, _BUILTIN_CHANNELS, _BUILTIN_TEXT_CONTENT_TYPES, None, where)
+            ToolCallSpec(recipient, BUILTIN_CALL_CHANNELS, _BUILTIN_TEXT_CONTENT_TYPES, None, where)
         ]
-    return _typed_tools(ns, where, _BUILTIN_CHANNELS, _BUILTIN_JSON_CONTENT_TYPES)
+    return _typed_tools(ns, where, BUILTIN_CALL_CHANNELS, _BUILTIN_JSON_CONTENT_TYPES)
 
 
 def _typed_tools(
@@ -274,7 +262,7 @@ def _restrict_channels(tool: ToolCallSpec, declared: Sequence[str]) -> ToolCallS
             f"{' or '.join(tool.channels)}, but the system message declares only the "
             f"channels {list(declared)}"
         )
-    return ToolCallSpec(tool.recipient, channels, tool.content_types, tool.schema, tool.where)
+    return dataclasses.replace(tool, channels=channels)
 
 
 def _recipient(names: Sequence[str], where: str) -> str:
@@ -362,7 +350,7 @@ class _Writer:
     def json_rule(self, name: str, schema: dict[str, Any], label: str) -> None:
         _check_key_names(schema, label)
         text = _json_text(schema, label, self.spec.options)
-        self.json_slots.append(JsonSlot(name, label, text))
+        self.json_slots.append((label, text))
         self.rules.append(f"{name}: %json {text}")
 
     def message_rule(self, name: str, channel: str, body: str, end: int) -> None:
@@ -453,10 +441,6 @@ def installed_llguidance() -> tuple[int, int]:
         return OLDEST_LLGUIDANCE
 
 
-def _known_settings(version: tuple[int, int]) -> frozenset[str]:
-    return _JSON_SETTINGS_1_9 if version >= (1, 9) else _JSON_SETTINGS_1_7
-
-
 def grammar_for_llguidance(lark: str, version: str | tuple[int, int]) -> str:
     """``lark`` with each ``%json`` schema's settings cut to what ``version`` knows.
 
@@ -470,7 +454,8 @@ def grammar_for_llguidance(lark: str, version: str | tuple[int, int]) -> str:
     >>> grammar_for_llguidance('a: %json {"x-guidance": ' + settings + '}', "1.7")
     'a: %json {"x-guidance": {"lenient": true}}'
     """
-    known = _known_settings(parse_llguidance_version(version))
+    new = parse_llguidance_version(version) >= (1, 9)
+    known = _JSON_SETTINGS_1_9 if new else _JSON_SETTINGS_1_7
     lines = []
     for line in lark.split("\n"):
         match = _JSON_LINE.match(line)
@@ -570,10 +555,10 @@ def _write_final(w: _Writer, spec: TurnSpec) -> None:
     # Several formats are one %json of an anyOf, never alternatives of several %json
     # rules: llguidance lets such alternatives start with JSON whitespace (which one
     # %json refuses), and with an analysis_max_tokens bound that path panics.
-    for k, (fmt_name, schema) in enumerate(spec.response_formats, 1):
+    for fmt_name, schema in spec.response_formats:
         # Only to name a schema llguidance refuses (the grammar never uses these rules).
         label = f"response format {fmt_name!r}"
-        w.json_slots.append(JsonSlot(f"format_{k}", label, _json_text(schema, label, spec.options)))
+        w.json_slots.append((label, _json_text(schema, label, spec.options)))
     names = ", ".join(repr(name) for name, _ in spec.response_formats)
     w.rule("final_json", ["any_format"])
     w.json_rule("any_format", _any_of_formats(spec.response_formats), f"response formats {names}")
@@ -627,14 +612,12 @@ class TurnGrammar:
 
     lark: str
     json_slots: tuple[JsonSlot, ...]
-    spec: TurnSpec
 
 
 def compile_turn(conversation: Conversation, options: GrammarOptions | None = None) -> TurnGrammar:
     """The grammar of the next assistant turn, with what it was built from."""
-    spec = turn_spec(conversation, options)
-    w = _write(spec)
-    return TurnGrammar(_PREAMBLE + "\n".join(w.rules) + "\n", tuple(w.json_slots), spec)
+    w = _write(turn_spec(conversation, options))
+    return TurnGrammar(_PREAMBLE + "\n".join(w.rules) + "\n", tuple(w.json_slots))
 
 
 def build_turn_grammar(conversation: Conversation, options: GrammarOptions | None = None) -> str:

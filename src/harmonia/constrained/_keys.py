@@ -40,20 +40,8 @@ from numpy.typing import NDArray
 from .._enums import Role
 from .._names import ASSISTANT, FINAL
 from .._parse.header import recover_header
+from .._tokenizer import special_tokens as st
 from .._turn import classify
-
-
-@dataclass(frozen=True, slots=True)
-class Specials:
-    """The special tokens the guard reads a turn's structure from (given by the caller,
-    so that this module needs nothing from the core)."""
-
-    first: int  # the first special id: every id from here on is special
-    start: int  # <|start|>: a header follows
-    message: int  # <|message|>: the content follows
-    ends: frozenset[int]  # <|end|>, <|call|>, <|return|>: the content ended
-    text: dict[int, str]  # id -> its text (<|channel|>, <|constrain|> inside headers)
-
 
 #: The grammar's marker line (see the module docstring).
 JSON_CONTENT_MARKER: Final = "// harmonia-json-content:"
@@ -64,6 +52,8 @@ _MARKER_LINE: Final = re.compile(r"^// harmonia-json-content:(.*)$", re.MULTILIN
 _QUOTE: Final = 0x22
 _BACKSLASH: Final = 0x5C
 _HEADER, _CONTENT, _BETWEEN = 0, 1, 2
+#: The ids that end a message's content: <|end|>, <|call|>, <|return|>.
+_ENDS: Final = frozenset({st.END, st.CALL, st.RETURN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +132,6 @@ class KeyGuard:
         "header",
         "in_json",
         "recipients",
-        "specials",
         "tables",
         "token_bytes",
     )
@@ -153,11 +142,9 @@ class KeyGuard:
         final_json: bool,
         token_bytes: Sequence[bytes],
         tables: _Tables,
-        specials: Specials,
     ) -> None:
         self.recipients = recipients
         self.final_json = final_json
-        self.specials = specials
         self.token_bytes = token_bytes
         self.tables = tables
         self._mode = _HEADER  # the turn starts after the prompt's <|start|>assistant
@@ -189,9 +176,7 @@ class KeyGuard:
         self._key = bytearray()
 
     def copy(self) -> KeyGuard:
-        twin = KeyGuard(
-            self.recipients, self.final_json, self.token_bytes, self.tables, self.specials
-        )
+        twin = KeyGuard(self.recipients, self.final_json, self.token_bytes, self.tables)
         twin._mode, twin.header, twin.in_json = self._mode, bytearray(self.header), self.in_json
         twin._stack = [None if keys is None else set(keys) for keys in self._stack]
         twin._expect_key, twin._in_string = self._expect_key, self._in_string
@@ -202,7 +187,7 @@ class KeyGuard:
 
     def feed(self, token: int) -> None:
         """Advance past ``token`` (one the matcher accepted)."""
-        if token >= self.specials.first:
+        if token >= st.FIRST_SPECIAL:
             self._special(token)
         elif self._mode == _HEADER:
             self.header += self.token_bytes[token]
@@ -210,17 +195,16 @@ class KeyGuard:
             self._scan(self.token_bytes[token])
 
     def _special(self, token: int) -> None:
-        specials = self.specials
-        if token == specials.start:
+        if token == st.START:
             self._mode, self.header = _HEADER, bytearray()
-        elif token == specials.message:
+        elif token == st.MESSAGE:
             self._mode = _CONTENT
             self.in_json = self._holds_json(bytes(self.header))
             self._reset_json()
-        elif token in specials.ends:
+        elif token in _ENDS:
             self._mode, self.in_json = _BETWEEN, False
         elif self._mode == _HEADER:  # <|channel|>, <|constrain|>
-            self.header += specials.text[token].encode()
+            self.header += st.SPECIAL_TOKEN_TEXT[token].encode()
 
     def _holds_json(self, header: bytes) -> bool:
         """Whether the message with this header holds JSON, read as the stream reads it."""
@@ -274,7 +258,7 @@ class KeyGuard:
 
     def permits(self, token: int) -> bool:
         """Whether ``token`` keeps every key unescaped and unrepeated (exact)."""
-        if token >= self.specials.first or self._mode != _CONTENT or not self.in_json:
+        if token >= st.FIRST_SPECIAL or self._mode != _CONTENT or not self.in_json:
             return True
         data = self.token_bytes[token]
         if b'"' not in data and b"\\" not in data:
@@ -288,10 +272,8 @@ class KeyGuard:
         t = self.tables
         if self._in_key:
             np.bitwise_and(out, t.keep_no_backslash, out=out)
-            typed = bytes(self._key)
-            for key in self._stack[-1] or ():
-                if key.startswith(typed):
-                    self._clear_prefixed(out, key[len(typed) :] + b'"')
+            for ending in self._key_endings():
+                self._clear_prefixed(out, ending)
             return
         keep = t.keep_no_quote_backslash if self._in_string else t.keep_no_backslash
         np.bitwise_and(out, keep, out=out)
@@ -304,7 +286,7 @@ class KeyGuard:
     def restricts(self, token: int) -> bool:
         """Whether :meth:`restrict` clears ``token``'s bit (the same rule, one token):
         what ``TurnMatcher.allows`` answers agrees with the mask on every token."""
-        if token >= self.specials.first or self._mode != _CONTENT or not self.in_json:
+        if token >= st.FIRST_SPECIAL or self._mode != _CONTENT or not self.in_json:
             return False
         data = self.token_bytes[token]
         if b'"' not in data and b"\\" not in data:
@@ -313,17 +295,17 @@ class KeyGuard:
         if self._in_key:
             if not _bit(t.keep_no_backslash, token):
                 return True
-            typed = bytes(self._key)
-            return any(
-                data.startswith(key[len(typed) :] + b'"')
-                for key in self._stack[-1] or ()
-                if key.startswith(typed)
-            )
+            return any(data.startswith(ending) for ending in self._key_endings())
         keep = t.keep_no_quote_backslash if self._in_string else t.keep_no_backslash
         if not _bit(keep, token):
             return True
         inner = data.split(b'"')[1:-1]  # the spellings by_inner files this token under
         return any(key in inner for used in self._stack for key in used or ())
+
+    def _key_endings(self) -> list[bytes]:
+        """What, written next, would end the key being typed as one its object already has."""
+        typed = bytes(self._key)
+        return [key[len(typed) :] + b'"' for key in self._stack[-1] or () if key.startswith(typed)]
 
     def _clear_prefixed(self, out: NDArray[np.int32], prefix: bytes) -> None:
         """Clear every token whose bytes start with ``prefix`` (which holds a quote)."""

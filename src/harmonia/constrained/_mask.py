@@ -18,24 +18,24 @@ and only the id 200007 ends a message.
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import HarmonyError, InputError, ModelOutputError, install_hint
 from .._message import Conversation
+from .._tokenizer import Tokenizer, get_tokenizer
 from .._tokenizer import special_tokens as st
 from ._grammar import GrammarOptions, JsonSlot, compile_turn
-from ._keys import KeyGuard, Specials, tables
+from ._keys import KeyGuard, tables
 
 if TYPE_CHECKING:
     import llguidance
-
-    from .._encoding import HarmonyEncoding
 
 #: Number of ids the masks cover (0 ..= 201088).
 VOCAB_SIZE: Final = st.N_VOCAB
@@ -49,6 +49,7 @@ HARMONY_SPECIAL_TOKENS: Final = frozenset(
 )
 
 _TEMPLATE_CACHE_LIMIT: Final = 32
+T = TypeVar("T")
 
 
 class ConstrainedUnavailableError(HarmonyError, ImportError):
@@ -66,13 +67,6 @@ def _special_keep_words() -> NDArray[np.int32]:
 
 _KEEP_FROM: Final = st.FIRST_SPECIAL // 32
 _KEEP_WORDS: Final = _special_keep_words()
-_KEY_SPECIALS: Final = Specials(
-    st.FIRST_SPECIAL,
-    st.START,
-    st.MESSAGE,
-    frozenset({st.END, st.CALL, st.RETURN}),
-    st.SPECIAL_TOKEN_TEXT,
-)
 
 
 class TokenRejectedError(ModelOutputError):
@@ -122,14 +116,14 @@ def _llguidance() -> Any:
 class _Vocabulary:
     """What llguidance's ``TokenizerWrapper`` reads: harmonia's table, specials marked."""
 
-    def __init__(self, encoding: HarmonyEncoding) -> None:
-        self.tokens = encoding.tokenizer.token_bytes_table
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokens = tokenizer.token_bytes_table
         self.special_token_ids = list(range(st.FIRST_SPECIAL, st.N_VOCAB))
         # llguidance allows its EOS only once the grammar is complete; the turn
         # ends on <|call|>/<|return|> before that, so any unused special will do.
         self.eos_token_id = st.ENDOFTEXT
         self.bos_token_id = None
-        self._encode = encoding.tokenizer.encode_ordinary
+        self._encode = tokenizer.encode_ordinary
 
     def __call__(self, text: str | bytes) -> list[int]:
         # llguidance calls this only to turn text it forces into tokens
@@ -139,22 +133,15 @@ class _Vocabulary:
         return self._encode(text)
 
 
-def _load_encoding() -> HarmonyEncoding:
-    from .._encoding import load_harmony_encoding
-    from .._enums import HarmonyEncodingName
-
-    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-
-
 def llg_tokenizer() -> llguidance.LLTokenizer:
     """The process-wide llguidance tokenizer for o200k_harmony (built once, ~1 s)."""
     global _tokenizer
     if _tokenizer is None:
         llg = _llguidance()
-        encoding = _load_encoding()
+        tokenizer = get_tokenizer()
         with _lock:
             if _tokenizer is None:
-                _tokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_Vocabulary(encoding)))
+                _tokenizer = llg.LLTokenizer(llg.TokenizerWrapper(_Vocabulary(tokenizer)))
     return _tokenizer
 
 
@@ -199,11 +186,11 @@ def _compile_error(
     llg: Any, tokenizer: llguidance.LLTokenizer, error: str, slots: tuple[JsonSlot, ...]
 ) -> InputError:
     """Name the schema llguidance refused, if one was (each is tried on its own)."""
-    for slot in slots:
-        grammar = llg.LLMatcher.grammar_from_lark(f"start: %json {slot.json}")
+    for label, schema in slots:
+        grammar = llg.LLMatcher.grammar_from_lark(f"start: %json {schema}")
         problem = llg.LLMatcher.validate_grammar(grammar, tokenizer)
         if problem:
-            return InputError(f"{slot.label}: llguidance cannot compile the schema: {problem}")
+            return InputError(f"{label}: llguidance cannot compile the schema: {problem}")
     return InputError(f"llguidance cannot compile the turn grammar: {error}")
 
 
@@ -233,25 +220,26 @@ class TurnMatcher:
     def _setup(self, lark: str, slots: tuple[JsonSlot, ...]) -> None:
         self._lark = lark
         self._slots = slots
+        self._json = KeyGuard.declared(lark)
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the start of the turn (also after a :class:`GrammarEngineError`)."""
         self._tokens: list[int] = []
         self._failure: GrammarEngineError | None = None
-        self._start()
-        self._json = KeyGuard.declared(lark)
-        self._keys = self._key_guard([])
-
-    def _start(self) -> None:
         # _origin: the cached template this matcher was copied from (None once the
         # matcher runs on a private compile), to evict it if llguidance fails.
         self._origin: llguidance.LLMatcher | None = _template(self._lark, self._slots)
         self._matcher = self._origin.deep_copy()
+        self._keys = self._key_guard([])
 
     def _key_guard(self, tokens: Sequence[int]) -> KeyGuard | None:
         """The key rule's state after ``tokens`` (None for a grammar without JSON marker)."""
         if self._json is None:
             return None
-        token_bytes = _load_encoding().tokenizer.token_bytes_table
+        token_bytes = get_tokenizer().token_bytes_table
         table = tables(token_bytes, MASK_WORDS, st.FIRST_SPECIAL)
-        guard = KeyGuard(*self._json, token_bytes, table, _KEY_SPECIALS)
+        guard = KeyGuard(*self._json, token_bytes, table)
         for token in tokens:
             guard.feed(token)
         return guard
@@ -311,12 +299,7 @@ class TurnMatcher:
             not self._keys.permits(token) or self._keys.restricts(token)
         ):
             return False
-        allowed = self._matcher.validate_tokens([token]) == 1
-        if self._matcher.is_error():
-            self._recover()
-            allowed = self._matcher.validate_tokens([token]) == 1
-            self._check_engine()
-        return bool(allowed)
+        return self._or_recover(lambda: self._matcher.validate_tokens([token]) == 1)
 
     # -- masks -----------------------------------------------------------------------
 
@@ -339,13 +322,7 @@ class TurnMatcher:
         if self.is_finished:
             out[:] = 0
             return out
-        self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
-        if self._matcher.is_error():
-            # A failed llguidance matcher writes a mask of its EOS alone; never hand
-            # that out: rebuild (another request's failure) or raise (this one's).
-            self._recover()
-            self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
-            self._check_engine()
+        self._or_recover(lambda: self._matcher.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes))
         out[_KEEP_FROM:] &= _KEEP_WORDS
         if self._keys is not None:
             self._keys.restrict(out)
@@ -365,22 +342,18 @@ class TurnMatcher:
             raise self._rejected(token)
         if self._keys is not None and not self._keys.permits(token):
             raise self._rejected(token, "a JSON key may not hold an escape or repeat a key")
-        if self._matcher.consume_token(token) and not self._matcher.is_error():
-            self._tokens.append(token)
-            if self._keys is not None:
-                self._keys.feed(token)
-            return
-        # llguidance's matcher stays in its error state after a refused token (or a
-        # failure of its own, maybe caused by another request): rebuild it, then
-        # tell a refusal from a failure by asking the rebuilt one.
-        error = self._rejected(token)
-        self._rebuild(self._tokens)
-        allowed = self._matcher.validate_tokens([token]) == 1
-        self._check_engine()
-        if not allowed:
-            raise error
-        self._matcher.consume_token(token)
-        self._check_engine()
+        if not self._matcher.consume_token(token) or self._matcher.is_error():
+            # llguidance's matcher stays in its error state after a refused token (or a
+            # failure of its own, maybe caused by another request): rebuild it, then
+            # tell a refusal from a failure by asking the rebuilt one.
+            error = self._rejected(token)
+            self._rebuild(self._tokens)
+            allowed = self._matcher.validate_tokens([token]) == 1
+            self._check_engine()
+            if not allowed:
+                raise error
+            self._matcher.consume_token(token)
+            self._check_engine()
         self._tokens.append(token)
         if self._keys is not None:
             self._keys.feed(token)
@@ -427,23 +400,11 @@ class TurnMatcher:
             self._rebuild(keep)
         self._keys = self._key_guard(self._tokens)
 
-    def reset(self) -> None:
-        """Back to the start of the turn (also after a :class:`GrammarEngineError`)."""
-        self._tokens = []
-        self._failure = None
-        self._start()
-        self._keys = self._key_guard([])
-
     def copy(self) -> TurnMatcher:
         """An independent matcher in the same state."""
-        twin = object.__new__(TurnMatcher)
-        twin._lark = self._lark
-        twin._slots = self._slots
-        twin._origin = self._origin
+        twin = copy.copy(self)
         twin._matcher = self._matcher.deep_copy()
         twin._tokens = list(self._tokens)
-        twin._failure = self._failure
-        twin._json = self._json
         twin._keys = None if self._keys is None else self._keys.copy()
         return twin
 
@@ -464,10 +425,19 @@ class TurnMatcher:
         if self._matcher.is_error():
             self._fail()
 
-    def _recover(self) -> None:
-        """Replace a failed llguidance matcher by one in the same state, or fail."""
-        _evict(self._lark, self._origin)
-        self._rebuild(self._tokens)
+    def _or_recover(self, step: Callable[[], T]) -> T:
+        """``step`` on the matcher; if llguidance failed, again on a rebuilt one, or fail.
+
+        A failed llguidance matcher answers as if only its EOS were allowed; that is
+        never handed out: rebuild (another request's failure) or raise (this one's).
+        """
+        result = step()
+        if self._matcher.is_error():
+            _evict(self._lark, self._origin)
+            self._rebuild(self._tokens)
+            result = step()
+            self._check_engine()
+        return result
 
     def _rebuild(self, tokens: Sequence[int]) -> None:
         """A healthy matcher that consumed ``tokens`` (a cached copy, else a private one)."""
@@ -528,7 +498,7 @@ def _token_text(token: int) -> str:
         return st.SPECIAL_TOKEN_TEXT[token]
     if not 0 <= token < VOCAB_SIZE:
         return "?"
-    return _load_encoding().tokenizer.token_bytes_table[token].decode("utf-8", "replace")
+    return get_tokenizer().token_bytes_table[token].decode("utf-8", "replace")
 
 
 # -- masks as arrays -------------------------------------------------------------------------
@@ -544,20 +514,12 @@ def mask_to_bool(mask: NDArray[np.int32], size: int = VOCAB_SIZE) -> NDArray[np.
     return _mask_bits(mask, size).view(np.bool_)
 
 
-def _float_bits() -> dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]]:
-    """Float dtype -> (the signed int of its width, the bits of ``-inf`` in it)."""
-    table: dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]] = {}
-    for float_type, int_type in (
-        (np.float16, np.int16),
-        (np.float32, np.int32),
-        (np.float64, np.int64),
-    ):
-        # Native byte order only: another order's bits would not read as these ints.
-        table[np.dtype(float_type)] = (int_type, int(np.array(-np.inf, float_type).view(int_type)))
-    return table
-
-
-_FLOAT_BITS: Final = _float_bits()
+#: Float dtype -> (the signed int of its width, the bits of ``-inf`` in it). Native byte
+#: order only: another order's bits would not read as these ints.
+_FLOAT_BITS: Final[dict[np.dtype[Any], tuple[type[np.signedinteger[Any]], int]]] = {
+    np.dtype(f): (i, int(np.array(-np.inf, f).view(i)))
+    for f, i in ((np.float16, np.int16), (np.float32, np.int32), (np.float64, np.int64))
+}
 
 
 def _mask_bits(mask: NDArray[np.int32], size: int) -> NDArray[np.uint8]:

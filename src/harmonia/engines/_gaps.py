@@ -67,12 +67,6 @@ def _vocabulary() -> tuple[list[bytes], dict[bytes, int], int]:
     return table, by_bytes, max(len(piece) for piece in by_bytes)
 
 
-def piece(token: int) -> bytes:
-    """The bytes llama-server writes for ``token`` (empty for a special token not preserved)."""
-    table, _, _ = _vocabulary()
-    return table[token] if 0 <= token < len(table) else b""
-
-
 def chunk_bytes(payload: dict[str, Any], ids: Sequence[int]) -> tuple[bytes, bool]:
     """The chunk's text as bytes, and whether they are exact (raw, not U+FFFD-replaced)."""
     probabilities = payload.get("completion_probabilities")
@@ -126,8 +120,9 @@ def splits(data: bytes, count: int, by_bytes: dict[bytes, int], longest: int) ->
 def recover(missing: int, ids: Sequence[int], payload: dict[str, Any]) -> list[int]:
     """The ``missing`` ids sampled before this chunk's ``ids``, or :class:`Unrecoverable`."""
     data, exact = chunk_bytes(payload, ids)
+    table, by_bytes, longest = _vocabulary()
     for token in reversed(ids):  # the sent ids' own text is at the end
-        own = piece(token)
+        own = table[token] if 0 <= token < len(table) else b""
         if data.endswith(own):
             data = data[: len(data) - len(own)]
         elif st.is_special_token(token):
@@ -141,7 +136,6 @@ def recover(missing: int, ids: Sequence[int], payload: dict[str, Any]) -> list[i
             f"the server sent their bytes only as text ({data!r}), where bytes that are not "
             "UTF-8 are written as U+FFFD, and no raw bytes (completion_probabilities)"
         )
-    _, by_bytes, longest = _vocabulary()
     ways = splits(data, missing, by_bytes, longest)
     if len(ways) != 1:
         how = "no way" if not ways else "more than one way"

@@ -60,14 +60,6 @@ def _name(lark_name: str) -> str:
     return "root" if lark_name == "start" else lark_name.replace("_", "-")
 
 
-def _string(literal: str) -> str:
-    try:
-        text = json.loads(literal)
-    except ValueError:
-        raise _unsupported(f"string literal {literal} is not plain JSON-escaped text") from None
-    return gbnf_literal(text)
-
-
 def _expression(body: str, rule: str) -> str:
     out: list[str] = []
     position = 0
@@ -81,7 +73,13 @@ def _expression(body: str, rule: str) -> str:
         if match["special"]:
             out.append(match["special"])
         elif match["string"]:
-            out.append(_string(match["string"]))
+            try:
+                out.append(gbnf_literal(json.loads(match["string"])))
+            except ValueError:
+                literal = match["string"]
+                raise _unsupported(
+                    f"string literal {literal} is not plain JSON-escaped text"
+                ) from None
         elif match["name"]:
             out.append(_name(match["name"]))
         else:
@@ -126,7 +124,10 @@ def lark_to_gbnf(lark: str, *, json_args: JsonPolicy = "schema") -> str:
     whitespace: str | None = None
     for name, body in rules:
         if body.startswith("%json"):
-            schema = _schema(body[len("%json") :], name)
+            try:
+                schema = json.loads(body[len("%json") :])
+            except ValueError:
+                raise _unsupported(f"rule {name}: the %json schema is not JSON") from None
             if json_args == "refuse":
                 raise _unsupported(
                     f"rule {name} is a JSON schema (tool arguments or a response format), "
@@ -154,13 +155,6 @@ def lark_to_gbnf(lark: str, *, json_args: JsonPolicy = "schema") -> str:
         out.append(JSON_BASE)
         out.append(f"jsonx-ws ::= {whitespace}")
     return "\n".join(out)
-
-
-def _schema(text: str, rule: str) -> object:
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise _unsupported(f"rule {rule}: the %json schema is not JSON") from None
 
 
 def expected_end(tokens: list[int] | tuple[int, ...], token_bytes: list[bytes]) -> int:

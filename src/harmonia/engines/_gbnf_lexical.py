@@ -31,24 +31,24 @@ grammar built from them never lets the model write something the schema refuses.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Final
 
 _DIGITS: Final = "[0-9]"
 #: Characters a class or "." may write raw in a JSON string: no '"', '\\', '|', controls.
 _FORBIDDEN: Final = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7C, 0x7C))
 _MAX_CHAR: Final = 0x10FFFF
+#: The keywords that bound a number.
+BOUND_KEYS: Final = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
 
 
 class Unsupported(ValueError):
     """What a keyword asks cannot be written as GBNF here (the message says why)."""
 
 
-def _group(alternatives: list[str]) -> str:
+def group(alternatives: list[str]) -> str:
+    """Alternatives as one item, safe to write inside a sequence."""
     return alternatives[0] if len(alternatives) == 1 else "( " + " | ".join(alternatives) + " )"
-
-
-def _digit(low: int, high: int) -> str:
-    return f'"{low}"' if low == high else f"[{low}-{high}]"
 
 
 def _same_length(low: str, high: str) -> list[str]:
@@ -58,7 +58,7 @@ def _same_length(low: str, high: str) -> list[str]:
     if low == high:
         return [f'"{low}"']
     if low[0] == high[0]:
-        return [f'"{low[0]}" {_group(_same_length(low[1:], high[1:]))}']
+        return [f'"{low[0]}" {group(_same_length(low[1:], high[1:]))}']
     rest = len(low) - 1
     tail = f" {_DIGITS}{{{rest}}}" if rest > 1 else f" {_DIGITS}" if rest else ""
     low_full = all(c == "0" for c in low[1:])  # low's first digit takes every tail
@@ -66,11 +66,11 @@ def _same_length(low: str, high: str) -> list[str]:
     first, last = int(low[0]) + (not low_full), int(high[0]) - (not high_full)
     out = []
     if not low_full:
-        out.append(f'"{low[0]}" {_group(_same_length(low[1:], "9" * rest))}')
+        out.append(f'"{low[0]}" {group(_same_length(low[1:], "9" * rest))}')
     if first <= last:
-        out.append(_digit(first, last) + tail)
+        out.append((f'"{first}"' if first == last else f"[{first}-{last}]") + tail)
     if not high_full:
-        out.append(f'"{high[0]}" {_group(_same_length("0" * rest, high[1:]))}')
+        out.append(f'"{high[0]}" {group(_same_length("0" * rest, high[1:]))}')
     return out
 
 
@@ -87,7 +87,7 @@ def uint_range(low: int, high: int | None) -> str:
         out += _same_length(start, end)
     if high is None:  # every longer number
         out.append(f"[1-9] {_DIGITS}{{{width},}}")
-    return _group(out)
+    return group(out)
 
 
 def int_range(low: int | None, high: int | None) -> str:
@@ -100,30 +100,34 @@ def int_range(low: int | None, high: int | None) -> str:
     if low is None or low < 0:
         magnitude_low = 1 if high is None or high >= 0 else -high
         out.append(f'"-" {uint_range(magnitude_low, None if low is None else -low)}')
-    return _group(out)
+    return group(out)
 
 
-def integer_bounds(schema: dict[str, object]) -> tuple[int | None, int | None]:
-    """An integer schema's bounds as inclusive integers (``None``: none)."""
-    low = high = None
-    for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+def _numeric_bounds(schema: dict[str, object]) -> Iterator[tuple[str, int | float]]:
+    """The schema's bound keywords that are set, with their values (checked to be numbers)."""
+    for key in BOUND_KEYS:
         value = schema.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Unsupported(f"{key} {value!r} is not a number")
+        yield key, value
+
+
+def integer_bounds(schema: dict[str, object]) -> tuple[int | None, int | None]:
+    """An integer schema's bounds as inclusive integers (``None``: none)."""
+    lows: list[int] = []
+    highs: list[int] = []
+    for key, value in _numeric_bounds(schema):
         if value != value or value in (float("inf"), float("-inf")):
             raise Unsupported(f"{key} {value!r}")
         floor, ceil = _floor(value), -_floor(-value)
-        if key == "minimum":
-            low = ceil if low is None else max(low, ceil)
-        elif key == "exclusiveMinimum":
-            low = floor + 1 if low is None else max(low, floor + 1)
-        elif key == "maximum":
-            high = floor if high is None else min(high, floor)
+        exclusive = key.startswith("exclusive")
+        if key.lower().endswith("minimum"):
+            lows.append(floor + 1 if exclusive else ceil)
         else:
-            high = ceil - 1 if high is None else min(high, ceil - 1)
-    return low, high
+            highs.append(ceil - 1 if exclusive else floor)
+    return max(lows, default=None), min(highs, default=None)
 
 
 def _floor(value: int | float) -> int:
@@ -156,12 +160,7 @@ def _magnitude(low: int, low_open: bool, high: int | None, high_open: bool) -> l
 def number_range(schema: dict[str, object]) -> str:
     """JSON numbers within the schema's bounds, which must be whole numbers."""
     bounds: dict[str, int] = {}
-    for key in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        value = schema.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise Unsupported(f"{key} {value!r} is not a number")
+    for key, value in _numeric_bounds(schema):
         if isinstance(value, float) and not value.is_integer():
             raise Unsupported(f"{key} {value!r} (number bounds must be whole numbers)")
         bounds[key] = int(value)
@@ -182,10 +181,10 @@ def number_range(schema: dict[str, object]) -> str:
             m_low, m_low_open = -high, high_open
         negative = _magnitude(m_low, m_low_open, None if low is None else -low, low_open)
         if negative:
-            out.append(f'"-" {_group(negative)}')
+            out.append(f'"-" {group(negative)}')
     if not out:
         raise Unsupported(f"no number is within the bounds {bounds}")
-    return _group(out)
+    return group(out)
 
 
 def _tighter(
@@ -312,7 +311,7 @@ class _PatternReader:
         filled = [b for b in branches if b]
         if not filled:
             return ""
-        body = _group(filled)
+        body = group(filled)
         return f"( {body} )?" if len(filled) < len(branches) else body
 
     def sequence(self) -> str:
@@ -338,7 +337,7 @@ class _PatternReader:
         if char == ".":
             return _class([(0, 0x09), (0x0B, _MAX_CHAR)])
         if char == "\\":
-            return self.escape(in_class=False)
+            return self.escape()
         if char in "^$":
             raise Unsupported(f"the anchor {char!r} inside the pattern")
         if char in "*+?{":
@@ -347,7 +346,7 @@ class _PatternReader:
             raise Unsupported("an unbalanced ')'")
         return _literal(char)
 
-    def escape(self, *, in_class: bool) -> str:
+    def escape(self) -> str:
         char = self.take()
         ranges = self.escape_ranges(char)
         if ranges is not None:

@@ -1,4 +1,4 @@
-"""What the HTTP engines share: the client, streaming SSE, and errors that say what to check.
+"""What the HTTP engines share: a base class, the client, SSE, and errors that say what to check.
 
 Every failure becomes an :class:`~harmonia.EngineError` naming the engine and
 the URL: unreachable (with what to check), an HTTP error status (with the
@@ -21,8 +21,10 @@ from typing import Any, Final
 
 from harmonia import EngineError, InputError
 from harmonia._runtime import TIMEOUTS
+from harmonia._runtime import api_key as resolve_api_key
 
 from ._base import EngineRefusedError
+from ._generation import PromptEngine
 from ._wire import Answer, Events, Wire, WireError, decode_all
 
 #: Longest piece of a server's error body quoted in a message.
@@ -46,14 +48,39 @@ class HttpOptions:
     headers: Mapping[str, str] | None = None
 
 
-def normalise_base_url(base_url: str, engine: str) -> str:
-    """``base_url`` without a trailing slash; :class:`~harmonia.InputError` if it is no URL."""
-    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise InputError(
-            f"{engine}: base_url must be an http:// or https:// address of the server, "
-            f"not {base_url!r}"
+class HttpEngine(PromptEngine):
+    """What the HTTP engines share: the checked base URL, the client, health and closing."""
+
+    supports_logprobs = True
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        api_key_env: str | None,
+        options: HttpOptions | None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InputError(
+                f"{self.name}: base_url must be an http:// or https:// address of the server, "
+                f"not {base_url!r}"
+            )
+        self.base_url = base_url.rstrip("/")
+        self._http = HttpClient(
+            engine=self.name,
+            base_url=self.base_url,
+            api_key=resolve_api_key(api_key, api_key_env),
+            options=options or HttpOptions(),
         )
-    return base_url.rstrip("/")
+
+    async def health(self) -> None:
+        """Raise :class:`~harmonia.EngineError` unless the server's ``/health`` answers 200
+        (llama-server answers 503 while it loads the model)."""
+        await self._http.check("/health")
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
 
 
 class HttpClient:
@@ -94,44 +121,19 @@ class HttpClient:
         return EngineError(f"{self.engine} at {url}: {message}", engine=self.engine, url=url)
 
     def _wire_error(self, exc: WireError, url: str) -> EngineError:
-        if exc.kind == "connect":
-            message = (
-                f"cannot connect ({exc}); check that the server is running and that the "
-                "base URL (scheme, host, port) is right"
-            )
-        elif exc.kind == "connect_timeout":
-            message = (
-                f"no connection within {self.options.connect_timeout} s; check the address "
-                "and any firewall"
-            )
-        elif exc.kind == "stall":
-            message = (
-                f"the stream stalled: no data for {self.options.read_timeout} s "
-                "(HttpOptions.read_timeout); the server may be overloaded or hung"
-            )
-        elif exc.kind == "broken":
-            message = f"the connection broke mid-stream ({exc})"
-        else:
-            message = f"malformed HTTP answer: {exc}"
-        return self.error(message, url)
+        messages = {
+            "connect": f"cannot connect ({exc}); check that the server is running and that "
+            "the base URL (scheme, host, port) is right",
+            "connect_timeout": f"no connection within {self.options.connect_timeout} s; "
+            "check the address and any firewall",
+            "stall": f"the stream stalled: no data for {self.options.read_timeout} s "
+            "(HttpOptions.read_timeout); the server may be overloaded or hung",
+            "broken": f"the connection broke mid-stream ({exc})",
+        }
+        return self.error(messages.get(exc.kind, f"malformed HTTP answer: {exc}"), url)
 
-    async def check(self, path: str = "/health") -> None:
-        """GET ``path`` (the server's health route): an EngineError unless it answers 200."""
-        url = self.base_url + path
-        try:
-            answer = await self._get_wire().request("GET", path)
-            try:
-                status, body = answer.status, await answer.body(_BODY_QUOTE)
-            finally:
-                answer.close()
-        except WireError as exc:
-            raise self.error(f"health check failed: {self._wire_error(exc, url)}", url) from None
-        if status != 200:
-            detail = _describe_text(body.decode("utf-8", "replace"))
-            raise self.error(f"health check: HTTP {status}: {detail}", url)
-
-    async def get_json(self, path: str) -> Any:
-        """GET ``path`` and parse its JSON answer (an EngineError unless it is a 200)."""
+    async def _get(self, path: str, *, health: bool = False) -> bytes:
+        """GET ``path``'s body: an EngineError unless it answers 200 (``health``: says so)."""
         url = self.base_url + path
         try:
             answer = await self._get_wire().request("GET", path)
@@ -140,22 +142,25 @@ class HttpClient:
             finally:
                 answer.close()
         except WireError as exc:
-            raise self._wire_error(exc, url) from None
+            error = self._wire_error(exc, url)
+            raise (self.error(f"health check failed: {error}", url) if health else error) from None
         if status != 200:
             detail = _describe_text(body[:_BODY_QUOTE].decode("utf-8", "replace"))
-            raise self.error(f"HTTP {status}: {detail}", url)
+            raise self.error(f"{'health check: ' if health else ''}HTTP {status}: {detail}", url)
+        return body
+
+    async def check(self, path: str = "/health") -> None:
+        """GET ``path`` (the server's health route): an EngineError unless it answers 200."""
+        await self._get(path, health=True)
+
+    async def get_json(self, path: str) -> Any:
+        """GET ``path`` and parse its JSON answer (an EngineError unless it is a 200)."""
+        body = await self._get(path)
+        url = self.base_url + path
         try:
             return json.loads(body)
         except ValueError:
             raise self.error(f"not JSON: {body[:200]!r}", url) from None
-
-    async def stream_events(
-        self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
-        """:meth:`stream_batches`, one payload at a time."""
-        async for batch in self.stream_batches(path, body, not_found=not_found):
-            for payload in batch:
-                yield payload
 
     async def stream_batches(
         self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
@@ -242,11 +247,8 @@ class HttpClient:
 
     async def _status_message(self, answer: Answer) -> str:
         raw = (await answer.body(_BODY_QUOTE))[:_BODY_QUOTE].decode("utf-8", "replace")
-        detail = _describe_text(raw)
-        hint = ""
-        if answer.status in (401, 403):
-            hint = "; check the API key"
-        return f"HTTP {answer.status}: {detail}{hint}"
+        hint = "; check the API key" if answer.status in (401, 403) else ""
+        return f"HTTP {answer.status}: {_describe_text(raw)}{hint}"
 
 
 def _describe_text(raw: str) -> str:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any, Final
 
 from . import _gbnf_lexical as lexical
@@ -58,6 +57,18 @@ _ANNOTATIONS: Final = frozenset(
         "$defs",
         "definitions",
     }
+)
+#: The keywords that imply a type when ``type`` is absent.
+_IMPLIED: Final = {
+    "object": ("properties", "required", "additionalProperties"),
+    "array": ("items", "prefixItems", "minItems", "maxItems"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+}
+#: Every keyword this compiler reads (another is refused unless the schema is lenient).
+_KEYWORDS: Final = _ANNOTATIONS.union(
+    ("$ref", "enum", "const", "anyOf", "oneOf", "allOf", "type"),
+    lexical.BOUND_KEYS,
+    *_IMPLIED.values(),
 )
 _WS_PATTERN: Final = re.compile(r"^\[\\x20\\x0A\\x0D\\x09\]\{0,(\d+)\}$")
 _TYPES: Final = ("object", "array", "string", "integer", "number", "boolean", "null")
@@ -94,22 +105,16 @@ def _unsupported(label: str, what: str) -> UnsupportedConstraintError:
     )
 
 
+_LITERAL_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def gbnf_literal(text: str) -> str:
     """``text`` as a GBNF string literal."""
-    out = []
-    for char in text:
-        if char in '"\\':
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif char == "\t":
-            out.append("\\t")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(char)
+    out = [
+        _LITERAL_ESCAPES.get(char)
+        or (f"\\x{ord(char):02x}" if ord(char) < 0x20 or ord(char) == 0x7F else char)
+        for char in text
+    ]
     return '"' + "".join(out) + '"'
 
 
@@ -171,32 +176,8 @@ class SchemaCompiler:
             raise _unsupported(self.label, f"{schema!r} is not a schema")
         if "$id" in schema and schema is not root:
             root = schema
-        known = _ANNOTATIONS | {
-            "$ref",
-            "enum",
-            "const",
-            "anyOf",
-            "oneOf",
-            "allOf",
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "items",
-            "prefixItems",
-            "minItems",
-            "maxItems",
-            "minLength",
-            "maxLength",
-            "pattern",
-            "format",
-            "minimum",
-            "maximum",
-            "exclusiveMinimum",
-            "exclusiveMaximum",
-        }
         for key in schema:
-            if key not in known:
+            if key not in _KEYWORDS:
                 self._refuse(f"the keyword {key!r} is not supported")
         if "$ref" in schema:
             if len(set(schema) - _ANNOTATIONS) > 1:
@@ -208,7 +189,7 @@ class SchemaCompiler:
             values = schema["enum"]
             if not isinstance(values, list) or not values:
                 raise _unsupported(self.label, "enum must be a non-empty array")
-            return _alternatives(self._literal(v) for v in values)
+            return lexical.group([self._literal(v) for v in values])
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 if key == "oneOf" and not self.coerce_one_of:
@@ -221,7 +202,7 @@ class SchemaCompiler:
                 rest = {k: v for k, v in schema.items() if k != key and k not in _ANNOTATIONS}
                 if rest:
                     self._refuse(f"keywords beside {key} ({', '.join(rest)})")
-                return _alternatives(self._rule(self._value(b, root)) for b in branches)
+                return lexical.group([self._rule(self._value(b, root)) for b in branches])
         if "allOf" in schema:
             parts = schema["allOf"]
             if not isinstance(parts, list) or len(parts) != 1:
@@ -230,22 +211,13 @@ class SchemaCompiler:
             return self._value({**rest, **parts[0]}, root)
         types = schema.get("type")
         if types is None:
-            types = [t for t in _TYPES if self._implied(t, schema)] or list(_TYPES)
+            types = [t for t in _IMPLIED if any(k in schema for k in _IMPLIED[t])] or list(_TYPES)
         elif isinstance(types, str):
             types = [types]
         if not isinstance(types, list) or not types or any(t not in _TYPES for t in types):
             raise _unsupported(self.label, f"type {schema.get('type')!r}")
         bodies = [self._typed(t, schema, root) for t in types]
-        return bodies[0] if len(bodies) == 1 else _alternatives(self._rule(b) for b in bodies)
-
-    @staticmethod
-    def _implied(kind: str, schema: dict[str, Any]) -> bool:
-        implies = {
-            "object": ("properties", "required", "additionalProperties"),
-            "array": ("items", "prefixItems", "minItems", "maxItems"),
-            "string": ("minLength", "maxLength", "pattern", "format"),
-        }
-        return any(key in schema for key in implies.get(kind, ()))
+        return bodies[0] if len(bodies) == 1 else lexical.group([self._rule(b) for b in bodies])
 
     def _ref(self, ref: Any, root: Any) -> str:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -286,13 +258,18 @@ class SchemaCompiler:
         text = self._lexical_string(schema)
         if text is not None:
             return text
-        low, high = schema.get("minLength", 0), schema.get("maxLength")
+        low, high = self._lengths(schema, "string", "minLength", "maxLength")
         if (low, high) == (0, None):
             return "jsonx-string"
+        return f'"\\"" jsonx-char-bounded{_bounds(low, high)} "\\""'
+
+    def _lengths(
+        self, schema: dict[str, Any], what: str, low_key: str, high_key: str
+    ) -> tuple[int, int | None]:
+        low, high = schema.get(low_key, 0), schema.get(high_key)
         if not _count(low) or (high is not None and (not _count(high) or high < low)):
-            raise _unsupported(self.label, f"string lengths {low!r}..{high!r}")
-        bound = f"{{{low},{'' if high is None else high}}}"
-        return f'"\\"" jsonx-char-bounded{bound} "\\""'
+            raise _unsupported(self.label, f"{what} lengths {low!r}..{high!r}")
+        return low, high
 
     def _lexical_string(self, schema: dict[str, Any]) -> str | None:
         """A string under ``pattern`` or ``format`` (``None``: neither applies)."""
@@ -325,9 +302,8 @@ class SchemaCompiler:
         return rule
 
     def _number(self, kind: str, schema: dict[str, Any]) -> str:
-        keys = ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
         signed = "jsonx-int" if kind == "integer" else "jsonx-number"
-        if not any(schema.get(key) is not None for key in keys):
+        if not any(schema.get(key) is not None for key in lexical.BOUND_KEYS):
             return signed
         try:
             if kind == "integer":
@@ -338,9 +314,7 @@ class SchemaCompiler:
         return signed
 
     def _array(self, schema: dict[str, Any], root: Any) -> str:
-        low, high = schema.get("minItems", 0), schema.get("maxItems")
-        if not _count(low) or (high is not None and (not _count(high) or high < low)):
-            raise _unsupported(self.label, f"array lengths {low!r}..{high!r}")
+        low, high = self._lengths(schema, "array", "minItems", "maxItems")
         prefix = schema.get("prefixItems") or []
         if not isinstance(prefix, list):
             raise _unsupported(self.label, "prefixItems must be an array")
@@ -361,7 +335,8 @@ class SchemaCompiler:
             if parts:  # every further item follows a comma
                 parts.append(f"{more}{_bounds(rest_low, rest_high)}")
             else:
-                tail = f"{more}{_bounds(max(rest_low - 1, 0), _minus_one(rest_high))}"
+                left = None if rest_high is None else max(rest_high - 1, 0)
+                tail = f"{more}{_bounds(max(rest_low - 1, 0), left)}"
                 body = f"{item} jsonx-ws {tail}"
                 parts.append(body if rest_low else f"( {body} )?")
         elif rest_low:
@@ -419,39 +394,27 @@ class SchemaCompiler:
         required = sum(1 << i for i, (_, is_required) in enumerate(members) if is_required)
         after: dict[int, str] = {}
 
+        def choice(written: int, sep: str) -> str:
+            options = [
+                f"{sep}{member} jsonx-ws {follow(written | 1 << i)}"
+                for i, (member, _) in enumerate(members)
+                if not written & 1 << i
+            ]
+            if extra is not None:
+                options.append(f"{sep}{extra} jsonx-ws {follow(written)}")
+            body = " | ".join(options)
+            return f"( {body} )" if required & ~written else f"( {body} )?"
+
         def follow(written: int) -> str:
             # What may come once the members in `written` were: another member or an
             # extra key after a comma, or the end when every required member is in.
             if written in after:
                 return after[written]
             name = after[written] = self._new_name()
-            self.rules[name] = self._choice(
-                written, required, members, extra, follow, '"," jsonx-ws '
-            )
+            self.rules[name] = choice(written, '"," jsonx-ws ')
             return name
 
-        return self._rule(self._choice(0, required, members, extra, follow, ""))
-
-    @staticmethod
-    def _choice(
-        written: int,
-        required: int,
-        members: list[tuple[str, bool]],
-        extra: str | None,
-        follow: Any,
-        sep: str,
-    ) -> str:
-        options = [
-            f"{sep}{member} jsonx-ws {follow(written | 1 << i)}"
-            for i, (member, _) in enumerate(members)
-            if not written & 1 << i
-        ]
-        if extra is not None:
-            options.append(f"{sep}{extra} jsonx-ws {follow(written)}")
-        body = " | ".join(options)
-        if required & ~written:
-            return f"( {body} )"
-        return f"( {body} )?"
+        return self._rule(choice(0, ""))
 
     def _other_key(self, names: list[str]) -> str:
         """A key that is none of ``names``: an extra key never repeats a declared one.
@@ -462,7 +425,9 @@ class SchemaCompiler:
         """
         plain = '[^"\\\\<|\\x00-\\x1f'
         free = self._shared("key-rest", f'{plain}]* "\\""')
-        spellable = sorted({n for n in names if n and all(_key_char(c) for c in n)})
+        spellable = sorted(
+            {n for n in names if n and all(c not in '"\\<|' and ord(c) >= 0x20 for c in n)}
+        )
         nodes: dict[str, str] = {}
 
         def node(prefix: str) -> str:
@@ -474,7 +439,7 @@ class SchemaCompiler:
             )
             options = [] if prefix in spellable else ['"\\""']
             options += [f"{gbnf_literal(c)} {node(prefix + c)}" for c in nexts]
-            others = "".join(_class_escape(c) for c in nexts)
+            others = "".join(lexical.char_escape(ord(c)) for c in nexts)
             options.append(f"{plain}{others}] {free}")
             self.rules[name] = " | ".join(options)
             return name
@@ -487,28 +452,10 @@ class SchemaCompiler:
 FREE_ORDER_MAX: Final = 6
 
 
-def _key_char(char: str) -> bool:
-    return char not in '"\\<|' and ord(char) >= 0x20
-
-
-def _class_escape(char: str) -> str:
-    return lexical.char_escape(ord(char))
-
-
-def _alternatives(bodies: Iterable[str]) -> str:
-    """Alternatives as one group, safe to write inside a sequence."""
-    listed = list(bodies)
-    return listed[0] if len(listed) == 1 else "( " + " | ".join(listed) + " )"
-
-
 def _bounds(low: int, high: int | None) -> str:
     if (low, high) == (0, None):
         return "*"
     return f"{{{low},{'' if high is None else high}}}"
-
-
-def _minus_one(value: int | None) -> int | None:
-    return None if value is None else max(value - 1, 0)
 
 
 def _count(value: Any) -> bool:

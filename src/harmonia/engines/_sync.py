@@ -6,7 +6,6 @@ import asyncio
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from concurrent.futures import Future
-from types import TracebackType
 from typing import Any, TypeVar
 
 from harmonia import InputError
@@ -76,12 +75,7 @@ class SyncEngine:
     def __enter__(self) -> SyncEngine:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -130,11 +124,6 @@ class SyncGeneration:
     def __enter__(self) -> SyncGeneration:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         """Cancel on the way out, so a ``break`` stops the engine."""
         self.cancel()

@@ -51,24 +51,22 @@ that no longer line up.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any, Final
 
 from harmonia import EngineError, InputError
 
-from .._runtime import api_key as resolve_api_key
+from .._tokenizer import get_tokenizer
 from .._tokenizer import special_tokens as st
 from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob
 from ._gaps import Unrecoverable, preserved_token_texts, recover
 from ._gbnf import END_OF_GENERATION, JsonPolicy, expected_end, lark_to_gbnf
-from ._generation import Emit, Producer, PromptEngine
-from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
+from ._generation import Emit, Producer
+from ._http import HttpEngine, HttpOptions, int_list
 from ._logprobs import MalformedLogprobs, from_entry
 
 __all__ = ["COMPLETION_PATH", "LlamaCppEngine", "completion_body", "lark_to_gbnf"]
 
-_NAME: Final = "llama.cpp"
 COMPLETION_PATH: Final = "/completion"
 #: Tokens asked for beyond max_tokens: enough to complete a UTF-8 character (4 bytes).
 _OVERSHOOT: Final = 3
@@ -106,7 +104,7 @@ def completion_body(
     return body
 
 
-class LlamaCppEngine(PromptEngine):
+class LlamaCppEngine(HttpEngine):
     """A ``llama-server`` reached over HTTP (``base_url`` such as ``http://127.0.0.1:8080``).
 
     ``api_key`` (or the ``LLAMA_API_KEY`` environment variable, ``api_key_env``)
@@ -122,8 +120,7 @@ class LlamaCppEngine(PromptEngine):
             ...
     """
 
-    name = _NAME
-    supports_logprobs = True
+    name = "llama.cpp"
 
     def __init__(
         self,
@@ -136,18 +133,12 @@ class LlamaCppEngine(PromptEngine):
     ) -> None:
         if json_args not in ("schema", "any", "refuse"):
             raise InputError(f"json_args must be 'schema', 'any' or 'refuse', not {json_args!r}")
-        self.base_url = normalise_base_url(base_url, _NAME)
+        super().__init__(base_url, api_key, api_key_env, options)
         self.json_args: JsonPolicy = json_args
         #: Turns whose end id the server got wrong and this engine replaced.
         self.repaired_ends = 0
         #: Ids the stream left out and this engine recovered from the chunks' text.
         self.recovered_ids = 0
-        self._http = HttpClient(
-            engine=_NAME,
-            base_url=self.base_url,
-            api_key=resolve_api_key(api_key, api_key_env),
-            options=options or HttpOptions(),
-        )
 
     def __repr__(self) -> str:
         return f"LlamaCppEngine({self.base_url!r}, json_args={self.json_args!r})"
@@ -165,8 +156,7 @@ class LlamaCppEngine(PromptEngine):
         body = completion_body(ids, params, grammar)
 
         async def produce(emit: Emit) -> Finish:
-            stream = _Stream(self, emit, constrained=grammar is not None)
-            stream.top_logprobs = params.top_logprobs
+            stream = _Stream(self, emit, grammar is not None, params.top_logprobs)
             return await stream.run(body)
 
         return produce
@@ -178,29 +168,13 @@ class LlamaCppEngine(PromptEngine):
         slots = props.get("total_slots") if isinstance(props, dict) else None
         return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
 
-    async def health(self) -> None:
-        """Raise :class:`~harmonia.EngineError` unless ``/health`` answers 200 (llama-server
-        answers 503 while it loads the model)."""
-        await self._http.check("/health")
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
-
-@functools.cache
-def _vocabulary() -> tuple[list[bytes], dict[bytes, int]]:
-    """Every id's bytes, and the ordinary ids by their bytes (built once)."""
-    from .._tokenizer import get_tokenizer
-
-    table = get_tokenizer().token_bytes_table
-    return table, {table[i]: i for i in range(st.FIRST_SPECIAL)}
-
 
 class _Stream:
     """One streamed completion: ids checked against ``tokens_predicted``, the end checked."""
 
-    def __init__(self, engine: LlamaCppEngine, emit: Emit, *, constrained: bool) -> None:
+    def __init__(
+        self, engine: LlamaCppEngine, emit: Emit, constrained: bool, top_logprobs: int | None
+    ) -> None:
         self.engine = engine
         self.http = engine._http
         self.url = engine.base_url + COMPLETION_PATH
@@ -208,7 +182,7 @@ class _Stream:
         self.constrained = constrained
         self.tokens: list[int] = []
         #: ``SamplingParams.top_logprobs`` (``None``: none asked for).
-        self.top_logprobs: int | None = None
+        self.top_logprobs = top_logprobs
         #: The server's entries of the chunk being read, by id.
         self.entries: dict[int, TokenLogprob] = {}
 
@@ -216,17 +190,18 @@ class _Stream:
         return self.http.error(message, self.url)
 
     async def run(self, body: dict[str, Any]) -> Finish:
-        async for payload in self.http.stream_events(COMPLETION_PATH, body):
-            ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
-            if self.top_logprobs is not None:
-                self.entries = self.read_entries(payload)
-            predicted = payload.get("tokens_predicted")
-            if isinstance(predicted, int) and not isinstance(predicted, bool):
-                ids = self.fill_gap(ids, predicted, payload)
-            if ids:
-                self.send(ids)
-            if payload.get("stop") is True:
-                return self.finish(payload.get("stop_type"))
+        async for batch in self.http.stream_batches(COMPLETION_PATH, body):
+            for payload in batch:
+                ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
+                if self.top_logprobs is not None:
+                    self.entries = self.read_entries(payload)
+                predicted = payload.get("tokens_predicted")
+                if isinstance(predicted, int) and not isinstance(predicted, bool):
+                    ids = self.fill_gap(ids, predicted, payload)
+                if ids:
+                    self.send(ids)
+                if payload.get("stop") is True:
+                    return self.finish(payload.get("stop_type"))
         raise self.error("the stream ended before a chunk with stop: true")
 
     def fill_gap(self, ids: list[int], predicted: int, payload: dict[str, Any]) -> list[int]:
@@ -301,8 +276,7 @@ class _Stream:
             # Under a grammar the server ends on an end-of-generation id once the turn
             # is complete; the format says which one it must be.
             *head, end = ids
-            table, _ = _vocabulary()
-            right = expected_end([*self.tokens, *head], table)
+            right = expected_end([*self.tokens, *head], get_tokenizer().token_bytes_table)
             if end != right:
                 self.engine.repaired_ends += 1
             ids = [*head, right]

@@ -28,14 +28,7 @@ from dataclasses import dataclass, field
 from harmonia import EngineError, InputError
 
 from .._tokenizer import special_tokens as st
-from ._base import (
-    Constraint,
-    Finish,
-    FinishReason,
-    SamplingParams,
-    TokenLogprob,
-    TokenMatcher,
-)
+from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob, TokenMatcher
 from ._generation import Emit, Producer, PromptEngine
 
 _NAME = "scripted"
@@ -166,10 +159,8 @@ class ScriptedEngine(PromptEngine):
                     # The script ran out without a stop id: say so, as a server would.
                     return Finish(FinishReason.LENGTH)
                 position = 0
-            if script.delay:
-                await asyncio.sleep(script.delay)
-            else:
-                await asyncio.sleep(0)  # stay cancellable and fair to other tasks
+            # Even with no delay: stay cancellable and fair to other tasks.
+            await asyncio.sleep(script.delay)
             limit = script.chunk_size
             for bound in (script.fail_after, script.stall_after):
                 if bound is not None:
@@ -177,19 +168,16 @@ class ScriptedEngine(PromptEngine):
             chunk = list(tokens[position : position + limit])
             if matcher is not None:
                 for token in chunk:
-                    _check(matcher, token, self.name)
+                    try:
+                        matcher.consume(token)
+                    except Exception as exc:
+                        raise EngineError(
+                            f"scripted token {token} breaks the constraint: {exc}",
+                            engine=self.name,
+                        ) from exc
             position += len(chunk)
             sent += len(chunk)
             if top_logprobs is None:
                 emit(chunk)
             else:
                 emit(chunk, [scripted_logprob(token, top_logprobs) for token in chunk])
-
-
-def _check(matcher: TokenMatcher, token: int, engine: str) -> None:
-    try:
-        matcher.consume(token)
-    except Exception as exc:
-        raise EngineError(
-            f"scripted token {token} breaks the constraint: {exc}", engine=engine
-        ) from exc

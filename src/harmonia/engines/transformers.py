@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,22 +26,12 @@ from harmonia import EngineError, HarmonyError, InputError
 from harmonia import vocabulary as vocab
 from harmonia._errors import install_hint
 
-from ._base import (
-    Constraint,
-    Finish,
-    FinishReason,
-    SamplingParams,
-    TokenLogprob,
-    TokenMatcher,
-)
+from ._base import Constraint, Finish, FinishReason, SamplingParams, TokenLogprob, TokenMatcher
 from ._generation import Emit, Producer, PromptEngine
 
 __all__ = ["TransformersEngine"]
 
 _NAME = "transformers"
-
-#: The size of gpt-oss's vocabulary (o200k_harmony, reserved ids included).
-GPT_OSS_VOCAB_SIZE = vocab.GPT_OSS_VOCAB_SIZE
 
 #: What the worker posts to the event loop: an id (with its log-probability when
 #: asked for), the finish, or its failure.
@@ -48,15 +39,15 @@ _Item = tuple[int, "TokenLogprob | None"] | Finish | BaseException
 _Post = Callable[[_Item], None]
 
 
-def _import_torch() -> Any:
+def _import(module: str) -> Any:
+    """``torch`` or ``transformers``, or an EngineError that says how to install them."""
     try:
-        import torch
+        return importlib.import_module(module)
     except ImportError as exc:
         raise EngineError(
             f"the transformers engine needs torch and transformers: {install_hint('transformers')}",
             engine=_NAME,
         ) from exc
-    return torch
 
 
 def random_gpt_oss(seed: int = 0) -> Any:
@@ -69,12 +60,11 @@ def random_gpt_oss(seed: int = 0) -> Any:
     the real decode and masking path deterministically, which is what tests,
     benchmarks and demos of an engine need. ``seed`` seeds torch first.
     """
-    torch = _import_torch()
-    import transformers
-
+    torch = _import("torch")
+    transformers = _import("transformers")
     torch.manual_seed(seed)
     config = transformers.GptOssConfig(
-        vocab_size=GPT_OSS_VOCAB_SIZE,
+        vocab_size=vocab.GPT_OSS_VOCAB_SIZE,
         hidden_size=64,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -120,7 +110,7 @@ class TransformersEngine(PromptEngine):
     supports_logprobs = True
 
     def __init__(self, model: Any, *, device: Any = None, dtype: Any = None) -> None:
-        self._torch = _import_torch()
+        self._torch = _import("torch")
         torch = self._torch
         if isinstance(dtype, str):
             resolved = getattr(torch, dtype, None)
@@ -141,13 +131,7 @@ class TransformersEngine(PromptEngine):
         cls, path: str, *, device: Any = "cpu", dtype: Any = "float32", **kwargs: Any
     ) -> TransformersEngine:
         """Load a causal LM with ``AutoModelForCausalLM.from_pretrained(path, **kwargs)``."""
-        try:
-            import transformers
-        except ImportError as exc:
-            raise EngineError(
-                f"the transformers engine needs transformers: {install_hint('transformers')}",
-                engine=_NAME,
-            ) from exc
+        transformers = _import("transformers")
         model = transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
         return cls(model, device=device, dtype=dtype)
 
@@ -198,10 +182,7 @@ class TransformersEngine(PromptEngine):
                         f"decoding failed: {type(item).__name__}: {item}", engine=self.name
                     ) from item
                 token, logprob = item
-                if logprob is None:
-                    emit([token])
-                else:
-                    emit([token], [logprob])
+                emit([token], None if logprob is None else [logprob])
         finally:
             # Cancelled, stopped by emit, or done: the worker sees `stop` before its
             # next step; wait for it so the model is free when this returns.

@@ -43,22 +43,13 @@ from typing import Any, Final, Literal
 
 from harmonia import InputError
 
-from .._runtime import api_key as resolve_api_key
-from ._base import (
-    MAX_TOP_LOGPROBS,
-    Constraint,
-    Finish,
-    FinishReason,
-    SamplingParams,
-    TokenLogprob,
-)
-from ._generation import Emit, Producer, PromptEngine
-from ._http import HttpClient, HttpOptions, int_list, normalise_base_url
+from ._base import MAX_TOP_LOGPROBS, Constraint, Finish, FinishReason, SamplingParams, TokenLogprob
+from ._generation import Emit, Producer
+from ._http import HttpEngine, HttpOptions, int_list
 from ._logprobs import MalformedLogprobs, from_completions, from_entry
 
 __all__ = ["COMPLETIONS_PATH", "GENERATE_PATH", "VLLMEngine", "completions_body", "generate_body"]
 
-_NAME: Final = "vllm"
 COMPLETIONS_PATH: Final = "/v1/completions"
 GENERATE_PATH: Final = "/inference/v1/generate"
 
@@ -118,7 +109,7 @@ def generate_body(
     return body
 
 
-class VLLMEngine(PromptEngine):
+class VLLMEngine(HttpEngine):
     """A vLLM server reached over HTTP (``base_url`` such as ``http://127.0.0.1:8000``).
 
     ``model`` names the served model (``None``: the server's only one);
@@ -135,8 +126,7 @@ class VLLMEngine(PromptEngine):
             ...
     """
 
-    name = _NAME
-    supports_logprobs = True
+    name = "vllm"
 
     def __init__(
         self,
@@ -151,18 +141,12 @@ class VLLMEngine(PromptEngine):
     ) -> None:
         if api not in ("auto", "generate", "completions"):
             raise InputError(f"api must be 'auto', 'generate' or 'completions', not {api!r}")
-        self.base_url = normalise_base_url(base_url, _NAME)
+        super().__init__(base_url, api_key, api_key_env, options)
         self.model = model
         self.api: Api = api
         if not isinstance(llguidance, str) or not re.fullmatch(r"\d+\.\d+(\.\d+)?", llguidance):
             raise InputError(f"llguidance must be a version such as '1.7', not {llguidance!r}")
         self.llguidance = llguidance
-        self._http = HttpClient(
-            engine=_NAME,
-            base_url=self.base_url,
-            api_key=resolve_api_key(api_key, api_key_env),
-            options=options or HttpOptions(),
-        )
 
     def __repr__(self) -> str:
         return f"VLLMEngine({self.base_url!r}, model={self.model!r}, api={self.api!r})"
@@ -197,14 +181,6 @@ class VLLMEngine(PromptEngine):
 
         return produce
 
-    async def health(self) -> None:
-        """Raise :class:`~harmonia.EngineError` unless the server's ``/health`` answers 200."""
-        await self._http.check("/health")
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
     async def _stream(
         self, path: str, body: dict[str, Any], params: SamplingParams, emit: Emit
     ) -> Finish:
@@ -212,8 +188,7 @@ class VLLMEngine(PromptEngine):
         not_found = _NotFound if path == GENERATE_PATH else None
         last: int | None = None
         with_logprobs = params.top_logprobs is not None
-        batches = self._http.stream_batches(path, body, not_found=not_found)
-        async for batch in batches:
+        async for batch in self._http.stream_batches(path, body, not_found=not_found):
             # Every id of a read goes on in one emit (the logprobs, when asked, per choice).
             ids: list[int] = []
             for payload in batch:
