@@ -11,7 +11,7 @@ from exactly what the model saw. Built-in tools (``web_search*``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -248,40 +248,33 @@ class Responses:
         service = self.service
         data = await read_json(request, service.config.max_body_bytes)
         plan = await self.plan(data, tenant_of(request), request_id, omitted)
-        body, stream, opening, record = plan.body, plan.stream, plan.opening, plan.record
-
-        def admit() -> Coroutine[Any, Any, Turn]:
-            return plan.admit(service)
-
-        if body.background:
+        if plan.body.background:
             service.admission.check()
             queued = {**plan.snapshot, "status": "queued"}
             assert service.store is not None and self._leases is not None
             # The lease first: a replica that dies between the two leaves a lease that runs
             # out, never a running record without one.
             await self._leases.renew([plan.id])
-            await service.store.put(record(queued))
+            await service.store.put(plan.record(queued))
             run = BackgroundRun()
-            run.publish(opening)
+            run.publish(plan.opening)
             self.background[plan.id] = run
-            run.task = asyncio.ensure_future(
-                self._background(run, admit, stream, record, request_id)
-            )
+            run.task = asyncio.ensure_future(self._background(run, plan, request_id))
             assert self._watch is not None
             self._watch.wake()
             self._leases.wake()
-            if body.stream:
+            if plan.body.stream:
                 return service.sse(run.follow(-1), Disconnect(request.receive))
             return json_response(queued)
 
         disconnect = Disconnect(request.receive)
-        job = await disconnect.race_or_close(admit())
+        job = await disconnect.race_or_close(plan.admit(service))
         events = self.events(plan, job, request_id)
-        if body.stream:
+        if plan.body.stream:
             frames = self._frames(events, plan.snapshot, request_id)
             return service.sse(frames, disconnect, job)
         await service.run_to_end(events, disconnect, job, request_id)
-        return json_response(stream.response)
+        return json_response(plan.stream.response)
 
     async def events(self, plan: Plan, job: Turn, request_id: str) -> AsyncIterator[list[JsonDict]]:
         """The response's events in batches, from ``response.created`` to its end; the
@@ -303,39 +296,22 @@ class Responses:
                 if batch:
                     last = batch[-1]["sequence_number"]
                 yield b"".join(frame(event) for event in batch)
-        except EngineError as exc:
-            log.error("[%s] engine failed mid-stream: %s", request_id, exc)
-            stream_failed(502)
-            for event in _failure(snapshot, last, str(exc)):
-                yield frame(event)
-        except ServerShuttingDown as exc:
-            log.warning("[%s] %s", request_id, exc.message)
-            stream_failed(exc.status)
-            for event in _failure(snapshot, last, exc.message, cause=SHUTDOWN_CAUSE):
-                yield frame(event)
-        except StoreUnavailableError as exc:  # the answer is whole, but cannot be kept
-            log.error("[%s] %s", request_id, exc)
-            self.service.metrics.errors["store_unavailable"] += 1
-            stream_failed(503)
-            for event in _failure(snapshot, last, str(exc), cause=STORE_CAUSE):
-                yield frame(event)
+        except (EngineError, ServerShuttingDown, StoreUnavailableError) as exc:
+            if isinstance(exc, StoreUnavailableError):
+                self.service.metrics.errors["store_unavailable"] += 1
+            status, failure = failed_stream(exc, snapshot, last, request_id)
+            stream_failed(status)
+            yield b"".join(frame(event) for event in failure)
         yield DONE_FRAME
 
-    async def _background(
-        self,
-        run: BackgroundRun,
-        admit: Callable[[], Coroutine[Any, Any, Turn]],
-        stream: ResponseStream,
-        record: Callable[..., StoredResponse],
-        request_id: str,
-    ) -> None:
-        service = self.service
+    async def _background(self, run: BackgroundRun, plan: Plan, request_id: str) -> None:
+        service, stream, record = self.service, plan.stream, plan.record
         assert service.store is not None
         snapshot = run.events[0]["response"]
         last = run.events[-1]["sequence_number"]
         job: Turn | None = None
         try:
-            job = await admit()
+            job = await plan.admit(service)
             try:
                 await service.store.put(record({**snapshot, "status": "in_progress"}))
             except StoreUnavailableError as exc:  # it runs all the same; its end is kept
@@ -352,22 +328,16 @@ class Responses:
                 await job.close()
             await self._keep(record({**snapshot, "status": "cancelled"}), request_id)
         except Exception as exc:
-            cause = "the engine failed"
+            cause, message = "the engine failed", "internal server error"
             if isinstance(exc, ServerShuttingDown):
                 log.warning("[%s] background response: %s", request_id, exc.message)
-                cause = SHUTDOWN_CAUSE
+                cause, message = SHUTDOWN_CAUSE, exc.message
             elif isinstance(exc, EngineError):
                 log.error("[%s] engine failed in background: %s", request_id, exc)
+                message = str(exc)
             else:
                 log.exception("[%s] background response failed", request_id)
             service.metrics.errors["background_failed"] += 1
-            message = (
-                exc.message
-                if isinstance(exc, ServerShuttingDown)
-                else str(exc)
-                if isinstance(exc, EngineError)
-                else "internal server error"
-            )
             failure = _failure(snapshot, last, message, cause=cause)
             await self._keep(record(failure[0]["response"]), request_id)
             run.publish(failure)
@@ -576,3 +546,18 @@ def _failure(
 ) -> list[JsonDict]:
     """``response.failed`` then ``error``, numbered after event ``last``."""
     return ending_events(snapshot, last, message=f"{cause}: {message}")
+
+
+def failed_stream(
+    exc: Exception, snapshot: JsonDict, last: int, request_id: str
+) -> tuple[int, list[JsonDict]]:
+    """The status and the ending events of a stream that ``exc`` (an engine failure, the
+    shutdown timeout, a store that refused the finished response) ended; logged."""
+    if isinstance(exc, ServerShuttingDown):
+        log.warning("[%s] %s", request_id, exc.message)
+        return exc.status, _failure(snapshot, last, exc.message, cause=SHUTDOWN_CAUSE)
+    if isinstance(exc, StoreUnavailableError):  # the answer is whole, but cannot be kept
+        log.error("[%s] %s", request_id, exc)
+        return 503, _failure(snapshot, last, str(exc), cause=STORE_CAUSE)
+    log.error("[%s] engine failed mid-stream: %s", request_id, exc)
+    return 502, _failure(snapshot, last, str(exc))

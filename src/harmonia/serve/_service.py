@@ -363,6 +363,17 @@ def _warm_constraints(conversation: Conversation) -> None:
         log.info("strict output will not be available in process: %s", exc)
 
 
+def logged_error(exc: Exception, request_id: str) -> APIError:
+    """The answer for ``exc``, logged: with its trace when it is a bug (a 500 that no
+    harmonia error explains)."""
+    error = from_exception(exc)
+    if error.status >= 500 and not isinstance(exc, APIError | HarmonyError):
+        log.exception("[%s] %s", request_id, error.message)
+    else:
+        log.info("[%s] %d %s", request_id, error.status, error.message)
+    return error
+
+
 def log_diagnostics(stream: ResponseStream | ChatCompletionStream, request_id: str) -> None:
     """Model-output repairs go to the log, never to a 500."""
     for diagnostic in stream.diagnostics:

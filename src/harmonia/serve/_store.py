@@ -21,21 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from harmonia import HarmonyError, InputError
 from harmonia._runtime import TIMEOUTS
 
 JsonDict = dict[str, Any]
 T = TypeVar("T")
+P = ParamSpec("P")
 #: Ids per ``IN (...)`` query of :class:`SqliteStore`.
 _SQL_BATCH = 500
 #: The tenant of a server without API keys (and of records written before tenancy).
@@ -238,6 +240,22 @@ class MemoryStore:
         self._leases.clear()
 
 
+def _threaded(
+    method: Callable[Concatenate[SqliteStore, P], T],
+) -> Callable[Concatenate[SqliteStore, P], Coroutine[Any, Any, T]]:
+    """``method`` run in a worker thread; SQLite's failures (a lock held past
+    ``store_busy``, a disk that is full or gone) as :class:`StoreUnavailableError`."""
+
+    @functools.wraps(method)
+    async def call(self: SqliteStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await asyncio.to_thread(method, self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError("sqlite", exc) from exc
+
+    return call
+
+
 class SqliteStore:
     """Responses in a SQLite file: survives restarts; replicas on one host can share it.
 
@@ -278,7 +296,8 @@ class SqliteStore:
             if "duplicate column" not in str(exc):
                 raise
 
-    def _put(self, record: StoredResponse) -> None:
+    @_threaded
+    def put(self, record: StoredResponse) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO responses (id, record, tenant) VALUES (?, ?, ?)",
@@ -286,7 +305,8 @@ class SqliteStore:
             )
             self._db.commit()
 
-    def _get(self, response_id: str, tenant: str) -> StoredResponse | None:
+    @_threaded
+    def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT record FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
@@ -296,7 +316,8 @@ class SqliteStore:
         # The column decides (a replica of an older version rewrites the JSON without one).
         return dataclasses.replace(StoredResponse.from_json(row[0]), tenant=tenant)
 
-    def _delete(self, response_id: str, tenant: str) -> bool:
+    @_threaded
+    def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
         with self._lock:
             cursor = self._db.execute(
                 "DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
@@ -307,7 +328,8 @@ class SqliteStore:
             self._db.commit()
         return cursor.rowcount > 0
 
-    def _request_cancel(self, response_id: str, tenant: str) -> None:
+    @_threaded
+    def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT OR IGNORE INTO cancel_requests (id) "
@@ -316,21 +338,23 @@ class SqliteStore:
             )
             self._db.commit()
 
-    def _cancel_requests(self, response_ids: list[str]) -> set[str]:
+    @_threaded
+    def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
         return {row[0] for row in self._select("SELECT id FROM cancel_requests", response_ids)}
 
-    def _select(self, query: str, response_ids: list[str]) -> list[Any]:
+    def _select(self, query: str, response_ids: Collection[str]) -> list[Any]:
         """The rows of ``query WHERE id IN (...)`` for ``response_ids``."""
-        rows: list[Any] = []
+        ids, rows = list(response_ids), []
         with self._lock:
             # In slices: SQLite caps the parameters of one statement (999 before 3.32).
-            for start in range(0, len(response_ids), _SQL_BATCH):
-                batch = response_ids[start : start + _SQL_BATCH]
+            for start in range(0, len(ids), _SQL_BATCH):
+                batch = ids[start : start + _SQL_BATCH]
                 marks = ",".join("?" * len(batch))
                 rows += self._db.execute(f"{query} WHERE id IN ({marks})", batch).fetchall()
         return rows
 
-    def _renew_leases(self, response_ids: list[str], lease: Lease) -> None:
+    @_threaded
+    def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
         with self._lock:
             self._db.executemany(
                 "INSERT OR REPLACE INTO leases (id, owner, until) VALUES (?, ?, ?)",
@@ -338,38 +362,10 @@ class SqliteStore:
             )
             self._db.commit()
 
-    def _leases(self, response_ids: list[str]) -> dict[str, Lease]:
+    @_threaded
+    def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
         rows = self._select("SELECT id, owner, until FROM leases", response_ids)
         return {row[0]: Lease(row[1], row[2]) for row in rows}
-
-    async def _call(self, method: Callable[..., T], *args: Any) -> T:
-        """``method(*args)`` in a worker thread; SQLite's failures (a lock held past
-        ``store_busy``, a disk that is full or gone) as :class:`StoreUnavailableError`."""
-        try:
-            return await asyncio.to_thread(method, *args)
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError("sqlite", exc) from exc
-
-    async def put(self, record: StoredResponse) -> None:
-        await self._call(self._put, record)
-
-    async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
-        return await self._call(self._get, response_id, tenant)
-
-    async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
-        return await self._call(self._delete, response_id, tenant)
-
-    async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
-        await self._call(self._request_cancel, response_id, tenant)
-
-    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
-        return await self._call(self._cancel_requests, list(response_ids))
-
-    async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
-        await self._call(self._renew_leases, list(response_ids), lease)
-
-    async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
-        return await self._call(self._leases, list(response_ids))
 
     async def aclose(self) -> None:
         with self._lock:
