@@ -155,11 +155,8 @@ def _tools(request: Mapping[str, Any]) -> list[ToolDescription]:
                 f"tool type {entry.get('type')!r} is not supported (only function tools)",
                 f"{path}.type",
             )
-        fn = as_mapping(entry.get("function"), f"{path}.function")
         fn_path = f"{path}.function"
-        tools.append(
-            function_tool(fn.get("name"), fn.get("description"), fn.get("parameters"), fn_path)
-        )
+        tools.append(function_tool(as_mapping(entry.get("function"), fn_path), fn_path))
         paths.append(f"{fn_path}.name")
     unique_tools(tools, paths)
     return tools

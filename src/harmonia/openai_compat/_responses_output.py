@@ -214,10 +214,7 @@ class ResponseBuilder:
             "output": output,
             "parallel_tool_calls": request.get("parallel_tool_calls", True),
             "tool_choice": request.get("tool_choice", "auto"),
-            "tools": [echoed_tool(tool) for tool in request.get("tools") or ()],
-            "reasoning": _echoed_reasoning(request.get("reasoning")),
-            "text": _echoed_text(request.get("text")),
-            "metadata": request.get("metadata") or {},
+            **_echoes(request),
             "usage": usage(self.prompt_tokens, items, output_tokens)
             if self.prompt_tokens is not None and ended
             else None,
@@ -246,11 +243,18 @@ def response_with_every_key(response: Mapping[str, Any]) -> JsonDict:
     out.update(_DEFAULTED, incomplete_details=None, presence_penalty=0.0, frequency_penalty=0.0)
     out.update(tool_choice="auto", parallel_tool_calls=True, output=[])
     out.update(response)
-    out["tools"] = [echoed_tool(tool) for tool in response.get("tools") or ()]
-    out["text"] = _echoed_text(response.get("text"))
-    out["reasoning"] = _echoed_reasoning(response.get("reasoning"))
-    out["metadata"] = response.get("metadata") or {}
+    out.update(_echoes(response))
     return out
+
+
+def _echoes(source: Mapping[str, Any]) -> JsonDict:
+    """The fields a response repeats from its request (``source``) in the spec's shape."""
+    return {
+        "tools": [echoed_tool(tool) for tool in source.get("tools") or ()],
+        "reasoning": _echoed_reasoning(source.get("reasoning")),
+        "text": _echoed_text(source.get("text")),
+        "metadata": source.get("metadata") or {},
+    }
 
 
 def echoed_tool(tool: Any) -> Any:

@@ -97,20 +97,12 @@ class Responses:
         self.tool_loop = tool_loop
         self.background: dict[str, BackgroundRun] = {}
         config, store = service.config, service.store
-        self._watch = (
-            None if store is None else CancelWatch(store, self.background, config.cancel_poll_s)
-        )
-        self._leases = (
-            None
-            if store is None
-            else LeaseKeeper(
-                store,
-                self.background,
-                replica_name(config.worker_index),
-                config.background_lease_s,
-                self._now,
-            )
-        )
+        self._watch: CancelWatch | None = None
+        self._leases: LeaseKeeper | None = None
+        if store is not None:
+            self._watch = CancelWatch(store, self.background, config.cancel_poll_s)
+            owner, lease_s = replica_name(config.worker_index), config.background_lease_s
+            self._leases = LeaseKeeper(store, self.background, owner, lease_s, self._now)
 
     def _now(self) -> float:
         """Seconds since the epoch, on the config's clock (the one tests inject)."""
@@ -504,14 +496,11 @@ def is_builtin_type(kind: object) -> bool:
 
 def _check_builtin_choice(body: ResponsesBody, omitted: Sequence[str]) -> None:
     """A ``tool_choice`` naming a built-in tool needs that tool declared and runnable."""
-    choice = body.tool_choice
-    wanted = builtin_recipient(choice.get("type")) if isinstance(choice, dict) else None
-    if wanted is None:
+    choice = body.tool_choice if isinstance(body.tool_choice, dict) else {}
+    kind = choice.get("type")
+    wanted = builtin_recipient(kind)
+    if wanted is None or wanted in {builtin_recipient(t.get("type")) for t in body.tools or ()}:
         return
-    declared = {builtin_recipient(tool.get("type")) for tool in body.tools or ()}
-    if wanted in declared:
-        return
-    kind = choice.get("type") if isinstance(choice, dict) else None
     why = (
         "this server cannot run it (see the x-harmonia-omitted-tools header)"
         if any(builtin_recipient(k) == wanted for k in omitted)

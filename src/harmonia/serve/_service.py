@@ -297,8 +297,8 @@ class Service:
     # -- health --------------------------------------------------------------------------
 
     def note_engine_failure(self, exc: EngineError) -> None:
-        """A request's engine failure: an engine that can be probed counts as down until a
-        probe (``/health``) or a generation says it is back; a refusal says nothing."""
+        """An engine that can be probed counts as down until a probe (``/health``) or a
+        generation says it is back; a refusal says nothing of its health."""
         if _probe_of(self.engine) is not None and not isinstance(exc, EngineRefusedError):
             self.engine_down = str(exc)
 

@@ -47,8 +47,7 @@ _TENANT_ROUNDS = 250_000  # (not 200_000: that number spells a special-token id)
 
 
 class StoreUnavailableError(HarmonyError):
-    """The response store did not answer (down, unreachable, locked too long): no one's
-    mistake in the request; the same request may work once the store is back."""
+    """The response store did not answer (down, unreachable, locked too long)."""
 
     def __init__(self, store: str, reason: object) -> None:
         self.store = store
@@ -56,8 +55,8 @@ class StoreUnavailableError(HarmonyError):
 
 
 class Lease(NamedTuple):
-    """A running background response's lease: which replica runs it, and until when
-    (seconds since the epoch, the owner's clock) it vouches for it."""
+    """Which replica runs a background response, and until when (seconds since the epoch,
+    the owner's clock) it vouches for it."""
 
     owner: str
     until: float
@@ -66,10 +65,9 @@ class Lease(NamedTuple):
 def tenant_id(api_key: str) -> str:
     """The tenant an API key's responses belong to: a slow salted hash of the key.
 
-    The same on every replica and across restarts (no secret to share), so a
-    store shared by replicas keeps working; the key itself never reaches the
-    store. PBKDF2-SHA256 with 250,000 rounds (about 0.1 s, paid once per key
-    at start-up) makes guessing a short key from a stolen store slow, not
+    The same on every replica and across restarts (no secret to share); the key
+    never reaches the store. PBKDF2-SHA256 with 250,000 rounds (about 0.1 s, once
+    per key at start-up) makes guessing a short key from a stolen store slow, not
     impossible: use long random keys.
 
     >>> a = tenant_id("sk-example")
@@ -130,35 +128,22 @@ class ResponseStore(Protocol):
 
     async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
         """The record if it exists and is ``tenant``'s, else ``None``."""
-        ...
 
     async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
         """Forget ``tenant``'s response (and a cancel request for it); whether it was there."""
-        ...
 
     async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
-        """Record that a client asked to cancel ``tenant``'s response (idempotent).
-
-        A separate mark, never a change to the record: the replica running the
-        response keeps writing the record, and must not overwrite the request.
-        Nothing is recorded for a response that is not ``tenant``'s.
-        """
-        ...
+        """Record that a client asked to cancel ``tenant``'s response (idempotent): a mark
+        of its own, since the replica running the response keeps rewriting the record."""
 
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
         """Which of ``response_ids`` have a cancel request (one query, however many)."""
-        ...
 
     async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
-        """Record ``lease`` for each of ``response_ids`` (one query, however many).
-
-        A separate mark, like a cancel request: renewing never rewrites a record.
-        """
-        ...
+        """Record ``lease`` for each of ``response_ids`` (one query; never rewrites a record)."""
 
     async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
         """The lease of each of ``response_ids`` that has one."""
-        ...
 
     async def aclose(self) -> None: ...
 
@@ -373,10 +358,8 @@ class SqliteStore:
 
 
 def check_tenancy(store: ResponseStore) -> None:
-    """Refuse a store whose lookups take no ``tenant`` (written before tenancy).
-
-    Such a store would fail at the first lookup; said at start-up instead.
-    """
+    """Refuse at start-up, not at its first lookup, a store whose lookups take no
+    ``tenant`` (written before tenancy)."""
     for name in ("get", "delete", "request_cancel"):
         method = getattr(store, name, None)
         if method is None or "tenant" not in inspect.signature(method).parameters:
