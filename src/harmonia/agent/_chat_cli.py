@@ -29,12 +29,7 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
-from harmonia._files import (
-    check_output_file,
-    read_text_file,
-    refuse_same,
-    write_text,
-)
+from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
 from harmonia._options import (
     Commands,
     add_cot_policy,

@@ -60,11 +60,7 @@ def build_app(
             await service.aclose()
 
     app = FastAPI(
-        title="harmonia",
-        lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
+        title="harmonia", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.service = service
     app.state.responses = responses
@@ -156,9 +152,7 @@ def build_app(
         if reason is None:
             return json_response({"status": "ok", "engine": engine.name})
         return json_response(
-            {"status": "unavailable", "reason": reason},
-            status=503,
-            headers={"Retry-After": "1"},
+            {"status": "unavailable", "reason": reason}, status=503, headers={"Retry-After": "1"}
         )
 
     @app.get("/health/live")

@@ -197,21 +197,11 @@ class ServerConfig:
                 "ServerConfig.api_keys: an API key must not be empty or start or end with "
                 "whitespace"
             )
-        if self.chat_reasoning_field not in ("reasoning_content", "reasoning"):
-            raise InputError(
-                f"ServerConfig.chat_reasoning_field {self.chat_reasoning_field!r}: "
-                "use reasoning_content or reasoning"
-            )
-        if self.bpe_engine not in ("auto", "python", "quicktok", "tiktoken"):
-            raise InputError(
-                f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
-                "use quicktok, auto, python or tiktoken"
-            )
-        if self.cot_policy not in COT_POLICY_NAMES:
-            raise InputError(
-                f"ServerConfig.cot_policy {self.cot_policy!r}: "
-                f"use one of {', '.join(COT_POLICY_NAMES)}"
-            )
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise InputError(
+                    f"ServerConfig.{name} {getattr(self, name)!r}: use one of {', '.join(choices)}"
+                )
         if self.current_date not in (None, "today"):
             try:
                 datetime.date.fromisoformat(str(self.current_date))
@@ -254,6 +244,12 @@ class ServerConfig:
         return (self.model, *self.model_aliases)
 
 
+#: The fields that take one of a few words, and those words.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "chat_reasoning_field": ("reasoning_content", "reasoning"),
+    "bpe_engine": ("quicktok", "auto", "python", "tiktoken"),
+    "cot_policy": COT_POLICY_NAMES,
+}
 #: The numeric fields' bounds: the rule, a test for a value that breaks it, the fields.
 _BOUNDS: tuple[tuple[str, Callable[[float], bool], str], ...] = (
     ("at least 1", lambda v: v < 1, "max_body_bytes max_input_tokens context_tokens workers"),

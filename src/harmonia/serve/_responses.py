@@ -220,21 +220,18 @@ class Responses:
                 code="missing_required_parameter",
             )
         tenant = tenant_of(request)
-        keep = ("model", "input", "previous_response_id")
-        items = await self.context_of({key: data[key] for key in keep if key in data}, tenant)
+        # Every input item, earlier turns expanded: what the summary stands for.
+        keep: JsonDict = {
+            k: data[k] for k in ("model", "input", "previous_response_id") if k in data
+        }
+        body: ResponsesBody = validate(ResponsesBody, keep)
+        service.check_model(body.model)
+        items, _ = await expand_context(service, body, keep, tenant)
         plan = await self.plan(summarising_request(model, items), tenant, request_id, [])
         disconnect = Disconnect(request.receive)
         job = await disconnect.race_or_close(plan.admit(service))
         await service.run_to_end(self.events(plan, job, request_id), disconnect, job, request_id)
         return json_response(compaction(service.sealer, plan.stream.response, items, tenant, model))
-
-    async def context_of(self, data: JsonDict, tenant: str) -> list[JsonDict]:
-        """Every input item of a request (``model``, ``input``, ``previous_response_id``),
-        earlier turns expanded: what ``/v1/responses/compact`` summarises."""
-        body: ResponsesBody = validate(ResponsesBody, data)
-        self.service.check_model(body.model)
-        context, _ = await expand_context(self.service, body, data, tenant)
-        return context
 
     async def _create(self, request: Request, request_id: str, omitted: list[str]) -> Response:
         service = self.service

@@ -72,7 +72,6 @@ class Shutdown:
         service = self._service
         self._hurry = asyncio.Event()
         self.begin()
-        reason = _REASON
         log.info(
             "shutting down: %d generations running, %d queued, %d background; waiting up to "
             "%g s for them",
@@ -88,10 +87,9 @@ class Shutdown:
         if self.busy:
             turns = list(service.turns)
             log.warning(
-                "shutdown timeout: ending %d running generations with a terminal event",
-                len(turns),
+                "shutdown timeout: ending %d running generations with a terminal event", len(turns)
             )
-            why = f"{reason} (its shutdown timeout of {timeout_s:g} s ran out)"
+            why = f"{_REASON} (its shutdown timeout of {timeout_s:g} s ran out)"
             for turn in turns:
                 turn.interrupt(why)
             end = loop.time() + _CLOSE_S
