@@ -304,14 +304,8 @@ class _Guard:
             route = "/v1/responses/{id}" if by_id else path
             status = outcome.get("status", status)  # a stream that failed after its 200
             self.service.metrics.request(route, status)
-            log.info(
-                "[%s] %s %s %d %.1f ms",
-                request_id,
-                scope["method"],
-                path,
-                status,
-                (time.monotonic() - started) * 1000,
-            )
+            ms = (time.monotonic() - started) * 1000
+            log.info("[%s] %s %s %d %.1f ms", request_id, scope["method"], path, status, ms)
 
     def _tenant(self, headers: dict[bytes, bytes]) -> str | None:
         """The tenant of the request's key; ``None``: no key, or not one of ours."""
