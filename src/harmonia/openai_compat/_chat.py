@@ -363,19 +363,13 @@ def chat_completion_from_tokens(
     completion_id = gen.new("chatcmpl", sep="-")
     call_ids = [gen.new("call") for i in assembler.items if i.kind == "call"]
     message = chat_message_from_items(assembler.items, call_ids, reasoning_field)
+    finish = reason_for(assembler.summary, override)
     out: JsonDict = {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()) if created is None else created,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": reason_for(assembler.summary, override),
-                "logprobs": None,
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
     }
     if prompt_tokens is not None:
         out["usage"] = chat_usage(prompt_tokens, assembler.items, assembler.token_count)

@@ -127,19 +127,12 @@ class ResponseBuilder:
             status = "incomplete" if item.truncated else "completed"
         kind = self.item_type(item)
         item_id, call_id = self.ids(item)
+        base: JsonDict = {"type": kind, "id": item_id}
         if kind == "reasoning":
-            content = [reasoning_part(item.text)]
-            return {
-                "type": kind,
-                "id": item_id,
-                "summary": [],
-                "content": content,
-                "status": status,
-            }
+            return {**base, "summary": [], "content": [reasoning_part(item.text)], "status": status}
         if kind == "message":
             return {
-                "type": kind,
-                "id": item_id,
+                **base,
                 "role": "assistant",
                 "status": status,
                 "content": [text_part(item.text)],
@@ -148,19 +141,17 @@ class ResponseBuilder:
         if kind == "web_search_call":
             # A cut-off search is "failed": older API versions have no "incomplete" here.
             status = "failed" if status == "incomplete" else status
-            return {"type": kind, "id": item_id, "status": status, "action": web_action(item)}
+            return {**base, "status": status, "action": web_action(item)}
         if kind == "code_interpreter_call":
             return {
-                "type": kind,
-                "id": item_id,
+                **base,
                 "code": item.text,
                 "container_id": "",
                 "outputs": None,
                 "status": status,
             }
         out = {
-            "type": kind,
-            "id": item_id,
+            **base,
             "call_id": call_id,
             "name": item.name,
             "arguments": item.text,

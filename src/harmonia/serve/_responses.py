@@ -141,7 +141,7 @@ class Responses:
         kept: list[Any] = []
         for tool in body.tools or ():
             kind = tool.get("type")
-            why = self._runnable(str(kind)) if is_builtin_type(kind) else None
+            why = None if builtin_recipient(kind) is None else self._runnable(str(kind))
             if why is None:
                 kept.append(tool)
             else:
@@ -170,7 +170,7 @@ class Responses:
         enc = service.enc
         data, body = self._omit_builtins(data, body, omitted, request_id)
         _check_builtin_choice(body, omitted)
-        builtin = [t.get("type") for t in body.tools or () if is_builtin_type(t.get("type"))]
+        builtin = any(builtin_recipient(t.get("type")) is not None for t in body.tools or ())
         store = body.store is not False and service.store is not None
         if body.background and not store:
             raise APIError(
@@ -484,11 +484,6 @@ class Responses:
                 "has_more": len(items) > len(page),
             }
         )
-
-
-def is_builtin_type(kind: object) -> bool:
-    """Whether a tool type is a built-in the server runs (dated variants included)."""
-    return builtin_recipient(kind) is not None
 
 
 def _check_builtin_choice(body: ResponsesBody, omitted: Sequence[str]) -> None:
