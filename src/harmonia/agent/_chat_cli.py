@@ -29,12 +29,7 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
-from harmonia._files import (
-    check_output_file,
-    read_text_file,
-    refuse_same,
-    write_text,
-)
+from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
 from harmonia._options import (
     Commands,
     add_cot_policy,
@@ -251,7 +246,10 @@ async def _turn(agent: Agent, conversation: Conversation, view: TerminalView | N
     """One run; Ctrl-C (SIGINT) cancels it and the chat goes on."""
     run = agent.run(conversation)
     loop = asyncio.get_running_loop()
-    handled = _on_sigint(loop, run.cancel)
+    handled = False
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # Windows, a thread
+        loop.add_signal_handler(signal.SIGINT, run.cancel)
+        handled = True
     try:
         async for event in run:
             if view is not None:
@@ -260,14 +258,6 @@ async def _turn(agent: Agent, conversation: Conversation, view: TerminalView | N
     finally:
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
-
-
-def _on_sigint(loop: asyncio.AbstractEventLoop, callback: Any) -> bool:
-    try:
-        loop.add_signal_handler(signal.SIGINT, callback)
-    except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
-        return False
-    return True
 
 
 async def _read_line(prompt: str) -> str | None:

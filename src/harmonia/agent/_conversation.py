@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from harmonia import (
-    Conversation,
-    DeveloperContent,
-    Message,
-    ReasoningEffort,
-    Role,
-    SystemContent,
-)
+from harmonia import Conversation, DeveloperContent, Message, ReasoningEffort, Role, SystemContent
 from harmonia.tools import Toolbox
 
 
@@ -46,18 +39,15 @@ def new_conversation(
         )
         content = content.with_reasoning_effort(effort)
     developer = DeveloperContent.new()
-    has_developer = False
     if instructions:
         developer = developer.with_instructions(instructions)
-        has_developer = True
-    if toolbox is not None:
-        for namespace in toolbox.system_tools():
-            content = content.with_tools(namespace)
-        for namespace in toolbox.developer_tools():
-            developer = developer.with_tools(namespace)
-            has_developer = True
+    for namespace in toolbox.system_tools() if toolbox is not None else ():
+        content = content.with_tools(namespace)
+    functions = list(toolbox.developer_tools()) if toolbox is not None else []
+    for namespace in functions:
+        developer = developer.with_tools(namespace)
     messages = [Message.from_role_and_content(Role.SYSTEM, content)]
-    if has_developer:
+    if instructions or functions:
         messages.append(Message.from_role_and_content(Role.DEVELOPER, developer))
     if user is not None:
         messages.append(Message.from_role_and_content(Role.USER, user))

@@ -298,22 +298,18 @@ class AgentLoop:
         assert isinstance(event, TokensSampled) and self._parser is not None
         for token in event.tokens:
             self._completion_tokens += 1
-            try:
-                parsed = self._parser.feed(token)
+            try:  # the parser, or the reading of a header, refuses what is not harmony
+                for item in self._parser.feed(token):
+                    if isinstance(item, MessageStarted):
+                        h = item.header
+                        fields = h.role, h.channel, h.recipient, h.content_type
+                        self._started(classify(*fields, strict=True))
+                    elif isinstance(item, ContentDelta):
+                        self._delta(item.text)
+                    elif isinstance(item, MessageDone):
+                        self._done(item.message)
             except HarmonyError as exc:
                 return self._finish(StopReason.ERROR, error=exc)
-            for item in parsed:
-                if isinstance(item, MessageStarted):
-                    h = item.header
-                    fields = h.role, h.channel, h.recipient, h.content_type
-                    try:
-                        self._started(classify(*fields, strict=True))
-                    except HarmonyError as exc:
-                        return self._finish(StopReason.ERROR, error=exc)
-                elif isinstance(item, ContentDelta):
-                    self._delta(item.text)
-                elif isinstance(item, MessageDone):
-                    self._done(item.message)
         return State.SAMPLING
 
     def _on_items(self, event: object) -> State:

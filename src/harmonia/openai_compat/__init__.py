@@ -13,11 +13,7 @@ from .._turn import (
     OutputEvent,
     OutputItem,
 )
-from ._chat import (
-    chat_completion_from_tokens,
-    chat_request_to_conversation,
-    render_chat_request,
-)
+from ._chat import chat_completion_from_tokens, chat_request_to_conversation, render_chat_request
 from ._chat_stream import ChatCompletionStream
 from ._common import PromptOptions
 from ._errors import RequestError, ToolCallMatchError, UnsupportedContentError

@@ -155,11 +155,8 @@ def _tools(request: Mapping[str, Any]) -> list[ToolDescription]:
                 f"tool type {entry.get('type')!r} is not supported (only function tools)",
                 f"{path}.type",
             )
-        fn = as_mapping(entry.get("function"), f"{path}.function")
         fn_path = f"{path}.function"
-        tools.append(
-            function_tool(fn.get("name"), fn.get("description"), fn.get("parameters"), fn_path)
-        )
+        tools.append(function_tool(as_mapping(entry.get("function"), fn_path), fn_path))
         paths.append(f"{fn_path}.name")
     unique_tools(tools, paths)
     return tools
@@ -366,19 +363,13 @@ def chat_completion_from_tokens(
     completion_id = gen.new("chatcmpl", sep="-")
     call_ids = [gen.new("call") for i in assembler.items if i.kind == "call"]
     message = chat_message_from_items(assembler.items, call_ids, reasoning_field)
+    finish = reason_for(assembler.summary, override)
     out: JsonDict = {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()) if created is None else created,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": reason_for(assembler.summary, override),
-                "logprobs": None,
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
     }
     if prompt_tokens is not None:
         out["usage"] = chat_usage(prompt_tokens, assembler.items, assembler.token_count)

@@ -203,11 +203,10 @@ def tool_name(value: object, path: str) -> str:
     return value
 
 
-def function_tool(
-    name: object, description: object, parameters: object, path: str
-) -> ToolDescription:
-    """A function declaration (``description`` and ``parameters`` are optional)."""
-    checked = tool_name(name, f"{path}.name")
+def function_tool(spec: Mapping[str, Any], path: str) -> ToolDescription:
+    """The function ``spec`` declares (``description`` and ``parameters`` are optional)."""
+    checked = tool_name(spec.get("name"), f"{path}.name")
+    description, parameters = spec.get("description"), spec.get("parameters")
     if description is not None and not isinstance(description, str):
         raise RequestError(
             f"expected a string, got {type_name(description)}", f"{path}.description"

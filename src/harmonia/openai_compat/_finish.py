@@ -19,24 +19,23 @@ CHAT_FINISH_REASONS: Final = ("stop", "length", "tool_calls", "content_filter", 
 INCOMPLETE_REASONS: Final = ("max_output_tokens", "content_filter")
 
 
-def checked_finish_reason(value: str | None) -> str | None:
-    """An explicit Chat ``finish_reason``, checked (``None``: read it from the tokens)."""
-    if value is not None and value not in CHAT_FINISH_REASONS:
+def _checked(name: str, allowed: tuple[str, ...], value: str | None) -> str | None:
+    if value is not None and value not in allowed:
         raise InputError(
-            f"finish_reason must be one of {', '.join(CHAT_FINISH_REASONS)} "
+            f"{name} must be one of {', '.join(allowed)} "
             f"(or None to read it from the tokens), not {value!r}"
         )
     return value
+
+
+def checked_finish_reason(value: str | None) -> str | None:
+    """An explicit Chat ``finish_reason``, checked (``None``: read it from the tokens)."""
+    return _checked("finish_reason", CHAT_FINISH_REASONS, value)
 
 
 def checked_incomplete_reason(value: str | None) -> str | None:
     """An explicit Responses incomplete reason, checked (``None``: read it from the tokens)."""
-    if value is not None and value not in INCOMPLETE_REASONS:
-        raise InputError(
-            f"incomplete_reason must be one of {', '.join(INCOMPLETE_REASONS)} "
-            f"(or None to read it from the tokens), not {value!r}"
-        )
-    return value
+    return _checked("incomplete_reason", INCOMPLETE_REASONS, value)
 
 
 def finish_reason(summary: TurnSummary, override: str | None = None) -> str:

@@ -66,9 +66,7 @@ class Transcript:
             self._add(Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel))
 
     def reasoning(self, text: str) -> None:
-        if text:
-            message = Message.from_role_and_content(Role.ASSISTANT, text)
-            self._add(message.with_channel(ANALYSIS))
+        self.assistant_text(text, ANALYSIS)
 
     def call(self, call_id: str, recipient: str, arguments: str, path: str) -> None:
         """A tool call; ``path`` locates its id in the request (for errors)."""

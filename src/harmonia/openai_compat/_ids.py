@@ -59,12 +59,7 @@ class IdGenerator:
     """
 
     def __init__(self, seed: str | int | bytes | None = None) -> None:
-        if seed is None:
-            self._seed: bytes | None = None
-        elif isinstance(seed, bytes):
-            self._seed = seed
-        else:
-            self._seed = str(seed).encode()
+        self._seed = seed if seed is None or isinstance(seed, bytes) else str(seed).encode()
         self._counters: dict[str, int] = {}
 
     @property

@@ -153,11 +153,7 @@ def _tools(
         entry = as_mapping(entry, path)
         kind = entry.get("type")
         if kind == "function":
-            tools.append(
-                function_tool(
-                    entry.get("name"), entry.get("description"), entry.get("parameters"), path
-                )
-            )
+            tools.append(function_tool(entry, path))
             paths.append(f"{path}.name")
         elif isinstance(kind, str) and kind.startswith("web_search"):
             builtins.append(BROWSER)
@@ -198,9 +194,7 @@ def _namespace(
                 f"tool type {tool.get('type')!r} is not supported in a namespace (function)",
                 f"{inner}.type",
             )
-        functions.append(
-            function_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), inner)
-        )
+        functions.append(function_tool(tool, inner))
         paths.append(f"{inner}.name")
     unique_tools(functions, paths)
     return ToolNamespaceConfig(name, description, functions)

@@ -127,19 +127,12 @@ class ResponseBuilder:
             status = "incomplete" if item.truncated else "completed"
         kind = self.item_type(item)
         item_id, call_id = self.ids(item)
+        base: JsonDict = {"type": kind, "id": item_id}
         if kind == "reasoning":
-            content = [reasoning_part(item.text)]
-            return {
-                "type": kind,
-                "id": item_id,
-                "summary": [],
-                "content": content,
-                "status": status,
-            }
+            return {**base, "summary": [], "content": [reasoning_part(item.text)], "status": status}
         if kind == "message":
             return {
-                "type": kind,
-                "id": item_id,
+                **base,
                 "role": "assistant",
                 "status": status,
                 "content": [text_part(item.text)],
@@ -148,19 +141,17 @@ class ResponseBuilder:
         if kind == "web_search_call":
             # A cut-off search is "failed": older API versions have no "incomplete" here.
             status = "failed" if status == "incomplete" else status
-            return {"type": kind, "id": item_id, "status": status, "action": web_action(item)}
+            return {**base, "status": status, "action": web_action(item)}
         if kind == "code_interpreter_call":
             return {
-                "type": kind,
-                "id": item_id,
+                **base,
                 "code": item.text,
                 "container_id": "",
                 "outputs": None,
                 "status": status,
             }
         out = {
-            "type": kind,
-            "id": item_id,
+            **base,
             "call_id": call_id,
             "name": item.name,
             "arguments": item.text,
@@ -214,10 +205,7 @@ class ResponseBuilder:
             "output": output,
             "parallel_tool_calls": request.get("parallel_tool_calls", True),
             "tool_choice": request.get("tool_choice", "auto"),
-            "tools": [echoed_tool(tool) for tool in request.get("tools") or ()],
-            "reasoning": _echoed_reasoning(request.get("reasoning")),
-            "text": _echoed_text(request.get("text")),
-            "metadata": request.get("metadata") or {},
+            **_echoes(request),
             "usage": usage(self.prompt_tokens, items, output_tokens)
             if self.prompt_tokens is not None and ended
             else None,
@@ -246,11 +234,18 @@ def response_with_every_key(response: Mapping[str, Any]) -> JsonDict:
     out.update(_DEFAULTED, incomplete_details=None, presence_penalty=0.0, frequency_penalty=0.0)
     out.update(tool_choice="auto", parallel_tool_calls=True, output=[])
     out.update(response)
-    out["tools"] = [echoed_tool(tool) for tool in response.get("tools") or ()]
-    out["text"] = _echoed_text(response.get("text"))
-    out["reasoning"] = _echoed_reasoning(response.get("reasoning"))
-    out["metadata"] = response.get("metadata") or {}
+    out.update(_echoes(response))
     return out
+
+
+def _echoes(source: Mapping[str, Any]) -> JsonDict:
+    """The fields a response repeats from its request (``source``) in the spec's shape."""
+    return {
+        "tools": [echoed_tool(tool) for tool in source.get("tools") or ()],
+        "reasoning": _echoed_reasoning(source.get("reasoning")),
+        "text": _echoed_text(source.get("text")),
+        "metadata": source.get("metadata") or {},
+    }
 
 
 def echoed_tool(tool: Any) -> Any:

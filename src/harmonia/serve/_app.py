@@ -17,8 +17,6 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket
 
-from harmonia import HarmonyError
-
 from .._runtime import new_id
 from ..engines import Engine
 from ._asgi import ClientGone, error_response, json_response, track_outcome
@@ -27,7 +25,7 @@ from ._config import ServerConfig
 from ._errors import APIError, from_exception
 from ._metrics import SharedMetrics
 from ._responses import Responses
-from ._service import Service, log
+from ._service import Service, log, logged_error
 from ._shutdown import Shutdown
 from ._store import SINGLE_TENANT, ResponseStore, tenant_id
 from ._tool_loop import ToolLoop
@@ -62,11 +60,7 @@ def build_app(
             await service.aclose()
 
     app = FastAPI(
-        title="harmonia",
-        lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
+        title="harmonia", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.service = service
     app.state.responses = responses
@@ -81,27 +75,25 @@ def build_app(
             log.info("[%s] client disconnected; generation cancelled", request_id)
             return Response(status_code=499)
         except Exception as exc:
-            error = from_exception(exc)
-            if error.status >= 500 and not isinstance(exc, APIError | HarmonyError):
-                log.exception("[%s] %s", request_id, error.message)  # a bug: keep the trace
-            else:
-                log.info("[%s] %d %s", request_id, error.status, error.message)
-            return error_response(error)
+            return error_response(logged_error(exc, request_id))
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Response:
-        rid = request.state.request_id
-        return await guarded(request, lambda: chat_completions(service, request, rid))
+    Action = Callable[[Request, str], Awaitable[Response]]
 
-    @app.post("/v1/responses")
-    async def create_response(request: Request) -> Response:
-        rid = request.state.request_id
-        return await guarded(request, lambda: responses.create(request, rid))
+    def posted(action: Action) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            return await guarded(request, lambda: action(request, request.state.request_id))
 
-    @app.post("/v1/responses/compact")
-    async def compact_responses(request: Request) -> Response:
-        rid = request.state.request_id
-        return await guarded(request, lambda: responses.compact(request, rid))
+        return endpoint
+
+    def by_id(action: Action) -> Action:
+        async def endpoint(request: Request, response_id: str) -> Response:
+            return await guarded(request, lambda: action(request, response_id))
+
+        return endpoint
+
+    app.post("/v1/chat/completions")(posted(functools.partial(chat_completions, service)))
+    app.post("/v1/responses")(posted(responses.create))
+    app.post("/v1/responses/compact")(posted(responses.compact))
 
     @app.websocket("/v1/responses")
     async def responses_socket(websocket: WebSocket) -> None:
@@ -131,21 +123,10 @@ def build_app(
             return error_response(_websocket_off())
         return error_response(APIError(405, "method not allowed", code="unknown_route"))
 
-    @app.get("/v1/responses/{response_id}")
-    async def retrieve_response(request: Request, response_id: str) -> Response:
-        return await guarded(request, lambda: responses.retrieve(request, response_id))
-
-    @app.delete("/v1/responses/{response_id}")
-    async def delete_response(request: Request, response_id: str) -> Response:
-        return await guarded(request, lambda: responses.delete(request, response_id))
-
-    @app.post("/v1/responses/{response_id}/cancel")
-    async def cancel_response(request: Request, response_id: str) -> Response:
-        return await guarded(request, lambda: responses.cancel(request, response_id))
-
-    @app.get("/v1/responses/{response_id}/input_items")
-    async def input_items(request: Request, response_id: str) -> Response:
-        return await guarded(request, lambda: responses.input_items(request, response_id))
+    app.get("/v1/responses/{response_id}")(by_id(responses.retrieve))
+    app.delete("/v1/responses/{response_id}")(by_id(responses.delete))
+    app.post("/v1/responses/{response_id}/cancel")(by_id(responses.cancel))
+    app.get("/v1/responses/{response_id}/input_items")(by_id(responses.input_items))
 
     def model_object(name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": 0, "owned_by": "harmonia"}
@@ -171,9 +152,7 @@ def build_app(
         if reason is None:
             return json_response({"status": "ok", "engine": engine.name})
         return json_response(
-            {"status": "unavailable", "reason": reason},
-            status=503,
-            headers={"Retry-After": "1"},
+            {"status": "unavailable", "reason": reason}, status=503, headers={"Retry-After": "1"}
         )
 
     @app.get("/health/live")
@@ -325,14 +304,8 @@ class _Guard:
             route = "/v1/responses/{id}" if by_id else path
             status = outcome.get("status", status)  # a stream that failed after its 200
             self.service.metrics.request(route, status)
-            log.info(
-                "[%s] %s %s %d %.1f ms",
-                request_id,
-                scope["method"],
-                path,
-                status,
-                (time.monotonic() - started) * 1000,
-            )
+            ms = (time.monotonic() - started) * 1000
+            log.info("[%s] %s %s %d %.1f ms", request_id, scope["method"], path, status, ms)
 
     def _tenant(self, headers: dict[bytes, bytes]) -> str | None:
         """The tenant of the request's key; ``None``: no key, or not one of ours."""

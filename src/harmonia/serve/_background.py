@@ -84,28 +84,42 @@ def frame(event: JsonDict) -> bytes:
     return sse_frame(dumps(event), event["type"])
 
 
-class CancelWatch:
-    """Cancels the runs in ``runs`` that another replica asked to cancel through the store.
+class _Chore:
+    """Work a task repeats while ``runs`` is not empty (:meth:`wake` starts it when a run
+    is added): nothing when the replica is idle."""
 
-    The watch runs only while ``runs`` is not empty (:meth:`wake` starts it
-    when a run is added): one :meth:`ResponseStore.cancel_requests` query per
-    ``interval_s`` for all of them, nothing when the replica is idle.
-    """
+    enabled = True
+
+    def __init__(self, store: ResponseStore, runs: dict[str, BackgroundRun]) -> None:
+        self._store = store
+        self._runs = runs
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        """Make sure the work runs (call after adding a run)."""
+        if self.enabled and (self._task is None or self._task.done()):
+            self._task = asyncio.ensure_future(self._repeat())
+
+    async def _repeat(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class CancelWatch(_Chore):
+    """Cancels the runs in ``runs`` that another replica asked to cancel through the store:
+    one :meth:`ResponseStore.cancel_requests` query per ``interval_s`` for all of them."""
 
     def __init__(
         self, store: ResponseStore, runs: dict[str, BackgroundRun], interval_s: float
     ) -> None:
-        self._store = store
-        self._runs = runs
+        super().__init__(store, runs)
         self._interval = interval_s
-        self._task: asyncio.Task[None] | None = None
 
-    def wake(self) -> None:
-        """Make sure the watch runs (call after adding a run)."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._watch())
-
-    async def _watch(self) -> None:
+    async def _repeat(self) -> None:
         failing = False
         while self._runs:
             await asyncio.sleep(self._interval)
@@ -121,11 +135,6 @@ class CancelWatch:
                 run = self._runs.get(response_id)
                 if run is not None and run.cancel():
                     log.info("[%s] cancelled at another replica's request", response_id)
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
 
 
 async def cancel_elsewhere(
@@ -167,7 +176,7 @@ def replica_name(worker: int | None = None) -> str:
     return name if worker is None else f"{name}/w{worker}"
 
 
-class LeaseKeeper:
+class LeaseKeeper(_Chore):
     """Renews this replica's lease on each run in ``runs`` while any runs.
 
     Each renewal vouches for ``lease_s`` from ``now()`` (seconds since the
@@ -186,12 +195,10 @@ class LeaseKeeper:
         lease_s: float,
         now: Callable[[], float],
     ) -> None:
-        self._store = store
-        self._runs = runs
+        super().__init__(store, runs)
         self.owner = owner
         self._lease_s = lease_s
         self._now = now
-        self._task: asyncio.Task[None] | None = None
         self.enabled = callable(getattr(store, "renew_leases", None))
 
     async def renew(self, response_ids: Collection[str]) -> None:
@@ -200,12 +207,7 @@ class LeaseKeeper:
             lease = Lease(self.owner, self._now() + self._lease_s)
             await self._store.renew_leases(response_ids, lease)
 
-    def wake(self) -> None:
-        """Make sure the renewals run (call after adding a run)."""
-        if self.enabled and (self._task is None or self._task.done()):
-            self._task = asyncio.ensure_future(self._keep())
-
-    async def _keep(self) -> None:
+    async def _repeat(self) -> None:
         failing = False
         while self._runs:
             try:
@@ -218,11 +220,6 @@ class LeaseKeeper:
                 continue
             failing = False
             await asyncio.sleep(self._lease_s / 3)
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
 
 
 #: What a background response whose replica died says failed (its ``error.message``).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import logging
 import os
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ._shutdown import Shutdown
 
 _DEFAULTS = ServerConfig()
+_log = logging.getLogger("harmonia.serve")
 
 
 _EXAMPLES = """examples:
@@ -117,7 +119,16 @@ _FLAG_NAMES = {
 def build_config(args: argparse.Namespace) -> ServerConfig:
     """The server's settings from the flags; an error names the flag, not the field."""
     try:
-        return _config_of(args)
+        # The flags named after a field are read by from_args; these are spelled otherwise.
+        return replace(
+            from_args(ServerConfig, args),
+            model_aliases=tuple(args.alias),
+            api_keys=tuple(args.api_key) or api_keys_from_env(),
+            current_date=None if args.date in ("none", "") else args.date,
+            cors_origins=tuple(args.cors_origin),
+            warmup=not args.no_warmup,
+            websocket=not args.no_websocket,
+        )
     except InputError as exc:
         raise InputError(flag_words(str(exc), _FLAG_NAMES)) from None
 
@@ -125,14 +136,9 @@ def build_config(args: argparse.Namespace) -> ServerConfig:
 def check_port(host: str, port: int) -> None:
     """Refuse a port this host cannot listen on (in use, or not allowed) before the
     engine loads: uvicorn would log it and exit with its own status."""
-    import socket
-
     if port == 0:
         return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        # as uvicorn binds: a port left in TIME_WAIT by a server that just stopped is free
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    with _socket(host) as probe:
         try:
             probe.bind((host, port))
         except OSError as exc:
@@ -140,19 +146,6 @@ def check_port(host: str, port: int) -> None:
                 f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
                 "choose another --port, or stop what listens there"
             ) from None
-
-
-def _config_of(args: argparse.Namespace) -> ServerConfig:
-    # The flags named after a field are read by from_args; these are spelled otherwise.
-    return replace(
-        from_args(ServerConfig, args),
-        model_aliases=tuple(args.alias),
-        api_keys=tuple(args.api_key) or api_keys_from_env(),
-        current_date=None if args.date in ("none", "") else args.date,
-        cors_origins=tuple(args.cors_origin),
-        warmup=not args.no_warmup,
-        websocket=not args.no_websocket,
-    )
 
 
 def build_tool_loop(args: argparse.Namespace) -> tuple[AgentToolLoop | None, Backend | None]:
@@ -199,8 +192,7 @@ def _serve(
     tool_loop, backend = build_tool_loop(args)
     engine = from_args(EngineSpec, args).build()
     app = create_app(engine, config, tool_loop=tool_loop)
-    log = logging.getLogger("harmonia.serve")
-    log.info("responses are stored in %s", describe_store(config.store))
+    _log.info("responses are stored in %s", describe_store(config.store))
     server = _DrainingServer(
         uvicorn.Config(
             app,
@@ -216,10 +208,8 @@ def _serve(
     )
     service = app.state.service
 
-    def start_failed() -> None:  # one behaviour: an engine that cannot start ends the server
-        server.should_exit = True
-
-    service.on_start_failure = start_failed
+    # One behaviour: an engine that cannot start ends the server.
+    service.on_start_failure = functools.partial(setattr, server, "should_exit", True)
     service.on_ready = _tune_collector
     try:
         server.run(sockets=sockets)
@@ -257,6 +247,14 @@ def _tune_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
+def _socket(host: str) -> socket.socket:
+    """A TCP socket for ``host`` that binds as uvicorn binds: a port left in TIME_WAIT by a
+    server that just stopped is free."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
+
+
 def _supervise(args: argparse.Namespace, config: ServerConfig) -> int:
     """``--workers N``: N server processes on one port (SO_REUSEPORT), signals passed on.
 
@@ -273,7 +271,6 @@ def _supervise(args: argparse.Namespace, config: ServerConfig) -> int:
 
     from ._compact import COMPACTION_KEY_ENV
 
-    log = logging.getLogger("harmonia.serve")
     # A compaction item sealed by one worker must open on another: without a key from the
     # environment, the workers share one made here (they inherit the environment).
     os.environ.setdefault(COMPACTION_KEY_ENV, secrets.token_hex(32))
@@ -283,7 +280,7 @@ def _supervise(args: argparse.Namespace, config: ServerConfig) -> int:
         context.Process(target=_worker, args=(args, i, folder))  # each builds its config
         for i in range(config.workers)
     ]
-    log.info("starting %d workers on %s:%d", config.workers, config.host, config.port)
+    _log.info("starting %d workers on %s:%d", config.workers, config.host, config.port)
 
     def forward(signum: int, frame: Any) -> None:
         for worker in workers:
@@ -315,9 +312,7 @@ def _worker(args: argparse.Namespace, index: int, folder: str) -> None:
         level=args.log_level.upper(),
         format=f"%(asctime)s %(levelname)s %(name)s[w{config.worker_index}]: %(message)s",
     )
-    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock = _socket(config.host)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)  # the kernel spreads connections
     sock.bind((config.host, config.port))
     sock.set_inheritable(True)

@@ -128,14 +128,8 @@ def expand_compactions(items: Sequence[JsonDict], sealer: Sealer, tenant: str) -
         payload = sealer.unseal(item.get("encrypted_content"), path)
         if payload.get("tenant") != tenant or not isinstance(payload.get("summary"), str):
             sealer.unseal(None, path)  # another tenant's: the same 400 as an edited one
-        text = f"{EXPANDED_HEADER}\n\n{payload['summary']}"
-        out.append(
-            {
-                "type": "message",
-                "role": "developer",
-                "content": [{"type": "input_text", "text": text}],
-            }
-        )
+        content = [{"type": "input_text", "text": f"{EXPANDED_HEADER}\n\n{payload['summary']}"}]
+        out.append({"type": "message", "role": "developer", "content": content})
     return out
 
 

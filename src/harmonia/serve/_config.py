@@ -175,62 +175,33 @@ class ServerConfig:
     bpe_engine: str = "quicktok"
 
     def __post_init__(self) -> None:
-        positive = ("max_body_bytes", "max_input_tokens", "context_tokens")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise InputError(f"ServerConfig.{name} must be at least 1")
-        if self.max_concurrent is not None and self.max_concurrent < 1:
-            raise InputError("ServerConfig.max_concurrent must be at least 1")
-        if self.max_output_tokens is not None and self.max_output_tokens < 1:
-            raise InputError("ServerConfig.max_output_tokens must be at least 1")
-        for name in ("queue_size", "retry_after_s"):
-            if getattr(self, name) < 0:
-                raise InputError(f"ServerConfig.{name} must be >= 0")
+        for rule, bad, names in _BOUNDS:
+            for name in names.split():
+                value = getattr(self, name)
+                if value is not None and bad(value):  # None: the default (said in its help)
+                    raise InputError(f"ServerConfig.{name} must be {rule}")
         if not 0 <= self.port <= MAX_PORT:  # uvicorn would log it and listen elsewhere
             raise InputError(
                 f"ServerConfig.port must be from 1 to {MAX_PORT} (0: any free port), "
                 f"got {self.port}"
             )
-        for name in (
-            "send_timeout_s",
-            "ping_interval_s",
-            "cancel_poll_s",
-            "cancel_wait_s",
-            "background_lease_s",
-        ):
-            if getattr(self, name) <= 0:
-                raise InputError(f"ServerConfig.{name} must be > 0")
-        if self.workers < 1:
-            raise InputError("ServerConfig.workers must be at least 1")
         if self.workers > 1 and self.store == "memory":
             raise InputError(
                 f"{self.workers} workers cannot share the memory store (each process would "
                 "have its own: a response made in one is missing in the others); use "
                 "--store sqlite:PATH or --store redis://HOST:PORT/DB (or --store none)"
             )
-        if self.shutdown_timeout_s < 0:
-            raise InputError("ServerConfig.shutdown_timeout_s must be >= 0")
         if any(not key or key != key.strip() for key in self.api_keys):
             # "Bearer " (stripped) would match an empty key; a padded one would never match.
             raise InputError(
                 "ServerConfig.api_keys: an API key must not be empty or start or end with "
                 "whitespace"
             )
-        if self.chat_reasoning_field not in ("reasoning_content", "reasoning"):
-            raise InputError(
-                f"ServerConfig.chat_reasoning_field {self.chat_reasoning_field!r}: "
-                "use reasoning_content or reasoning"
-            )
-        if self.bpe_engine not in ("auto", "python", "quicktok", "tiktoken"):
-            raise InputError(
-                f"ServerConfig.bpe_engine {self.bpe_engine!r}: "
-                "use quicktok, auto, python or tiktoken"
-            )
-        if self.cot_policy not in COT_POLICY_NAMES:
-            raise InputError(
-                f"ServerConfig.cot_policy {self.cot_policy!r}: "
-                f"use one of {', '.join(COT_POLICY_NAMES)}"
-            )
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise InputError(
+                    f"ServerConfig.{name} {getattr(self, name)!r}: use one of {', '.join(choices)}"
+                )
         if self.current_date not in (None, "today"):
             try:
                 datetime.date.fromisoformat(str(self.current_date))
@@ -271,6 +242,22 @@ class ServerConfig:
     @property
     def model_names(self) -> tuple[str, ...]:
         return (self.model, *self.model_aliases)
+
+
+#: The fields that take one of a few words, and those words.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "chat_reasoning_field": ("reasoning_content", "reasoning"),
+    "bpe_engine": ("quicktok", "auto", "python", "tiktoken"),
+    "cot_policy": COT_POLICY_NAMES,
+}
+#: The numeric fields' bounds: the rule, a test for a value that breaks it, the fields.
+_BOUNDS: tuple[tuple[str, Callable[[float], bool], str], ...] = (
+    ("at least 1", lambda v: v < 1, "max_body_bytes max_input_tokens context_tokens workers"),
+    ("at least 1", lambda v: v < 1, "max_concurrent max_output_tokens"),
+    (">= 0", lambda v: v < 0, "queue_size retry_after_s shutdown_timeout_s"),
+    ("> 0", lambda v: v <= 0, "send_timeout_s ping_interval_s cancel_poll_s cancel_wait_s"),
+    ("> 0", lambda v: v <= 0, "background_lease_s"),
+)
 
 
 def api_keys_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:

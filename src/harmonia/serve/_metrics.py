@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: The counters that are plain numbers (a snapshot's are added to them as they are).
+_TOTALS = ("disconnects", "generated_tokens", "generation_seconds", "ttft_sum")
 
 
 class Metrics:
@@ -44,11 +46,8 @@ class Metrics:
         return {
             "requests": [[path, status, n] for (path, status), n in self.requests.items()],
             "errors": dict(self.errors),
-            "disconnects": self.disconnects,
-            "generated_tokens": self.generated_tokens,
-            "generation_seconds": self.generation_seconds,
             "ttft_counts": list(self.ttft_counts),
-            "ttft_sum": self.ttft_sum,
+            **{name: getattr(self, name) for name in _TOTALS},
         }
 
     def add(self, snapshot: dict[str, Any]) -> None:
@@ -56,12 +55,10 @@ class Metrics:
         for path, status, count in snapshot["requests"]:
             self.requests[(path, int(status))] += count
         self.errors.update(snapshot["errors"])
-        self.disconnects += snapshot["disconnects"]
-        self.generated_tokens += snapshot["generated_tokens"]
-        self.generation_seconds += snapshot["generation_seconds"]
         for position, count in enumerate(snapshot["ttft_counts"]):
             self.ttft_counts[position] += count
-        self.ttft_sum += snapshot["ttft_sum"]
+        for name in _TOTALS:
+            setattr(self, name, getattr(self, name) + snapshot[name])
 
     def render(
         self,

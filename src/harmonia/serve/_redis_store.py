@@ -98,12 +98,16 @@ class RedisStore:
             return
         await self._call(self._client.set(self._prefix + response_id + _CANCEL, b"1", ex=self._ttl))
 
-    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
+    async def _marks(self, response_ids: Collection[str], suffix: str) -> dict[str, bytes]:
+        """The value of each ``{prefix}{id}{suffix}`` key that is set (one ``MGET``)."""
         ids = list(response_ids)
         if not ids:
-            return set()
-        marks = await self._call(self._client.mget([self._prefix + i + _CANCEL for i in ids]))
-        return {i for i, mark in zip(ids, marks, strict=True) if mark is not None}
+            return {}
+        values = await self._call(self._client.mget([self._prefix + i + suffix for i in ids]))
+        return {i: value for i, value in zip(ids, values, strict=True) if value is not None}
+
+    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
+        return set(await self._marks(response_ids, _CANCEL))
 
     async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
         if not response_ids:
@@ -115,15 +119,10 @@ class RedisStore:
             await self._call(pipe.execute())
 
     async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
-        ids = list(response_ids)
-        if not ids:
-            return {}
-        values = await self._call(self._client.mget([self._prefix + i + _LEASE for i in ids]))
         found: dict[str, Lease] = {}
-        for response_id, value in zip(ids, values, strict=True):
-            if value is not None:
-                until, _, owner = value.decode().partition(" ")
-                found[response_id] = Lease(owner, float(until))
+        for response_id, value in (await self._marks(response_ids, _LEASE)).items():
+            until, _, owner = value.decode().partition(" ")
+            found[response_id] = Lease(owner, float(until))
         return found
 
     async def aclose(self) -> None:

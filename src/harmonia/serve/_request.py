@@ -135,10 +135,7 @@ def chat_logprobs(engine: object, body: ChatBody) -> int | None:
     if not body.logprobs:
         if body.top_logprobs:
             raise APIError(
-                400,
-                "top_logprobs needs logprobs: true",
-                param="top_logprobs",
-                code="invalid_value",
+                400, "top_logprobs needs logprobs: true", param="top_logprobs", code="invalid_value"
             )
         return None
     _check_engine(engine)

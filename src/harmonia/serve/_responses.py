@@ -11,7 +11,7 @@ from exactly what the model saw. Built-in tools (``web_search*``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -97,20 +97,12 @@ class Responses:
         self.tool_loop = tool_loop
         self.background: dict[str, BackgroundRun] = {}
         config, store = service.config, service.store
-        self._watch = (
-            None if store is None else CancelWatch(store, self.background, config.cancel_poll_s)
-        )
-        self._leases = (
-            None
-            if store is None
-            else LeaseKeeper(
-                store,
-                self.background,
-                replica_name(config.worker_index),
-                config.background_lease_s,
-                self._now,
-            )
-        )
+        self._watch: CancelWatch | None = None
+        self._leases: LeaseKeeper | None = None
+        if store is not None:
+            self._watch = CancelWatch(store, self.background, config.cancel_poll_s)
+            owner, lease_s = replica_name(config.worker_index), config.background_lease_s
+            self._leases = LeaseKeeper(store, self.background, owner, lease_s, self._now)
 
     def _now(self) -> float:
         """Seconds since the epoch, on the config's clock (the one tests inject)."""
@@ -149,7 +141,7 @@ class Responses:
         kept: list[Any] = []
         for tool in body.tools or ():
             kind = tool.get("type")
-            why = self._runnable(str(kind)) if is_builtin_type(kind) else None
+            why = None if builtin_recipient(kind) is None else self._runnable(str(kind))
             if why is None:
                 kept.append(tool)
             else:
@@ -178,7 +170,7 @@ class Responses:
         enc = service.enc
         data, body = self._omit_builtins(data, body, omitted, request_id)
         _check_builtin_choice(body, omitted)
-        builtin = [t.get("type") for t in body.tools or () if is_builtin_type(t.get("type"))]
+        builtin = any(builtin_recipient(t.get("type")) is not None for t in body.tools or ())
         store = body.store is not False and service.store is not None
         if body.background and not store:
             raise APIError(
@@ -228,60 +220,50 @@ class Responses:
                 code="missing_required_parameter",
             )
         tenant = tenant_of(request)
-        keep = ("model", "input", "previous_response_id")
-        items = await self.context_of({key: data[key] for key in keep if key in data}, tenant)
+        # Every input item, earlier turns expanded: what the summary stands for.
+        keep: JsonDict = {
+            k: data[k] for k in ("model", "input", "previous_response_id") if k in data
+        }
+        body: ResponsesBody = validate(ResponsesBody, keep)
+        service.check_model(body.model)
+        items, _ = await expand_context(service, body, keep, tenant)
         plan = await self.plan(summarising_request(model, items), tenant, request_id, [])
         disconnect = Disconnect(request.receive)
         job = await disconnect.race_or_close(plan.admit(service))
         await service.run_to_end(self.events(plan, job, request_id), disconnect, job, request_id)
         return json_response(compaction(service.sealer, plan.stream.response, items, tenant, model))
 
-    async def context_of(self, data: JsonDict, tenant: str) -> list[JsonDict]:
-        """Every input item of a request (``model``, ``input``, ``previous_response_id``),
-        earlier turns expanded: what ``/v1/responses/compact`` summarises."""
-        body: ResponsesBody = validate(ResponsesBody, data)
-        self.service.check_model(body.model)
-        context, _ = await expand_context(self.service, body, data, tenant)
-        return context
-
     async def _create(self, request: Request, request_id: str, omitted: list[str]) -> Response:
         service = self.service
         data = await read_json(request, service.config.max_body_bytes)
         plan = await self.plan(data, tenant_of(request), request_id, omitted)
-        body, stream, opening, record = plan.body, plan.stream, plan.opening, plan.record
-
-        def admit() -> Coroutine[Any, Any, Turn]:
-            return plan.admit(service)
-
-        if body.background:
+        if plan.body.background:
             service.admission.check()
             queued = {**plan.snapshot, "status": "queued"}
             assert service.store is not None and self._leases is not None
             # The lease first: a replica that dies between the two leaves a lease that runs
             # out, never a running record without one.
             await self._leases.renew([plan.id])
-            await service.store.put(record(queued))
+            await service.store.put(plan.record(queued))
             run = BackgroundRun()
-            run.publish(opening)
+            run.publish(plan.opening)
             self.background[plan.id] = run
-            run.task = asyncio.ensure_future(
-                self._background(run, admit, stream, record, request_id)
-            )
+            run.task = asyncio.ensure_future(self._background(run, plan, request_id))
             assert self._watch is not None
             self._watch.wake()
             self._leases.wake()
-            if body.stream:
+            if plan.body.stream:
                 return service.sse(run.follow(-1), Disconnect(request.receive))
             return json_response(queued)
 
         disconnect = Disconnect(request.receive)
-        job = await disconnect.race_or_close(admit())
+        job = await disconnect.race_or_close(plan.admit(service))
         events = self.events(plan, job, request_id)
-        if body.stream:
+        if plan.body.stream:
             frames = self._frames(events, plan.snapshot, request_id)
             return service.sse(frames, disconnect, job)
         await service.run_to_end(events, disconnect, job, request_id)
-        return json_response(stream.response)
+        return json_response(plan.stream.response)
 
     async def events(self, plan: Plan, job: Turn, request_id: str) -> AsyncIterator[list[JsonDict]]:
         """The response's events in batches, from ``response.created`` to its end; the
@@ -303,39 +285,22 @@ class Responses:
                 if batch:
                     last = batch[-1]["sequence_number"]
                 yield b"".join(frame(event) for event in batch)
-        except EngineError as exc:
-            log.error("[%s] engine failed mid-stream: %s", request_id, exc)
-            stream_failed(502)
-            for event in _failure(snapshot, last, str(exc)):
-                yield frame(event)
-        except ServerShuttingDown as exc:
-            log.warning("[%s] %s", request_id, exc.message)
-            stream_failed(exc.status)
-            for event in _failure(snapshot, last, exc.message, cause=SHUTDOWN_CAUSE):
-                yield frame(event)
-        except StoreUnavailableError as exc:  # the answer is whole, but cannot be kept
-            log.error("[%s] %s", request_id, exc)
-            self.service.metrics.errors["store_unavailable"] += 1
-            stream_failed(503)
-            for event in _failure(snapshot, last, str(exc), cause=STORE_CAUSE):
-                yield frame(event)
+        except (EngineError, ServerShuttingDown, StoreUnavailableError) as exc:
+            if isinstance(exc, StoreUnavailableError):
+                self.service.metrics.errors["store_unavailable"] += 1
+            status, failure = failed_stream(exc, snapshot, last, request_id)
+            stream_failed(status)
+            yield b"".join(frame(event) for event in failure)
         yield DONE_FRAME
 
-    async def _background(
-        self,
-        run: BackgroundRun,
-        admit: Callable[[], Coroutine[Any, Any, Turn]],
-        stream: ResponseStream,
-        record: Callable[..., StoredResponse],
-        request_id: str,
-    ) -> None:
-        service = self.service
+    async def _background(self, run: BackgroundRun, plan: Plan, request_id: str) -> None:
+        service, stream, record = self.service, plan.stream, plan.record
         assert service.store is not None
         snapshot = run.events[0]["response"]
         last = run.events[-1]["sequence_number"]
         job: Turn | None = None
         try:
-            job = await admit()
+            job = await plan.admit(service)
             try:
                 await service.store.put(record({**snapshot, "status": "in_progress"}))
             except StoreUnavailableError as exc:  # it runs all the same; its end is kept
@@ -352,22 +317,16 @@ class Responses:
                 await job.close()
             await self._keep(record({**snapshot, "status": "cancelled"}), request_id)
         except Exception as exc:
-            cause = "the engine failed"
+            cause, message = "the engine failed", "internal server error"
             if isinstance(exc, ServerShuttingDown):
                 log.warning("[%s] background response: %s", request_id, exc.message)
-                cause = SHUTDOWN_CAUSE
+                cause, message = SHUTDOWN_CAUSE, exc.message
             elif isinstance(exc, EngineError):
                 log.error("[%s] engine failed in background: %s", request_id, exc)
+                message = str(exc)
             else:
                 log.exception("[%s] background response failed", request_id)
             service.metrics.errors["background_failed"] += 1
-            message = (
-                exc.message
-                if isinstance(exc, ServerShuttingDown)
-                else str(exc)
-                if isinstance(exc, EngineError)
-                else "internal server error"
-            )
             failure = _failure(snapshot, last, message, cause=cause)
             await self._keep(record(failure[0]["response"]), request_id)
             run.publish(failure)
@@ -527,21 +486,13 @@ class Responses:
         )
 
 
-def is_builtin_type(kind: object) -> bool:
-    """Whether a tool type is a built-in the server runs (dated variants included)."""
-    return builtin_recipient(kind) is not None
-
-
 def _check_builtin_choice(body: ResponsesBody, omitted: Sequence[str]) -> None:
     """A ``tool_choice`` naming a built-in tool needs that tool declared and runnable."""
-    choice = body.tool_choice
-    wanted = builtin_recipient(choice.get("type")) if isinstance(choice, dict) else None
-    if wanted is None:
+    choice = body.tool_choice if isinstance(body.tool_choice, dict) else {}
+    kind = choice.get("type")
+    wanted = builtin_recipient(kind)
+    if wanted is None or wanted in {builtin_recipient(t.get("type")) for t in body.tools or ()}:
         return
-    declared = {builtin_recipient(tool.get("type")) for tool in body.tools or ()}
-    if wanted in declared:
-        return
-    kind = choice.get("type") if isinstance(choice, dict) else None
     why = (
         "this server cannot run it (see the x-harmonia-omitted-tools header)"
         if any(builtin_recipient(k) == wanted for k in omitted)
@@ -576,3 +527,18 @@ def _failure(
 ) -> list[JsonDict]:
     """``response.failed`` then ``error``, numbered after event ``last``."""
     return ending_events(snapshot, last, message=f"{cause}: {message}")
+
+
+def failed_stream(
+    exc: Exception, snapshot: JsonDict, last: int, request_id: str
+) -> tuple[int, list[JsonDict]]:
+    """The status and the ending events of a stream that ``exc`` (an engine failure, the
+    shutdown timeout, a store that refused the finished response) ended; logged."""
+    if isinstance(exc, ServerShuttingDown):
+        log.warning("[%s] %s", request_id, exc.message)
+        return exc.status, _failure(snapshot, last, exc.message, cause=SHUTDOWN_CAUSE)
+    if isinstance(exc, StoreUnavailableError):  # the answer is whole, but cannot be kept
+        log.error("[%s] %s", request_id, exc)
+        return 503, _failure(snapshot, last, str(exc), cause=STORE_CAUSE)
+    log.error("[%s] engine failed mid-stream: %s", request_id, exc)
+    return 502, _failure(snapshot, last, str(exc))

@@ -29,6 +29,8 @@ JsonDict = dict[str, Any]
 
 #: Statuses of a response that has not finished.
 RUNNING = ("queued", "in_progress")
+#: The input items given an id (and a status) when they come without one, and its prefix.
+_ID_PREFIXES = {"message": "msg", "function_call_output": "fco"}
 
 
 def _items(raw: object) -> list[JsonDict]:
@@ -50,17 +52,15 @@ def _items(raw: object) -> list[JsonDict]:
         item = copy.deepcopy(item)
         if "type" not in item and "role" in item:
             item["type"] = "message"
-        if item.get("type") == "message":
-            if isinstance(item.get("content"), str):
-                kind = "output_text" if item.get("role") == "assistant" else "input_text"
-                part: JsonDict = {"type": kind, "text": item["content"]}
-                if kind == "output_text":
-                    part["annotations"] = []
-                item["content"] = [part]
-            item.setdefault("id", _new_id("msg"))
-            item.setdefault("status", "completed")
-        elif item.get("type") == "function_call_output":
-            item.setdefault("id", _new_id("fco"))
+        if item.get("type") == "message" and isinstance(item.get("content"), str):
+            kind = "output_text" if item.get("role") == "assistant" else "input_text"
+            part: JsonDict = {"type": kind, "text": item["content"]}
+            if kind == "output_text":
+                part["annotations"] = []
+            item["content"] = [part]
+        prefix = _ID_PREFIXES.get(str(item.get("type")))
+        if prefix is not None:
+            item.setdefault("id", _new_id(prefix))
             item.setdefault("status", "completed")
         items.append(item)
     return items

@@ -297,8 +297,8 @@ class Service:
     # -- health --------------------------------------------------------------------------
 
     def note_engine_failure(self, exc: EngineError) -> None:
-        """A request's engine failure: an engine that can be probed counts as down until a
-        probe (``/health``) or a generation says it is back; a refusal says nothing."""
+        """An engine that can be probed counts as down until a probe (``/health``) or a
+        generation says it is back; a refusal says nothing of its health."""
         if _probe_of(self.engine) is not None and not isinstance(exc, EngineRefusedError):
             self.engine_down = str(exc)
 
@@ -361,6 +361,17 @@ def _warm_constraints(conversation: Conversation) -> None:
         Constraint.from_conversation(conversation).new_matcher()
     except Exception as exc:  # constrained decoding is optional (harmonia[constrained])
         log.info("strict output will not be available in process: %s", exc)
+
+
+def logged_error(exc: Exception, request_id: str) -> APIError:
+    """The answer for ``exc``, logged: with its trace when it is a bug (a 500 that no
+    harmonia error explains)."""
+    error = from_exception(exc)
+    if error.status >= 500 and not isinstance(exc, APIError | HarmonyError):
+        log.exception("[%s] %s", request_id, error.message)
+    else:
+        log.info("[%s] %d %s", request_id, error.status, error.message)
+    return error
 
 
 def log_diagnostics(stream: ResponseStream | ChatCompletionStream, request_id: str) -> None:

@@ -72,7 +72,6 @@ class Shutdown:
         service = self._service
         self._hurry = asyncio.Event()
         self.begin()
-        reason = _REASON
         log.info(
             "shutting down: %d generations running, %d queued, %d background; waiting up to "
             "%g s for them",
@@ -86,17 +85,14 @@ class Shutdown:
         while self.busy and loop.time() < deadline and not self._hurry.is_set():
             await self._pause(min(_POLL_S, max(0.0, deadline - loop.time())))
         if self.busy:
-            turns = list(service.turns)
+            running = len(service.turns)
             log.warning(
-                "shutdown timeout: ending %d running generations with a terminal event",
-                len(turns),
+                "shutdown timeout: ending %d running generations with a terminal event", running
             )
-            why = f"{reason} (its shutdown timeout of {timeout_s:g} s ran out)"
-            for turn in turns:
-                turn.interrupt(why)
+            why = f"{_REASON} (its shutdown timeout of {timeout_s:g} s ran out)"
             end = loop.time() + _CLOSE_S
             while self.busy and loop.time() < end:
-                for turn in list(service.turns):  # admitted from the queue meanwhile
+                for turn in list(service.turns):  # and those admitted from the queue meanwhile
                     turn.interrupt(why)
                 await asyncio.sleep(_POLL_S)
         log.info("shutdown: nothing left running")

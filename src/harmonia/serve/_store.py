@@ -21,21 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from harmonia import HarmonyError, InputError
 from harmonia._runtime import TIMEOUTS
 
 JsonDict = dict[str, Any]
 T = TypeVar("T")
+P = ParamSpec("P")
 #: Ids per ``IN (...)`` query of :class:`SqliteStore`.
 _SQL_BATCH = 500
 #: The tenant of a server without API keys (and of records written before tenancy).
@@ -45,8 +47,7 @@ _TENANT_ROUNDS = 250_000  # (not 200_000: that number spells a special-token id)
 
 
 class StoreUnavailableError(HarmonyError):
-    """The response store did not answer (down, unreachable, locked too long): no one's
-    mistake in the request; the same request may work once the store is back."""
+    """The response store did not answer (down, unreachable, locked too long)."""
 
     def __init__(self, store: str, reason: object) -> None:
         self.store = store
@@ -54,8 +55,8 @@ class StoreUnavailableError(HarmonyError):
 
 
 class Lease(NamedTuple):
-    """A running background response's lease: which replica runs it, and until when
-    (seconds since the epoch, the owner's clock) it vouches for it."""
+    """Which replica runs a background response, and until when (seconds since the epoch,
+    the owner's clock) it vouches for it."""
 
     owner: str
     until: float
@@ -64,10 +65,9 @@ class Lease(NamedTuple):
 def tenant_id(api_key: str) -> str:
     """The tenant an API key's responses belong to: a slow salted hash of the key.
 
-    The same on every replica and across restarts (no secret to share), so a
-    store shared by replicas keeps working; the key itself never reaches the
-    store. PBKDF2-SHA256 with 250,000 rounds (about 0.1 s, paid once per key
-    at start-up) makes guessing a short key from a stolen store slow, not
+    The same on every replica and across restarts (no secret to share); the key
+    never reaches the store. PBKDF2-SHA256 with 250,000 rounds (about 0.1 s, once
+    per key at start-up) makes guessing a short key from a stolen store slow, not
     impossible: use long random keys.
 
     >>> a = tenant_id("sk-example")
@@ -128,35 +128,22 @@ class ResponseStore(Protocol):
 
     async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
         """The record if it exists and is ``tenant``'s, else ``None``."""
-        ...
 
     async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
         """Forget ``tenant``'s response (and a cancel request for it); whether it was there."""
-        ...
 
     async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
-        """Record that a client asked to cancel ``tenant``'s response (idempotent).
-
-        A separate mark, never a change to the record: the replica running the
-        response keeps writing the record, and must not overwrite the request.
-        Nothing is recorded for a response that is not ``tenant``'s.
-        """
-        ...
+        """Record that a client asked to cancel ``tenant``'s response (idempotent): a mark
+        of its own, since the replica running the response keeps rewriting the record."""
 
     async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
         """Which of ``response_ids`` have a cancel request (one query, however many)."""
-        ...
 
     async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
-        """Record ``lease`` for each of ``response_ids`` (one query, however many).
-
-        A separate mark, like a cancel request: renewing never rewrites a record.
-        """
-        ...
+        """Record ``lease`` for each of ``response_ids`` (one query; never rewrites a record)."""
 
     async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
         """The lease of each of ``response_ids`` that has one."""
-        ...
 
     async def aclose(self) -> None: ...
 
@@ -238,6 +225,22 @@ class MemoryStore:
         self._leases.clear()
 
 
+def _threaded(
+    method: Callable[Concatenate[SqliteStore, P], T],
+) -> Callable[Concatenate[SqliteStore, P], Coroutine[Any, Any, T]]:
+    """``method`` run in a worker thread; SQLite's failures (a lock held past
+    ``store_busy``, a disk that is full or gone) as :class:`StoreUnavailableError`."""
+
+    @functools.wraps(method)
+    async def call(self: SqliteStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await asyncio.to_thread(method, self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError("sqlite", exc) from exc
+
+    return call
+
+
 class SqliteStore:
     """Responses in a SQLite file: survives restarts; replicas on one host can share it.
 
@@ -278,7 +281,8 @@ class SqliteStore:
             if "duplicate column" not in str(exc):
                 raise
 
-    def _put(self, record: StoredResponse) -> None:
+    @_threaded
+    def put(self, record: StoredResponse) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO responses (id, record, tenant) VALUES (?, ?, ?)",
@@ -286,7 +290,8 @@ class SqliteStore:
             )
             self._db.commit()
 
-    def _get(self, response_id: str, tenant: str) -> StoredResponse | None:
+    @_threaded
+    def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT record FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
@@ -296,7 +301,8 @@ class SqliteStore:
         # The column decides (a replica of an older version rewrites the JSON without one).
         return dataclasses.replace(StoredResponse.from_json(row[0]), tenant=tenant)
 
-    def _delete(self, response_id: str, tenant: str) -> bool:
+    @_threaded
+    def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
         with self._lock:
             cursor = self._db.execute(
                 "DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
@@ -307,7 +313,8 @@ class SqliteStore:
             self._db.commit()
         return cursor.rowcount > 0
 
-    def _request_cancel(self, response_id: str, tenant: str) -> None:
+    @_threaded
+    def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
         with self._lock:
             self._db.execute(
                 "INSERT OR IGNORE INTO cancel_requests (id) "
@@ -316,21 +323,23 @@ class SqliteStore:
             )
             self._db.commit()
 
-    def _cancel_requests(self, response_ids: list[str]) -> set[str]:
+    @_threaded
+    def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
         return {row[0] for row in self._select("SELECT id FROM cancel_requests", response_ids)}
 
-    def _select(self, query: str, response_ids: list[str]) -> list[Any]:
+    def _select(self, query: str, response_ids: Collection[str]) -> list[Any]:
         """The rows of ``query WHERE id IN (...)`` for ``response_ids``."""
-        rows: list[Any] = []
+        ids, rows = list(response_ids), []
         with self._lock:
             # In slices: SQLite caps the parameters of one statement (999 before 3.32).
-            for start in range(0, len(response_ids), _SQL_BATCH):
-                batch = response_ids[start : start + _SQL_BATCH]
+            for start in range(0, len(ids), _SQL_BATCH):
+                batch = ids[start : start + _SQL_BATCH]
                 marks = ",".join("?" * len(batch))
                 rows += self._db.execute(f"{query} WHERE id IN ({marks})", batch).fetchall()
         return rows
 
-    def _renew_leases(self, response_ids: list[str], lease: Lease) -> None:
+    @_threaded
+    def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
         with self._lock:
             self._db.executemany(
                 "INSERT OR REPLACE INTO leases (id, owner, until) VALUES (?, ?, ?)",
@@ -338,38 +347,10 @@ class SqliteStore:
             )
             self._db.commit()
 
-    def _leases(self, response_ids: list[str]) -> dict[str, Lease]:
+    @_threaded
+    def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
         rows = self._select("SELECT id, owner, until FROM leases", response_ids)
         return {row[0]: Lease(row[1], row[2]) for row in rows}
-
-    async def _call(self, method: Callable[..., T], *args: Any) -> T:
-        """``method(*args)`` in a worker thread; SQLite's failures (a lock held past
-        ``store_busy``, a disk that is full or gone) as :class:`StoreUnavailableError`."""
-        try:
-            return await asyncio.to_thread(method, *args)
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError("sqlite", exc) from exc
-
-    async def put(self, record: StoredResponse) -> None:
-        await self._call(self._put, record)
-
-    async def get(self, response_id: str, tenant: str = SINGLE_TENANT) -> StoredResponse | None:
-        return await self._call(self._get, response_id, tenant)
-
-    async def delete(self, response_id: str, tenant: str = SINGLE_TENANT) -> bool:
-        return await self._call(self._delete, response_id, tenant)
-
-    async def request_cancel(self, response_id: str, tenant: str = SINGLE_TENANT) -> None:
-        await self._call(self._request_cancel, response_id, tenant)
-
-    async def cancel_requests(self, response_ids: Collection[str]) -> set[str]:
-        return await self._call(self._cancel_requests, list(response_ids))
-
-    async def renew_leases(self, response_ids: Collection[str], lease: Lease) -> None:
-        await self._call(self._renew_leases, list(response_ids), lease)
-
-    async def leases(self, response_ids: Collection[str]) -> dict[str, Lease]:
-        return await self._call(self._leases, list(response_ids))
 
     async def aclose(self) -> None:
         with self._lock:
@@ -377,10 +358,8 @@ class SqliteStore:
 
 
 def check_tenancy(store: ResponseStore) -> None:
-    """Refuse a store whose lookups take no ``tenant`` (written before tenancy).
-
-    Such a store would fail at the first lookup; said at start-up instead.
-    """
+    """Refuse at start-up, not at its first lookup, a store whose lookups take no
+    ``tenant`` (written before tenancy)."""
     for name in ("get", "delete", "request_cancel"):
         method = getattr(store, name, None)
         if method is None or "tenant" not in inspect.signature(method).parameters:

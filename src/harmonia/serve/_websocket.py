@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocketDisconnect
 
-from harmonia import EngineError, HarmonyError
+from harmonia import EngineError
 
 from ._asgi import ClientGone, Disconnect, dumps
-from ._errors import APIError, ServerShuttingDown, from_exception
-from ._responses import SHUTDOWN_CAUSE, Plan, Responses, _failure
-from ._service import log
+from ._errors import APIError, ServerShuttingDown
+from ._responses import Plan, Responses, failed_stream
+from ._service import log, logged_error
 
 if TYPE_CHECKING:
     from ._store import StoredResponse
@@ -108,12 +108,8 @@ class ResponsesSocket:
             log.info("[%s] client closed the socket; generation cancelled", request_id)
             return False
         except Exception as exc:
-            error = from_exception(exc)
+            error = logged_error(exc, request_id)
             status = error.status
-            if error.status >= 500 and not isinstance(exc, APIError | HarmonyError):
-                log.exception("[%s] %s", request_id, error.message)
-            else:
-                log.info("[%s] %d %s", request_id, error.status, error.message)
             await self._send_json(error_frame(error))
         finally:
             self.service.metrics.request(ROUTE, status)
@@ -181,14 +177,8 @@ class ResponsesSocket:
                     for event in batch:
                         last = event["sequence_number"]
                         await self._send_json(event)
-            except EngineError as exc:
-                log.error("[%s] engine failed mid-stream: %s", request_id, exc)
-                for event in _failure(plan.snapshot, last, str(exc)):
-                    await self._send_json(event)
-                return
-            except ServerShuttingDown as exc:  # the shutdown timeout ended it, as over HTTP
-                log.warning("[%s] %s", request_id, exc.message)
-                for event in _failure(plan.snapshot, last, exc.message, cause=SHUTDOWN_CAUSE):
+            except (EngineError, ServerShuttingDown) as exc:  # as over HTTP
+                for event in failed_stream(exc, plan.snapshot, last, request_id)[1]:
                     await self._send_json(event)
                 return
             self.local = {plan.id: plan.record(plan.stream.response, job.tokens)}
