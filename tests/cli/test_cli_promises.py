@@ -299,6 +299,11 @@ def test_nonsense_combinations_are_refused(
     assert "--url is for --engine vllm or llama.cpp, not --engine scripted" in line
     line = refused(capsys, "data", "validate", str(rows), "--map", "user=q")
     assert "--map names the columns of --input-format columns" in line
+    columns = tmp_path / "columns.jsonl"
+    columns.write_text('{"q": "hi", "a": "hello"}\n')
+    mapped = ["--input-format", "columns", "--map", "user=q,final=a"]
+    assert main(["data", "validate", str(columns), *mapped]) == 0  # --map with columns works
+    columns.unlink()
     line = refused(capsys, "render", str(rows), "--mode", "conversation", "--next-role", "user")
     assert "--next-role" in line and "--mode completion" in line
     for rate in ("2", "-1"):

@@ -281,7 +281,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     date = getattr(args, "date", None)
     if date is not None and date != "from-row" and not is_date(date):
         raise InputError(f"--date {date!r} is not a date: give YYYY-MM-DD (a real day) or from-row")
-    fmt = getattr(args, "format", None)
+    fmt = getattr(args, "input_format", None)
     if getattr(args, "map", None) and fmt != "columns":
         raise InputError(
             f"--map names the columns of --input-format columns, not of --input-format {fmt}: "
