@@ -53,27 +53,21 @@ class ContentDecoder:
 
     def __init__(self, table: list[bytes], *, strict: bool, out: Output) -> None:
         self._table = table
-        self._lookup: Sequence[bytes] = table  # () while the rest of a message is swallowed
         self._strict = strict
         self._out = out
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the message: no text, no pending bytes, no delta."""
+        # The text added so far, one piece per add() that added any (do not modify).
         self.pieces: list[str] = []
-        """The text added so far, one piece per :meth:`add` that added any (do not modify)."""
         self._joined = ""
         self._joined_n = 0
         self._pending = b""
         self._swallow = False  # strict: an unknown id turned the rest into one U+FFFD
+        self._lookup: Sequence[bytes] = self._table  # () while the rest is swallowed
+        # The text the last add() added (None if none, e.g. half a character).
         self.delta: str | None = None
-        """The text the last :meth:`add` added (``None`` if none, e.g. half a character)."""
-
-    def reset(self) -> None:
-        """Forget the message: no text, no pending bytes, no delta."""
-        self.pieces = []
-        self._joined = ""
-        self._joined_n = 0
-        self._pending = b""
-        self._swallow = False
-        self._lookup = self._table
-        self.delta = None
 
     @property
     def pending(self) -> bytes:

@@ -203,11 +203,7 @@ def _merge_constrain(text: str, spans: list[tuple[int, int]]) -> list[str]:
 
 def rust_debug(text: str) -> str:
     """``text`` as Rust's ``{:?}`` prints a ``&str`` (quotes included)."""
-    out = ['"']
-    for ch in text:
-        out.append(_debug_char(ch))
-    out.append('"')
-    return "".join(out)
+    return '"' + "".join(map(_debug_char, text)) + '"'
 
 
 _DEBUG_SIMPLE: Final = {
@@ -269,23 +265,26 @@ recipient='functions.f', content_type='<|constrain|>json')
     try:
         header = _read(text, role, fixes=False)
     except HeaderError:
-        try:
-            fixed = _read(text, role, fixes=True)
-        except HeaderError:
-            fixed = None
-        if fixed is None or is_nonsense(fixed):
+        fixed = _fixed(text, role)
+        if fixed is None:
             raise
         return fixed
     if _misread(header):
-        try:
-            fixed = _read(text, role, fixes=True)
-        except HeaderError:
-            fixed = None
-        if fixed is not None and not is_nonsense(fixed):
+        fixed = _fixed(text, role)
+        if fixed is not None:
             return fixed
     if is_nonsense(header):
         raise HeaderError(_nonsense_reason(header))
     return header
+
+
+def _fixed(text: str, role: Role | None) -> MessageHeader | None:
+    """The reading with fixes F1-F4, when it succeeds and is no nonsense."""
+    try:
+        fixed = _read(text, role, fixes=True)
+    except HeaderError:
+        return None
+    return None if is_nonsense(fixed) else fixed
 
 
 def _nonsense_reason(header: MessageHeader) -> str:
@@ -334,9 +333,7 @@ def read_header_tokens(table: list[bytes], tokens: list[int], role: Role | None)
 
 def _misread(header: MessageHeader) -> bool:
     # Special-token text in a field, or a ``role:name`` author read as a tool.
-    if is_nonsense(header):
-        return True
-    return (
+    return is_nonsense(header) or (
         header.role is Role.TOOL
         and header.name is not None
         and _named_role(header.name) is not None

@@ -195,8 +195,6 @@ def reject_eos_in_header(p: StreamableParser, token: None) -> None:
     raise ParseError(
         "Unexpected EOS while waiting for message header to complete",
         state=_HD.value,
-        token=None,
-        token_text=None,
         token_index=len(p._tokens),
     )
 
@@ -207,8 +205,6 @@ def reject_eos_in_content(p: StreamableParser, token: None) -> None:
         "message, without <|end|>, <|return|> or <|call|> (it may have been cut off; "
         "pass complete=False to accept the partial message)",
         state=_CT.value,
-        token=None,
-        token_text=None,
         token_index=len(p._tokens),
     )
 
@@ -549,23 +545,19 @@ class StreamableParser:
                 _set_text(delta, text)
                 _set_token_index(delta, len(tokens) - 1)
                 return [delta]
+        return self._collect(self.process, token)
+
+    def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
+        """Like :meth:`process_eos`, returning what happened as events."""
+        return self._collect(lambda _: self.process_eos(complete=complete), None)
+
+    def _collect(self, step: Callable[[Any], object], token: int | None) -> list[ParserEvent]:
+        """The events that ``step(token)`` makes."""
         events: list[ParserEvent] = []
         self._out.events = events
         self._plain = False  # process() must take the path that makes events
         try:
-            self.process(token)
-        finally:
-            self._out.events = None
-            self._enter(self._row)
-        return events
-
-    def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
-        """Like :meth:`process_eos`, returning what happened as events."""
-        events: list[ParserEvent] = []
-        self._out.events = events
-        self._plain = False
-        try:
-            self.process_eos(complete=complete)
+            step(token)
         finally:
             self._out.events = None
             self._enter(self._row)

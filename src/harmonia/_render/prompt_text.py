@@ -89,19 +89,13 @@ def system_text(
     content: SystemContent, has_function_tools: bool, to_typescript: SchemaConverter
 ) -> str:
     sections = []
-    top = [
-        line
-        for line in (
-            content.model_identity,
-            None
-            if content.knowledge_cutoff is None
-            else "Knowledge cutoff: " + content.knowledge_cutoff,
-            None
-            if content.conversation_start_date is None
-            else "Current date: " + content.conversation_start_date,
-        )
-        if line is not None
-    ]
+    cutoff, date = content.knowledge_cutoff, content.conversation_start_date
+    lines = (
+        content.model_identity,
+        None if cutoff is None else "Knowledge cutoff: " + cutoff,
+        None if date is None else "Current date: " + date,
+    )
+    top = [line for line in lines if line is not None]
     if top:
         sections.append("\n".join(top))
     if content.reasoning_effort is not None:

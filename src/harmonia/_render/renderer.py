@@ -361,25 +361,18 @@ class Renderer:
     ) -> list[int]:
         if isinstance(part, TextContent):
             return self._message_text(part.text, index, f"content[{j}].text")
-        if isinstance(part, SystemContent):
-            if role is not Role.SYSTEM:
+        if isinstance(part, (SystemContent, DeveloperContent)):
+            system = isinstance(part, SystemContent)
+            if role is not (Role.SYSTEM if system else Role.DEVELOPER):
+                kind = "System" if system else "Developer"
                 raise RenderError(
-                    "SystemContent may only appear in system messages, "
-                    f"found in {_rust_role(role)}",
-                    message_index=index,
-                    path=f"content[{j}]",
-                )
-            return self._cached_content(part, has_ft, typescript, index, j)
-        if isinstance(part, DeveloperContent):
-            if role is not Role.DEVELOPER:
-                raise RenderError(
-                    "DeveloperContent may only appear in developer messages, "
-                    f"found in {_rust_role(role)}",
+                    f"{kind}Content may only appear in {kind.lower()} messages, "
+                    f"found in {role.value.capitalize()}",
                     message_index=index,
                     path=f"content[{j}]",
                 )
             # The functions line lives in the system text only.
-            return self._cached_content(part, False, typescript, index, j)
+            return self._cached_content(part, has_ft and system, typescript, index, j)
         raise RenderError(
             f"cannot render content of type {type(part).__name__}",
             message_index=index,
@@ -484,24 +477,6 @@ class Renderer:
 
     # -- conversations --------------------------------------------------------
 
-    def render_conversation(
-        self, conversation: Conversation, config: RenderConversationConfig | None
-    ) -> list[int]:
-        return self._render(conversation, config, "conversation", Role.ASSISTANT, None)[0]
-
-    def render_for_completion(
-        self,
-        conversation: Conversation,
-        next_turn_role: Role,
-        config: RenderConversationConfig | None,
-    ) -> list[int]:
-        return self._render(conversation, config, "completion", next_turn_role, None)[0]
-
-    def render_for_training(
-        self, conversation: Conversation, config: RenderConversationConfig | None
-    ) -> list[int]:
-        return self._render(conversation, config, "training", Role.ASSISTANT, None)[0]
-
     def render_with_spans(
         self,
         conversation: Conversation,
@@ -521,16 +496,16 @@ class Renderer:
             )
         spans: list[SpanRecord] = []
         chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
-        ids, dropped = self._render(conversation, config, mode, next_turn_role, spans, chosen)
+        ids, dropped = self.render(conversation, config, mode, next_turn_role, spans, chosen)
         return RenderedConversation(ids, MessageSpans(spans), dropped, mode)
 
-    def _render(
+    def render(
         self,
         conversation: Conversation,
         config: RenderConversationConfig | None,
         mode: RenderMode,
-        next_turn_role: Role,
-        spans: list[SpanRecord] | None,
+        next_turn_role: Role = Role.ASSISTANT,
+        spans: list[SpanRecord] | None = None,
         drop: frozenset[int] | None = None,
     ) -> tuple[list[int], frozenset[int]]:
         """The one place a conversation is rendered: every public render comes here."""
@@ -681,7 +656,3 @@ def _short_path(path: str, limit: int = 240) -> str:
     if len(path) <= limit:
         return path
     return path[: limit // 2] + " ... " + path[-limit // 2 :]
-
-
-def _rust_role(role: Role) -> str:
-    return role.value.capitalize()

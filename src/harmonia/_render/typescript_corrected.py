@@ -63,10 +63,9 @@ per keyword and per ``type`` value.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from types import MappingProxyType
 from typing import NamedTuple
 from urllib.parse import unquote
 
@@ -195,9 +194,7 @@ def _nullable(schema: Schema, rendered: _Ts) -> _Ts:
     return rendered
 
 
-# --------------------------------------------------------------------------
-# Keyword handlers (table order is precedence order)
-# --------------------------------------------------------------------------
+# -- Keyword handlers (table order is precedence order) --------------------
 
 
 def _keyword_ref(ref: JsonValue, schema: Schema, indent: str, context: _Context) -> _Ts | None:
@@ -281,39 +278,25 @@ def _keyword_properties(
     return _type_object(schema, indent, context) if isinstance(properties, dict) else None
 
 
-_KEYWORD_HANDLERS: Mapping[str, KeywordHandler] = MappingProxyType(
-    {
-        "$ref": _keyword_ref,
-        "allOf": _keyword_all_of,
-        "anyOf": _keyword_union,
-        "oneOf": _keyword_union,
-        "const": _keyword_const,
-        "enum": _keyword_enum,
-        "type": _keyword_type,
-        "properties": _keyword_properties,
-    }
-)
+_KEYWORD_HANDLERS: dict[str, KeywordHandler] = {
+    "$ref": _keyword_ref,
+    "allOf": _keyword_all_of,
+    "anyOf": _keyword_union,
+    "oneOf": _keyword_union,
+    "const": _keyword_const,
+    "enum": _keyword_enum,
+    "type": _keyword_type,
+    "properties": _keyword_properties,
+}
 
 
-# --------------------------------------------------------------------------
-# Type handlers
-# --------------------------------------------------------------------------
+# -- Type handlers ---------------------------------------------------------
 
 
-def _type_string(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("string",))
-
-
-def _type_number(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("number",))  # TypeScript has no integer type
-
-
-def _type_boolean(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("boolean",))
-
-
-def _type_null(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("null",))
+def _named(name: str) -> TypeHandler:
+    """The handler of a type rendered by its name alone."""
+    rendered = _Ts((name,))
+    return lambda schema, indent, context: rendered
 
 
 def _type_unknown(schema: Schema, indent: str, context: _Context) -> _Ts:
@@ -350,22 +333,18 @@ def _type_object(schema: Schema, indent: str, context: _Context) -> _Ts:
     return _Ts(("".join(out),))
 
 
-_TYPE_HANDLERS: Mapping[str, TypeHandler] = MappingProxyType(
-    {
-        "string": _type_string,
-        "number": _type_number,
-        "integer": _type_number,
-        "boolean": _type_boolean,
-        "null": _type_null,
-        "array": _type_array,
-        "object": _type_object,
-    }
-)
+_TYPE_HANDLERS: dict[str, TypeHandler] = {
+    "string": _named("string"),
+    "number": _named("number"),
+    "integer": _named("number"),  # TypeScript has no integer type
+    "boolean": _named("boolean"),
+    "null": _named("null"),
+    "array": _type_array,
+    "object": _type_object,
+}
 
 
-# --------------------------------------------------------------------------
-# Fields
-# --------------------------------------------------------------------------
+# -- Fields ----------------------------------------------------------------
 
 
 def _required_names(schema: Schema) -> frozenset[str]:
@@ -435,9 +414,7 @@ def _field_name(key: str) -> str:
     return key if _IDENTIFIER.match(key) else emit_serde_json(key)
 
 
-# --------------------------------------------------------------------------
-# Unions laid out one variant per line
-# --------------------------------------------------------------------------
+# -- Unions laid out one variant per line ----------------------------------
 
 
 class _Variant(NamedTuple):
@@ -501,9 +478,7 @@ def _variant_lines(variants: list[_Variant], indent: str, context: _Context) -> 
     return "".join(out)
 
 
-# --------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------
+# -- Small helpers ---------------------------------------------------------
 
 
 def _union(parts: list[_Ts]) -> _Ts:
