@@ -290,20 +290,14 @@ def finish_truncated_message(p: StreamableParser, token: None) -> None:
 
 
 def end_header_leniently(p: StreamableParser, token: int) -> None:
-    role = p._next_role
-    p._next_role = None
-    tokens = p._header_tokens
-    p._header_tokens = []
+    tokens, role = p._take_header()
     outcomes, header = p._lenient.read_header(tokens, p._header_first, role)
     p._report(outcomes)
     p._begin_content(header)
 
 
 def header_without_message(p: StreamableParser, token: int | None) -> None:
-    role = p._next_role
-    p._next_role = None
-    tokens = p._header_tokens
-    p._header_tokens = []
+    tokens, role = p._take_header()
     end_index = len(p._tokens) - 1 if token is not None else len(p._tokens)
     p._report(p._lenient.header_without_message(tokens, p._header_first, role, token, end_index))
 
@@ -661,6 +655,12 @@ class StreamableParser:
         if 0 <= token < len(self._table):
             return self._table[token].decode("utf-8", "replace")
         return None
+
+    def _take_header(self) -> tuple[list[int], Role | None]:
+        """The header's tokens and the role given for it, both taken (lenient actions)."""
+        taken = self._header_tokens, self._next_role
+        self._header_tokens, self._next_role = [], None
+        return taken
 
     def _begin_content(self, header: MessageHeader) -> None:
         self._header = header

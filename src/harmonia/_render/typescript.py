@@ -178,12 +178,6 @@ def _property(key: str, value: JsonValue, required: bool, indent: str) -> str:
 
 def _property_header(prop: Schema, indent: str) -> str:
     """Title, description and examples comments above a property line."""
-    if "title" not in prop and "examples" not in prop:
-        # The usual property: at most a description (see below).
-        description = prop.get("description")
-        if "oneOf" not in prop and isinstance(description, str):
-            return f"{indent}// {description}\n"
-        return ""
     out = []
     title = prop.get("title")
     if isinstance(title, str):

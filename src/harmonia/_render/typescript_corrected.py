@@ -348,10 +348,14 @@ _TYPE_HANDLERS: dict[str, TypeHandler] = {
 
 
 def _required_names(schema: Schema) -> frozenset[str]:
-    required = schema.get("required")
-    if not isinstance(required, list):
+    return _strings(schema.get("required"))
+
+
+def _strings(value: JsonValue) -> frozenset[str]:
+    """The strings in ``value`` when it is a list (none otherwise)."""
+    if not isinstance(value, list):
         return frozenset()
-    return frozenset(name for name in required if isinstance(name, str))
+    return frozenset(item for item in value if isinstance(item, str))
 
 
 def _field(key: str, value: JsonValue, required: bool, indent: str, context: _Context) -> str:
@@ -502,10 +506,7 @@ def _operand(rendered: _Ts) -> str:
 
 def _declared_types(schema: Schema) -> frozenset[str]:
     declared = schema.get("type")
-    names = [declared] if isinstance(declared, str) else declared
-    if not isinstance(names, list):
-        return frozenset()
-    return frozenset(name for name in names if isinstance(name, str))
+    return _strings([declared] if isinstance(declared, str) else declared)
 
 
 def _json_types(value: JsonValue) -> frozenset[str]:
