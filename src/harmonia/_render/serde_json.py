@@ -26,6 +26,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, TypeAlias, cast
 
 from .._errors import InputError, InputTypeError
@@ -112,6 +113,7 @@ _CONTAINERS = (dict, list, tuple)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+@dataclass(slots=True, eq=False)
 class RoundTripped:
     """A value :func:`serde_roundtrip` has already produced (it returns it as it is).
 
@@ -119,10 +121,7 @@ class RoundTripped:
     round-trips its input, such as the TypeScript converters.
     """
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: JsonValue) -> None:
-        self.value = value
+    value: JsonValue
 
 
 def serde_parse(text: str, value: object) -> JsonValue:

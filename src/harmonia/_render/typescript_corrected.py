@@ -101,6 +101,7 @@ class _Ts(NamedTuple):
         return " | ".join(self.members)
 
 
+@dataclass(slots=True, eq=False)
 class _Budget:
     """Mutable, shared by one conversion: the current depth and the inlined ``$ref``s.
 
@@ -108,12 +109,9 @@ class _Budget:
     definition referenced from several places along the same path renders once.
     """
 
-    __slots__ = ("depth", "inlined", "inlined_chars")
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.inlined_chars = 0
-        self.inlined: dict[tuple[str, str, tuple[str, ...], int], _Ts] = {}
+    depth: int = 0
+    inlined_chars: int = 0
+    inlined: dict[tuple[str, str, tuple[str, ...], int], _Ts] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
