@@ -247,14 +247,12 @@ def _debug_char(ch: str) -> str:
 
 
 def parse_header(text: str, role: Role | None) -> MessageHeader:
-    """Read a header the way the reference does, with fixes F1-F4, refusing junk.
+    """Read a header the way the reference does, with fixes F1-F4, refusing junk
+    (see the module docstring); raises :class:`HeaderError`.
 
     ``role`` is the role already known from the prompt (the completion of a
     prompt ending in ``<|start|>assistant``), or ``None`` when the header
-    starts with its role. The fixes are tried only when the reference's reading
-    fails or misreads; when they do not help either, the reference's error is
-    raised (:class:`HeaderError`, with the reference's text), and a reading with
-    special-token text in a field is refused.
+    starts with its role.
 
     >>> parse_header("<|channel|>commentary to=functions.f <|constrain|>json", Role.ASSISTANT)
     MessageHeader(role=<Role.ASSISTANT: 'assistant'>, name=None, channel='commentary', \
