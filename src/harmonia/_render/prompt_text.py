@@ -30,16 +30,9 @@ def rust_lines(text: str) -> list[str]:
     >>> rust_lines("a\\r\\nb\\n"), rust_lines("a\\rb"), rust_lines("")
     (['a', 'b'], ['a\\rb'], [])
     """
-    if not text:
-        return []
-    pieces = text.split("\n")
-    terminated = len(pieces) - 1  # every piece but the last was followed by "\n"
-    if text.endswith("\n"):
-        pieces.pop()
-    for i in range(min(terminated, len(pieces))):
-        if pieces[i].endswith("\r"):
-            pieces[i] = pieces[i][:-1]
-    return pieces
+    *terminated, last = text.split("\n")  # every piece but the last was followed by "\n"
+    lines = [piece.removesuffix("\r") for piece in terminated]
+    return [*lines, last] if last else lines
 
 
 def namespace_block(ns: ToolNamespaceConfig, to_typescript: SchemaConverter, path: str = "") -> str:
