@@ -226,12 +226,8 @@ def _json_key(key: object) -> str:
         if math.isinf(key):
             return "Infinity" if key > 0 else "-Infinity"
         return float.__repr__(key)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)  # null, true, false
     if isinstance(key, int):
         return int.__repr__(key)
     raise InputTypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
