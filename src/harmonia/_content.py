@@ -72,10 +72,7 @@ class ToolDescription:
         return cls(name=name, description=description, parameters=parameters)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "description": self.description}
-        if self.parameters is not None:
-            out["parameters"] = self.parameters
-        return out
+        return set_fields(name=self.name, description=self.description, parameters=self.parameters)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ToolDescription:
@@ -103,16 +100,18 @@ class ToolNamespaceConfig:
         return ToolNamespaceConfig(PYTHON, PYTHON_DESCRIPTION, [])
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.description is not None:
-            out["description"] = self.description
-        out["tools"] = [t.to_dict() for t in self.tools]
-        return out
+        tools = [t.to_dict() for t in self.tools]
+        return {"name": self.name, **set_fields(description=self.description), "tools": tools}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ToolNamespaceConfig:
         name = required(raw, "name", "a tool namespace")
         return cls(name, raw.get("description"), [_tool(t) for t in raw.get("tools", [])])
+
+
+def set_fields(**fields: Any) -> dict[str, Any]:
+    """The fields that are not ``None``: the reference's JSON leaves those out."""
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def required(raw: Mapping[str, Any], key: str, what: str) -> Any:
@@ -160,8 +159,8 @@ def _default_channel_config() -> ChannelConfig:
     return ChannelConfig.require_channels(DEFAULT_CHANNELS)
 
 
-def _tools_to_dict(tools: dict[str, ToolNamespaceConfig]) -> dict[str, Any]:
-    return {key: ns.to_dict() for key, ns in tools.items()}
+def _tools_to_dict(tools: dict[str, ToolNamespaceConfig] | None) -> dict[str, Any] | None:
+    return None if tools is None else {key: ns.to_dict() for key, ns in tools.items()}
 
 
 def _tools_from_dict(raw: Mapping[str, Any] | None) -> dict[str, ToolNamespaceConfig] | None:
@@ -239,21 +238,16 @@ class SystemContent(Content):
         return self.with_tools(ToolNamespaceConfig.python())
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.model_identity is not None:
-            out["model_identity"] = self.model_identity
-        if self.reasoning_effort is not None:
-            out["reasoning_effort"] = self.reasoning_effort
-        if self.conversation_start_date is not None:
-            out["conversation_start_date"] = self.conversation_start_date
-        if self.knowledge_cutoff is not None:
-            out["knowledge_cutoff"] = self.knowledge_cutoff
-        if self.channel_config is not None:
-            out["channel_config"] = self.channel_config.to_dict()
-        if self.tools is not None:
-            out["tools"] = _tools_to_dict(self.tools)
-        out["type"] = self.TYPE
-        return out
+        channels = self.channel_config
+        return set_fields(
+            model_identity=self.model_identity,
+            reasoning_effort=self.reasoning_effort,
+            conversation_start_date=self.conversation_start_date,
+            knowledge_cutoff=self.knowledge_cutoff,
+            channel_config=None if channels is None else channels.to_dict(),
+            tools=_tools_to_dict(self.tools),
+            type=self.TYPE,
+        )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SystemContent:
@@ -298,11 +292,11 @@ class ResponseFormat:
     description: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.description is not None:
-            out["description"] = self.description
-        out["schema"] = self.schema
-        return out
+        return {
+            "name": self.name,
+            **set_fields(description=self.description),
+            "schema": self.schema,
+        }
 
     @classmethod
     def from_dict(cls, raw: ResponseFormat | Mapping[str, Any]) -> ResponseFormat:
@@ -359,15 +353,13 @@ class DeveloperContent(Content):
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.instructions is not None:
-            out["instructions"] = self.instructions
-        if self.tools is not None:
-            out["tools"] = _tools_to_dict(self.tools)
-        if self.response_formats is not None:
-            out["response_formats"] = [f.to_dict() for f in self.response_formats]
-        out["type"] = self.TYPE
-        return out
+        formats = self.response_formats
+        return set_fields(
+            instructions=self.instructions,
+            tools=_tools_to_dict(self.tools),
+            response_formats=None if formats is None else [f.to_dict() for f in formats],
+            type=self.TYPE,
+        )
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> DeveloperContent:

@@ -66,19 +66,19 @@ class HarmonyEncoding:
         config: RenderConversationConfig | None = None,
     ) -> list[int]:
         """The prompt: the conversation, then ``<|start|>`` and the next role."""
-        return self._renderer.render_for_completion(conversation, next_turn_role, config)
+        return self._renderer.render(conversation, config, "completion", next_turn_role)[0]
 
     def render_conversation(
         self, conversation: Conversation, config: RenderConversationConfig | None = None
     ) -> list[int]:
         """The conversation's messages, with the CoT policy applied."""
-        return self._renderer.render_conversation(conversation, config)
+        return self._renderer.render(conversation, config, "conversation")[0]
 
     def render_conversation_for_training(
         self, conversation: Conversation, config: RenderConversationConfig | None = None
     ) -> list[int]:
         """As :meth:`render_conversation`, ending a final answer with ``<|return|>``."""
-        return self._renderer.render_for_training(conversation, config)
+        return self._renderer.render(conversation, config, "training")[0]
 
     def render_with_spans(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ._errors import InputError
+from ._names import WordEnum
 
 
 class Role(str, Enum):
@@ -41,13 +42,10 @@ class ReasoningEffort(str, Enum):
         raise InputError(f"Unknown reasoning effort: {value!r} (use one of: {valid}){hint}")
 
 
-class HarmonyEncodingName(str, Enum):
+class HarmonyEncodingName(WordEnum):
     """The encodings :func:`load_harmony_encoding` knows."""
 
     HARMONY_GPT_OSS = "HarmonyGptOss"
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 class StreamState(Enum):

@@ -54,9 +54,7 @@ class RenderError(InputError):
     """
 
     def __init__(self, reason: str, *, message_index: int | None = None, path: str = "") -> None:
-        self.reason = reason
-        self.message_index = message_index
-        self.path = path
+        self.reason, self.message_index, self.path = reason, message_index, path
         where = []
         if message_index is not None:
             where.append(f"message {message_index}")
@@ -104,11 +102,8 @@ class ParseError(ModelOutputError):
         token_text: str | None = None,
         token_index: int | None = None,
     ) -> None:
-        self.reason = reason
-        self.state = state
-        self.token = token
-        self.token_text = token_text
-        self.token_index = token_index
+        self.reason, self.state, self.token_index = reason, state, token_index
+        self.token, self.token_text = token, token_text
         super().__init__(reason)
 
     def describe(self) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ._content import Content, TextContent, content_from_dict, required
+from ._content import Content, TextContent, content_from_dict, required, set_fields
 from ._enums import Role
 from ._errors import InputError
 from ._names import CotPolicyName, TypeScriptMode
@@ -107,18 +107,14 @@ class Message:
         return "".join(c.text for c in self.content if isinstance(c, TextContent))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "role": self.author.role,
-            "name": self.author.name,
+            "name": self.author.name,  # null, not left out, as in the reference
             "content": [c.to_dict() for c in self.content],
+            **set_fields(
+                channel=self.channel, recipient=self.recipient, content_type=self.content_type
+            ),
         }
-        if self.channel is not None:
-            out["channel"] = self.channel
-        if self.recipient is not None:
-            out["recipient"] = self.recipient
-        if self.content_type is not None:
-            out["content_type"] = self.content_type
-        return out
 
     def to_json(self) -> str:
         return _dumps(self.to_dict())

@@ -78,7 +78,18 @@ EngineName = Literal["auto", "python", "quicktok", "tiktoken"]
 ENGINE_NAMES: Final[tuple[EngineName, ...]] = get_args(EngineName)
 
 
-class DiagnosticKind(str, enum.Enum):
+class WordEnum(str, enum.Enum):
+    """A ``str`` enum whose ``str()`` is its value, a word of JSON output and logs.
+
+    (``str()`` of a plain str-mixin enum is ``Kind.MEMBER``, and f-strings follow
+    it from Python 3.12.)
+    """
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class DiagnosticKind(WordEnum):
     """What a diagnostic reports, for the parser's recoveries and the turn layer alike.
 
     The values are stable strings (they appear in JSON output and logs).
@@ -101,8 +112,3 @@ class DiagnosticKind(str, enum.Enum):
     CONTENT_TYPE_AS_RECIPIENT = "content-type-as-recipient"
     UNKNOWN_CHANNEL = "unknown-channel"
     DELTA_MISMATCH = "delta-mismatch"
-
-    def __str__(self) -> str:
-        # The value, as when the kinds were plain strings (``str()`` of a str-mixin
-        # enum is ``DiagnosticKind.TRUNCATED`` otherwise, and f-strings follow it in 3.12).
-        return self.value

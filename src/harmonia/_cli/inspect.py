@@ -61,12 +61,8 @@ class BlockDone:
         if self.role is None:
             return "unparsed tokens"
         parts = [self.role if self.name is None else f"{self.role}:{self.name}"]
-        if self.channel is not None:
-            parts.append(f"channel {self.channel}")
-        if self.recipient is not None:
-            parts.append(f"to {self.recipient}")
-        if self.content_type is not None:
-            parts.append(f"type {self.content_type}")
+        fields = (("channel", self.channel), ("to", self.recipient), ("type", self.content_type))
+        parts += [f"{word} {value}" for word, value in fields if value is not None]
         return " · ".join(parts)
 
 
@@ -79,14 +75,8 @@ class Totals:
     diagnostics: int = 0
 
     def __str__(self) -> str:
-        return ", ".join(
-            plural(n, word)
-            for n, word in (
-                (self.tokens, "token"),
-                (self.messages, "message"),
-                (self.diagnostics, "diagnostic"),
-            )
-        )
+        counts = {"token": self.tokens, "message": self.messages, "diagnostic": self.diagnostics}
+        return ", ".join(plural(n, word) for word, n in counts.items())
 
 
 def _texts(enc: EncodingLike) -> Callable[[int], str]:

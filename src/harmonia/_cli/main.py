@@ -9,6 +9,7 @@ error (argparse's message).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import sys
@@ -175,14 +176,7 @@ def _cmd_parse(args: argparse.Namespace, out: TextIO) -> int:
     payload = {
         "messages": [m.to_dict() for m in result.messages],
         "diagnostics": [
-            {
-                "kind": d.kind.value,
-                "token_index": d.token_index,
-                "description": d.description,
-                "kept": d.kept,
-                "dropped": d.dropped,
-                "tokens": list(d.tokens),
-            }
+            {**dataclasses.asdict(d), "kind": d.kind.value, "tokens": list(d.tokens)}
             for d in result.diagnostics
         ],
     }

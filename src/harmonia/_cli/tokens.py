@@ -192,10 +192,7 @@ def _refuse_conversation_json(path: str, content: str) -> None:
 
 
 def _without_final_newline(text: str) -> str:
-    for ending in ("\r\n", "\n"):
-        if text.endswith(ending):
-            return text[: -len(ending)]
-    return text
+    return text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
 
 
 def completion_role(value: str, tokens: Iterable[int]) -> tuple[Role | None, Iterable[int]]:

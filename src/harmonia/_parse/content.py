@@ -53,27 +53,21 @@ class ContentDecoder:
 
     def __init__(self, table: list[bytes], *, strict: bool, out: Output) -> None:
         self._table = table
-        self._lookup: Sequence[bytes] = table  # () while the rest of a message is swallowed
         self._strict = strict
         self._out = out
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the message: no text, no pending bytes, no delta."""
+        # The text added so far, one piece per add() that added any (do not modify).
         self.pieces: list[str] = []
-        """The text added so far, one piece per :meth:`add` that added any (do not modify)."""
         self._joined = ""
         self._joined_n = 0
         self._pending = b""
         self._swallow = False  # strict: an unknown id turned the rest into one U+FFFD
+        self._lookup: Sequence[bytes] = self._table  # () while the rest is swallowed
+        # The text the last add() added (None if none, e.g. half a character).
         self.delta: str | None = None
-        """The text the last :meth:`add` added (``None`` if none, e.g. half a character)."""
-
-    def reset(self) -> None:
-        """Forget the message: no text, no pending bytes, no delta."""
-        self.pieces = []
-        self._joined = ""
-        self._joined_n = 0
-        self._pending = b""
-        self._swallow = False
-        self._lookup = self._table
-        self.delta = None
 
     @property
     def pending(self) -> bytes:
@@ -176,16 +170,14 @@ class ContentDecoder:
         try:
             data[:used].decode()
         except UnicodeDecodeError:
-            self._out.diagnose(
-                Diagnostic(
-                    DiagnosticKind.INVALID_UTF8,
-                    len(self._out.tokens) - 1,
-                    "content bytes are not valid UTF-8; replaced by U+FFFD",
-                    kept=text,
-                    tokens=(token,),
-                )
-            )
+            why = "content bytes are not valid UTF-8; replaced by U+FFFD"
+            self._diagnose(DiagnosticKind.INVALID_UTF8, why, text, token)
         return text
+
+    def _diagnose(self, kind: DiagnosticKind, why: str, kept: str | None, token: int) -> None:
+        """Diagnose the token just added."""
+        out = self._out
+        out.diagnose(Diagnostic(kind, len(out.tokens) - 1, why, kept=kept, tokens=(token,)))
 
     def _unknown_token(self, token: int) -> str | None:
         if self._swallow:
@@ -197,29 +189,17 @@ class ContentDecoder:
             self._swallow = True
             self._lookup = ()
             self.delta = None
-            self._out.diagnose(
-                Diagnostic(
-                    DiagnosticKind.INVALID_TOKEN,
-                    len(self._out.tokens) - 1,
-                    f"unknown token id {token} in content: the rest of the message is "
-                    "replaced by one U+FFFD (the reference's behaviour; use strict=False "
-                    "to keep it)",
-                    tokens=(token,),
-                )
+            why = (
+                f"unknown token id {token} in content: the rest of the message is replaced by "
+                "one U+FFFD (the reference's behaviour; use strict=False to keep it)"
             )
+            self._diagnose(DiagnosticKind.INVALID_TOKEN, why, None, token)
             return None
         data = self._pending + b"\xff"  # never valid: one U+FFFD for the id
         self._pending = b""
         text = data.decode("utf-8", "replace")
-        self._out.diagnose(
-            Diagnostic(
-                DiagnosticKind.INVALID_TOKEN,
-                len(self._out.tokens) - 1,
-                f"unknown token id {token} in content: replaced by U+FFFD",
-                kept=text,
-                tokens=(token,),
-            )
-        )
+        why = f"unknown token id {token} in content: replaced by U+FFFD"
+        self._diagnose(DiagnosticKind.INVALID_TOKEN, why, text, token)
         self.pieces.append(text)
         self.delta = text
         self._out.emit(ContentDelta(text, len(self._out.tokens) - 1))

@@ -7,7 +7,7 @@ public names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from .._content import TextContent
@@ -125,6 +125,7 @@ class MessageDone:
 ParserEvent = MessageStarted | ContentDelta | MessageDone | Diagnostic
 
 
+@dataclass(slots=True, eq=False)
 class Output:
     """What a parser has produced so far, shared by the parser and its parts.
 
@@ -133,12 +134,9 @@ class Output:
     (``None`` outside one: then no event objects are made).
     """
 
-    __slots__ = ("diagnostics", "events", "tokens")
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-        self.diagnostics: list[Diagnostic] = []
-        self.events: list[ParserEvent] | None = None
+    tokens: list[int] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    events: list[ParserEvent] | None = None
 
     def emit(self, event: ParserEvent) -> None:
         if self.events is not None:

@@ -203,11 +203,7 @@ def _merge_constrain(text: str, spans: list[tuple[int, int]]) -> list[str]:
 
 def rust_debug(text: str) -> str:
     """``text`` as Rust's ``{:?}`` prints a ``&str`` (quotes included)."""
-    out = ['"']
-    for ch in text:
-        out.append(_debug_char(ch))
-    out.append('"')
-    return "".join(out)
+    return '"' + "".join(map(_debug_char, text)) + '"'
 
 
 _DEBUG_SIMPLE: Final = {
@@ -251,14 +247,12 @@ def _debug_char(ch: str) -> str:
 
 
 def parse_header(text: str, role: Role | None) -> MessageHeader:
-    """Read a header the way the reference does, with fixes F1-F4, refusing junk.
+    """Read a header the way the reference does, with fixes F1-F4, refusing junk
+    (see the module docstring); raises :class:`HeaderError`.
 
     ``role`` is the role already known from the prompt (the completion of a
     prompt ending in ``<|start|>assistant``), or ``None`` when the header
-    starts with its role. The fixes are tried only when the reference's reading
-    fails or misreads; when they do not help either, the reference's error is
-    raised (:class:`HeaderError`, with the reference's text), and a reading with
-    special-token text in a field is refused.
+    starts with its role.
 
     >>> parse_header("<|channel|>commentary to=functions.f <|constrain|>json", Role.ASSISTANT)
     MessageHeader(role=<Role.ASSISTANT: 'assistant'>, name=None, channel='commentary', \
@@ -269,23 +263,26 @@ recipient='functions.f', content_type='<|constrain|>json')
     try:
         header = _read(text, role, fixes=False)
     except HeaderError:
-        try:
-            fixed = _read(text, role, fixes=True)
-        except HeaderError:
-            fixed = None
-        if fixed is None or is_nonsense(fixed):
+        fixed = _fixed(text, role)
+        if fixed is None:
             raise
         return fixed
     if _misread(header):
-        try:
-            fixed = _read(text, role, fixes=True)
-        except HeaderError:
-            fixed = None
-        if fixed is not None and not is_nonsense(fixed):
+        fixed = _fixed(text, role)
+        if fixed is not None:
             return fixed
     if is_nonsense(header):
         raise HeaderError(_nonsense_reason(header))
     return header
+
+
+def _fixed(text: str, role: Role | None) -> MessageHeader | None:
+    """The reading with fixes F1-F4, when it succeeds and is no nonsense."""
+    try:
+        fixed = _read(text, role, fixes=True)
+    except HeaderError:
+        return None
+    return None if is_nonsense(fixed) else fixed
 
 
 def _nonsense_reason(header: MessageHeader) -> str:
@@ -334,9 +331,7 @@ def read_header_tokens(table: list[bytes], tokens: list[int], role: Role | None)
 
 def _misread(header: MessageHeader) -> bool:
     # Special-token text in a field, or a ``role:name`` author read as a tool.
-    if is_nonsense(header):
-        return True
-    return (
+    return is_nonsense(header) or (
         header.role is Role.TOOL
         and header.name is not None
         and _named_role(header.name) is not None

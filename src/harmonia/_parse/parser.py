@@ -195,8 +195,6 @@ def reject_eos_in_header(p: StreamableParser, token: None) -> None:
     raise ParseError(
         "Unexpected EOS while waiting for message header to complete",
         state=_HD.value,
-        token=None,
-        token_text=None,
         token_index=len(p._tokens),
     )
 
@@ -207,8 +205,6 @@ def reject_eos_in_content(p: StreamableParser, token: None) -> None:
         "message, without <|end|>, <|return|> or <|call|> (it may have been cut off; "
         "pass complete=False to accept the partial message)",
         state=_CT.value,
-        token=None,
-        token_text=None,
         token_index=len(p._tokens),
     )
 
@@ -294,20 +290,14 @@ def finish_truncated_message(p: StreamableParser, token: None) -> None:
 
 
 def end_header_leniently(p: StreamableParser, token: int) -> None:
-    role = p._next_role
-    p._next_role = None
-    tokens = p._header_tokens
-    p._header_tokens = []
+    tokens, role = p._take_header()
     outcomes, header = p._lenient.read_header(tokens, p._header_first, role)
     p._report(outcomes)
     p._begin_content(header)
 
 
 def header_without_message(p: StreamableParser, token: int | None) -> None:
-    role = p._next_role
-    p._next_role = None
-    tokens = p._header_tokens
-    p._header_tokens = []
+    tokens, role = p._take_header()
     end_index = len(p._tokens) - 1 if token is not None else len(p._tokens)
     p._report(p._lenient.header_without_message(tokens, p._header_first, role, token, end_index))
 
@@ -549,23 +539,19 @@ class StreamableParser:
                 _set_text(delta, text)
                 _set_token_index(delta, len(tokens) - 1)
                 return [delta]
+        return self._collect(self.process, token)
+
+    def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
+        """Like :meth:`process_eos`, returning what happened as events."""
+        return self._collect(lambda _: self.process_eos(complete=complete), None)
+
+    def _collect(self, step: Callable[[Any], object], token: int | None) -> list[ParserEvent]:
+        """The events that ``step(token)`` makes."""
         events: list[ParserEvent] = []
         self._out.events = events
         self._plain = False  # process() must take the path that makes events
         try:
-            self.process(token)
-        finally:
-            self._out.events = None
-            self._enter(self._row)
-        return events
-
-    def feed_eos(self, *, complete: bool = False) -> list[ParserEvent]:
-        """Like :meth:`process_eos`, returning what happened as events."""
-        events: list[ParserEvent] = []
-        self._out.events = events
-        self._plain = False
-        try:
-            self.process_eos(complete=complete)
+            step(token)
         finally:
             self._out.events = None
             self._enter(self._row)
@@ -669,6 +655,12 @@ class StreamableParser:
         if 0 <= token < len(self._table):
             return self._table[token].decode("utf-8", "replace")
         return None
+
+    def _take_header(self) -> tuple[list[int], Role | None]:
+        """The header's tokens and the role given for it, both taken (lenient actions)."""
+        taken = self._header_tokens, self._next_role
+        self._header_tokens, self._next_role = [], None
+        return taken
 
     def _begin_content(self, header: MessageHeader) -> None:
         self._header = header

@@ -263,7 +263,7 @@ class LenientRecovery:
             # messages wherever the reference returns any, so the header is
             # dropped here too; its text is kept in the diagnostic.
             text = self._header_text(out, tokens, first) if tokens else ""
-            ended_by = _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
+            ended_by = _ended_by(stop_token)
             out.append(
                 Diagnostic(
                     DiagnosticKind.MISSING_MESSAGE,
@@ -299,9 +299,7 @@ class LenientRecovery:
         """
         for i, (first, tokens) in enumerate(segments):
             if last_is_message or i + 1 < len(segments):
-                kind = (
-                    DiagnosticKind.REPEATED_START if not tokens else DiagnosticKind.MISSING_MESSAGE
-                )
+                kind = DiagnosticKind.MISSING_MESSAGE if tokens else DiagnosticKind.REPEATED_START
                 # Ended by the <|start|> after the piece.
                 piece_end, stop, ended_by = first + len(tokens), None, _SPECIAL_NAME[st.START]
             else:
@@ -310,12 +308,7 @@ class LenientRecovery:
                     if stop_token is None
                     else DiagnosticKind.MISSING_MESSAGE
                 )
-                piece_end, stop = end_index, stop_token
-                ended_by = (
-                    "the end of the stream"
-                    if stop_token is None
-                    else _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
-                )
+                piece_end, stop, ended_by = end_index, stop_token, _ended_by(stop_token)
             self._recover_unfinished_header(
                 out, kind, first, tokens, role, piece_end, stop, keep_empty=False, ended_by=ended_by
             )
@@ -342,11 +335,7 @@ class LenientRecovery:
         lost.
         """
         if ended_by is None:
-            ended_by = (
-                "the end of the stream"
-                if stop_token is None
-                else _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
-            )
+            ended_by = _ended_by(stop_token)
         if not tokens:
             what = (
                 "<|start|> repeated at the beginning of a header"
@@ -384,6 +373,12 @@ class LenientRecovery:
                 MessageHeader(msg_role, name, channel), body, first, end_index, stop_token
             )
         )
+
+
+def _ended_by(stop_token: int | None) -> str:
+    if stop_token is None:
+        return "the end of the stream"
+    return _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
 
 
 def _split_at_start(tokens: list[int], first: int) -> list[tuple[int, list[int]]]:

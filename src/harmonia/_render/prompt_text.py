@@ -30,16 +30,9 @@ def rust_lines(text: str) -> list[str]:
     >>> rust_lines("a\\r\\nb\\n"), rust_lines("a\\rb"), rust_lines("")
     (['a', 'b'], ['a\\rb'], [])
     """
-    if not text:
-        return []
-    pieces = text.split("\n")
-    terminated = len(pieces) - 1  # every piece but the last was followed by "\n"
-    if text.endswith("\n"):
-        pieces.pop()
-    for i in range(min(terminated, len(pieces))):
-        if pieces[i].endswith("\r"):
-            pieces[i] = pieces[i][:-1]
-    return pieces
+    *terminated, last = text.split("\n")  # every piece but the last was followed by "\n"
+    lines = [piece.removesuffix("\r") for piece in terminated]
+    return [*lines, last] if last else lines
 
 
 def namespace_block(ns: ToolNamespaceConfig, to_typescript: SchemaConverter, path: str = "") -> str:
@@ -89,19 +82,13 @@ def system_text(
     content: SystemContent, has_function_tools: bool, to_typescript: SchemaConverter
 ) -> str:
     sections = []
-    top = [
-        line
-        for line in (
-            content.model_identity,
-            None
-            if content.knowledge_cutoff is None
-            else "Knowledge cutoff: " + content.knowledge_cutoff,
-            None
-            if content.conversation_start_date is None
-            else "Current date: " + content.conversation_start_date,
-        )
-        if line is not None
-    ]
+    cutoff, date = content.knowledge_cutoff, content.conversation_start_date
+    lines = (
+        content.model_identity,
+        None if cutoff is None else "Knowledge cutoff: " + cutoff,
+        None if date is None else "Current date: " + date,
+    )
+    top = [line for line in lines if line is not None]
     if top:
         sections.append("\n".join(top))
     if content.reasoning_effort is not None:

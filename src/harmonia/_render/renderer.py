@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import Role
@@ -44,6 +44,8 @@ _CONTENT_CACHE_LIMIT: Final = 512
 _CACHED_TEXT_CHARS: Final = 4096
 _TEXT_CACHE_CHARS: Final = 1 << 20
 _SPACE: Final = [220]  # " "
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
@@ -116,14 +118,9 @@ class Renderer:
         self._contents.clear()
         self._texts.clear()
         self._texts_size = 0
-        for fields in (
-            self._names,
-            self._tool_names,
-            self._recipients,
-            self._channels,
-            self._content_types,
-        ):
+        for fields in (self._names, self._tool_names, self._recipients, self._content_types):
             fields.clear()
+        self._channels.clear()
         self._headers.clear()
         self._headers.update(self._format_headers)
         self._channels.update(self._standard_channels)
@@ -151,13 +148,7 @@ class Renderer:
 
     def _new_message_text(self, text: str, index: int | None, path: str) -> list[int]:
         """Encode a message's text not in the cache, and cache it when short."""
-        if type(text) is str and text:
-            try:
-                ids = self._engine.encode_ordinary(text)
-            except (TypeError, UnicodeEncodeError):
-                ids = self._text(text, index, path)  # raises the RenderError
-        else:
-            ids = self._text(text, index, path)
+        ids = self._text(text, index, path)
         if len(text) <= _CACHED_TEXT_CHARS:
             if self._texts_size >= _TEXT_CACHE_CHARS:
                 self._texts.clear()
@@ -170,10 +161,7 @@ class Renderer:
         """Encode a short header piece, cached (these repeat in every message)."""
         ids = self._pieces.get(text)
         if ids is None:
-            ids = self._text(text, index, path)
-            if len(self._pieces) >= _PIECE_CACHE_LIMIT:
-                self._pieces.clear()
-            self._pieces[text] = ids
+            ids = _store(self._pieces, text, self._text(text, index, path))
         return ids
 
     # -- one message ----------------------------------------------------------
@@ -258,21 +246,14 @@ class Renderer:
         self, cache: dict[str, list[int]], value: str, text: str, index: int | None, path: str
     ) -> list[int]:
         """Encode a checked header field and cache its ids under its value."""
-        ids = self._text(text, index, path)
-        if len(cache) >= _PIECE_CACHE_LIMIT:
-            cache.clear()
-        cache[value] = ids
-        return ids
+        return _store(cache, value, self._text(text, index, path))
 
     def _content_type(self, content_type: str, index: int | None) -> list[int]:
         _check_content_type(content_type, index)
         if content_type.startswith(CONSTRAIN):
             rest = content_type[len(CONSTRAIN) :]
             ids = [*_SPACE, st.CONSTRAIN, *self._text(rest, index, "content_type")]
-            if len(self._content_types) >= _PIECE_CACHE_LIMIT:
-                self._content_types.clear()
-            self._content_types[content_type] = ids
-            return ids
+            return _store(self._content_types, content_type, ids)
         return self._field(
             self._content_types, content_type, " " + content_type, index, "content_type"
         )
@@ -344,11 +325,7 @@ class Renderer:
         ids.append(st.MESSAGE)
         ends_turn = message.author.role is Role.ASSISTANT and message.recipient is not None
         offsets = (marks[0], marks[1], marks[2], len(ids) - 1)  # the last: <|message|>
-        head = (ids, st.CALL if ends_turn else st.END, offsets)
-        if len(self._headers) >= _PIECE_CACHE_LIMIT:
-            self._headers.clear()
-        self._headers[key] = head
-        return head
+        return _store(self._headers, key, (ids, st.CALL if ends_turn else st.END, offsets))
 
     def _content(
         self,
@@ -361,25 +338,18 @@ class Renderer:
     ) -> list[int]:
         if isinstance(part, TextContent):
             return self._message_text(part.text, index, f"content[{j}].text")
-        if isinstance(part, SystemContent):
-            if role is not Role.SYSTEM:
+        if isinstance(part, (SystemContent, DeveloperContent)):
+            system = isinstance(part, SystemContent)
+            if role is not (Role.SYSTEM if system else Role.DEVELOPER):
+                kind = "System" if system else "Developer"
                 raise RenderError(
-                    "SystemContent may only appear in system messages, "
-                    f"found in {_rust_role(role)}",
-                    message_index=index,
-                    path=f"content[{j}]",
-                )
-            return self._cached_content(part, has_ft, typescript, index, j)
-        if isinstance(part, DeveloperContent):
-            if role is not Role.DEVELOPER:
-                raise RenderError(
-                    "DeveloperContent may only appear in developer messages, "
-                    f"found in {_rust_role(role)}",
+                    f"{kind}Content may only appear in {kind.lower()} messages, "
+                    f"found in {role.value.capitalize()}",
                     message_index=index,
                     path=f"content[{j}]",
                 )
             # The functions line lives in the system text only.
-            return self._cached_content(part, False, typescript, index, j)
+            return self._cached_content(part, has_ft and system, typescript, index, j)
         raise RenderError(
             f"cannot render content of type {type(part).__name__}",
             message_index=index,
@@ -477,30 +447,9 @@ class Renderer:
                 f"cannot render tool schemas: {exc}", message_index=index, path=f"content[{j}]"
             ) from None
         ids = self._text(text, index, f"content[{j}]")
-        if len(self._contents) >= _CONTENT_CACHE_LIMIT:
-            self._contents.clear()
-        self._contents[key] = ids
-        return ids
+        return _store(self._contents, key, ids, _CONTENT_CACHE_LIMIT)
 
     # -- conversations --------------------------------------------------------
-
-    def render_conversation(
-        self, conversation: Conversation, config: RenderConversationConfig | None
-    ) -> list[int]:
-        return self._render(conversation, config, "conversation", Role.ASSISTANT, None)[0]
-
-    def render_for_completion(
-        self,
-        conversation: Conversation,
-        next_turn_role: Role,
-        config: RenderConversationConfig | None,
-    ) -> list[int]:
-        return self._render(conversation, config, "completion", next_turn_role, None)[0]
-
-    def render_for_training(
-        self, conversation: Conversation, config: RenderConversationConfig | None
-    ) -> list[int]:
-        return self._render(conversation, config, "training", Role.ASSISTANT, None)[0]
 
     def render_with_spans(
         self,
@@ -521,16 +470,16 @@ class Renderer:
             )
         spans: list[SpanRecord] = []
         chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
-        ids, dropped = self._render(conversation, config, mode, next_turn_role, spans, chosen)
+        ids, dropped = self.render(conversation, config, mode, next_turn_role, spans, chosen)
         return RenderedConversation(ids, MessageSpans(spans), dropped, mode)
 
-    def _render(
+    def render(
         self,
         conversation: Conversation,
         config: RenderConversationConfig | None,
         mode: RenderMode,
-        next_turn_role: Role,
-        spans: list[SpanRecord] | None,
+        next_turn_role: Role = Role.ASSISTANT,
+        spans: list[SpanRecord] | None = None,
         drop: frozenset[int] | None = None,
     ) -> tuple[list[int], frozenset[int]]:
         """The one place a conversation is rendered: every public render comes here."""
@@ -676,12 +625,16 @@ def conversation_has_function_tools(messages: Sequence[Message]) -> bool:
     return False
 
 
+def _store(cache: dict[K, V], key: K, value: V, limit: int = _PIECE_CACHE_LIMIT) -> V:
+    """Cache ``value``; a full cache is emptied first (what it held is cheap to remake)."""
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 def _short_path(path: str, limit: int = 240) -> str:
     """A path cut in the middle when very long (deep schemas give kilobytes of it)."""
     if len(path) <= limit:
         return path
     return path[: limit // 2] + " ... " + path[-limit // 2 :]
-
-
-def _rust_role(role: Role) -> str:
-    return role.value.capitalize()

@@ -21,8 +21,7 @@ harmonia._errors.RenderError: schema 'type' is 'strnig', not a JSON Schema type:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from types import MappingProxyType
+from typing import Final
 
 from .._errors import RenderError
 
@@ -35,30 +34,25 @@ _TYPE_LIST = ", ".join(map(repr, sorted(TYPE_NAMES)))
 _ONE = ("additionalProperties", "not", "contains", "propertyNames", "if", "then", "else")
 _MANY = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAP = ("properties", "patternProperties", "$defs", "definitions")
-_WHAT: Mapping[str, str] = MappingProxyType(
-    {
-        **{key: "a schema (an object or a boolean)" for key in _ONE},
-        **{key: "a list of schemas" for key in _MANY},
-        **{key: "an object mapping names to schemas" for key in _MAP},
-    }
-)
+_WHAT: Final[dict[str, str]] = {
+    **{key: "a schema (an object or a boolean)" for key in _ONE},
+    **{key: "a list of schemas" for key in _MANY},
+    **{key: "an object mapping names to schemas" for key in _MAP},
+}
 
 
 # How each keyword is checked; keywords not listed are not looked at.
 _ONE_SCHEMA, _SCHEMA_LIST, _SCHEMA_MAP, _ITEMS, _TYPE, _REQUIRED, _ENUM, _REF = range(8)
-_KEYWORDS: Mapping[str, int] = MappingProxyType(
-    {
-        **dict.fromkeys(_ONE, _ONE_SCHEMA),
-        **dict.fromkeys(_MANY, _SCHEMA_LIST),
-        **dict.fromkeys(_MAP, _SCHEMA_MAP),
-        "items": _ITEMS,
-        "type": _TYPE,
-        "required": _REQUIRED,
-        "enum": _ENUM,
-        "$ref": _REF,
-    }
-)
-_KEYWORD_KINDS = dict(_KEYWORDS)  # the quick pass's lookups (a proxy's get costs more)
+_KEYWORDS: Final[dict[str, int]] = {
+    **dict.fromkeys(_ONE, _ONE_SCHEMA),
+    **dict.fromkeys(_MANY, _SCHEMA_LIST),
+    **dict.fromkeys(_MAP, _SCHEMA_MAP),
+    "items": _ITEMS,
+    "type": _TYPE,
+    "required": _REQUIRED,
+    "enum": _ENUM,
+    "$ref": _REF,
+}
 
 # A path is built only for an error: each pending schema carries its parent's
 # path and its own segment (a key, or a list index), a linked list ending in the
@@ -81,7 +75,7 @@ def check_schema(schema: object, path: str) -> None:
 
 def _looks_valid(schema: object) -> bool:
     """True if ``schema`` passes every check of :func:`_check_with_paths` (no paths kept)."""
-    keywords = _KEYWORD_KINDS
+    keywords = _KEYWORDS
     stack = [schema]
     pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:

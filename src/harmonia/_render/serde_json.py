@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, TypeAlias, cast
 
 from .._errors import InputError, InputTypeError
@@ -67,20 +67,13 @@ _POW10: tuple[float, ...] = tuple(float(10**k) for k in range(309))
 
 # serde_json's escape table: the short escapes, then every other C0 control as
 # a lower-case \u00xx.  Everything else (DEL, non-ASCII, "/") is written raw.
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
-_SHORT_ESCAPES["\t"] = "\\t"
-_ESCAPES: Mapping[int, str] = MappingProxyType(
-    {
-        **{code: f"\\u{code:04x}" for code in range(0x20)},
-        **{ord(char): escaped for char, escaped in _SHORT_ESCAPES.items()},
-    }
+_ESCAPES: Final[dict[int, str]] = {code: f"\\u{code:04x}" for code in range(0x20)}
+_ESCAPES.update(
+    {ord(char): "\\" + short for char, short in zip('"\\\b\f\n\r\t', '"\\bfnrt', strict=True)}
 )
-del _SHORT_ESCAPES
 
 
-# --------------------------------------------------------------------------
-# Parsing half: what serde holds after reading Python's json.dumps text
-# --------------------------------------------------------------------------
+# -- Parsing half: what serde holds after reading Python's json.dumps text ---
 
 
 def serde_roundtrip(value: object, max_depth: int | None = None) -> JsonValue:
@@ -120,6 +113,7 @@ _CONTAINERS = (dict, list, tuple)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+@dataclass(slots=True, eq=False)
 class RoundTripped:
     """A value :func:`serde_roundtrip` has already produced (it returns it as it is).
 
@@ -127,10 +121,7 @@ class RoundTripped:
     round-trips its input, such as the TypeScript converters.
     """
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: JsonValue) -> None:
-        self.value = value
+    value: JsonValue
 
 
 def serde_parse(text: str, value: object) -> JsonValue:
@@ -235,12 +226,8 @@ def _json_key(key: object) -> str:
         if math.isinf(key):
             return "Infinity" if key > 0 else "-Infinity"
         return float.__repr__(key)
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if key is None:
-        return "null"
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)  # null, true, false
     if isinstance(key, int):
         return int.__repr__(key)
     raise InputTypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
@@ -359,9 +346,7 @@ def _f64_from_parts(negative: bool, significand: int, exponent: int) -> float:
     return -value if negative else value
 
 
-# --------------------------------------------------------------------------
-# Printing half: serde's compact writer
-# --------------------------------------------------------------------------
+# -- Printing half: serde's compact writer ---------------------------------
 
 
 def to_serde_json(value: object) -> str:
@@ -394,29 +379,18 @@ def _emit(value: JsonValue, parts: list[str]) -> None:
     elif isinstance(value, float):
         parts.append(format_f64(value))
     elif isinstance(value, list):
-        _emit_sequence(value, parts)
+        parts.append("[")
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            _emit(item, parts)
+        parts.append("]")
     else:
-        _emit_mapping(value, parts)
-
-
-def _emit_sequence(items: list[JsonValue], parts: list[str]) -> None:
-    parts.append("[")
-    for index, item in enumerate(items):
-        if index:
-            parts.append(",")
-        _emit(item, parts)
-    parts.append("]")
-
-
-def _emit_mapping(mapping: dict[str, JsonValue], parts: list[str]) -> None:
-    parts.append("{")
-    for index, (key, item) in enumerate(mapping.items()):
-        if index:
-            parts.append(",")
-        parts.append(_quote(key))
-        parts.append(":")
-        _emit(item, parts)
-    parts.append("}")
+        parts.append("{")
+        for index, (key, item) in enumerate(value.items()):
+            parts.append(f",{_quote(key)}:" if index else f"{_quote(key)}:")
+            _emit(item, parts)
+        parts.append("}")
 
 
 def _quote(text: str) -> str:

@@ -21,8 +21,7 @@ table, instead of one long if-ladder.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 
 from .serde_json import JsonValue, emit_serde_json, serde_roundtrip
 
@@ -70,9 +69,7 @@ def _render(schema: JsonValue, indent: str) -> str:
     return "any"
 
 
-# --------------------------------------------------------------------------
-# Keyword handlers
-# --------------------------------------------------------------------------
+# -- Keyword handlers ------------------------------------------------------
 
 
 def _keyword_one_of(variants: JsonValue, schema: Schema, indent: str) -> str | None:
@@ -107,17 +104,15 @@ def _type_list(names: list[JsonValue]) -> str | None:
     return " | ".join(rendered) if rendered else None
 
 
-# oneOf is consulted before type, even when both are present.
-_KEYWORD_HANDLERS: Mapping[str, KeywordHandler] = MappingProxyType(
-    {"oneOf": _keyword_one_of, "type": _keyword_type}
+# oneOf is consulted before type, even when both are present (a tuple: _render
+# walks it on every schema, and iterates it faster than a mapping).
+_KEYWORD_ORDER: tuple[tuple[str, KeywordHandler], ...] = (
+    ("oneOf", _keyword_one_of),
+    ("type", _keyword_type),
 )
-# The table as _render walks it (a tuple iterates faster than a mapping proxy).
-_KEYWORD_ORDER: tuple[tuple[str, KeywordHandler], ...] = tuple(_KEYWORD_HANDLERS.items())
 
 
-# --------------------------------------------------------------------------
-# Type handlers
-# --------------------------------------------------------------------------
+# -- Type handlers ---------------------------------------------------------
 
 
 def _type_string(schema: Schema, indent: str) -> str:
@@ -128,14 +123,6 @@ def _type_string(schema: Schema, indent: str) -> str:
         if strings:
             return " | ".join(strings)
     return "string"
-
-
-def _type_number(schema: Schema, indent: str) -> str:
-    return "number"  # integer too; numeric enums are not rendered
-
-
-def _type_boolean(schema: Schema, indent: str) -> str:
-    return "boolean"
 
 
 def _type_unknown(schema: Schema, indent: str) -> str:
@@ -165,23 +152,18 @@ def _type_object(schema: Schema, indent: str) -> str:
     return "".join(out)
 
 
-_TYPE_HANDLERS: Mapping[str, TypeHandler] = MappingProxyType(
-    {
-        "string": _type_string,
-        "number": _type_number,
-        "integer": _type_number,
-        "boolean": _type_boolean,
-        "array": _type_array,
-        "object": _type_object,
-    }
-)
-# The proxy's get goes through a wrapper; its dict's own does not.
-_type_handler: Callable[[str, TypeHandler], TypeHandler] = dict(_TYPE_HANDLERS).get
+_TYPE_HANDLERS: dict[str, TypeHandler] = {
+    "string": _type_string,
+    "number": lambda schema, indent: "number",  # numeric enums are not rendered
+    "integer": lambda schema, indent: "number",
+    "boolean": lambda schema, indent: "boolean",
+    "array": _type_array,
+    "object": _type_object,
+}
+_type_handler: Callable[[str, TypeHandler], TypeHandler] = _TYPE_HANDLERS.get
 
 
-# --------------------------------------------------------------------------
-# Object properties
-# --------------------------------------------------------------------------
+# -- Object properties -----------------------------------------------------
 
 
 def _property(key: str, value: JsonValue, required: bool, indent: str) -> str:
@@ -196,12 +178,6 @@ def _property(key: str, value: JsonValue, required: bool, indent: str) -> str:
 
 def _property_header(prop: Schema, indent: str) -> str:
     """Title, description and examples comments above a property line."""
-    if "title" not in prop and "examples" not in prop:
-        # The usual property: at most a description (see below).
-        description = prop.get("description")
-        if "oneOf" not in prop and isinstance(description, str):
-            return f"{indent}// {description}\n"
-        return ""
     out = []
     title = prop.get("title")
     if isinstance(title, str):
@@ -252,9 +228,7 @@ def _one_of_property(label: str, prop: Schema, variants: list[JsonValue], indent
     return "".join(out)
 
 
-# --------------------------------------------------------------------------
-# Shared helpers: nullable, defaults, comments
-# --------------------------------------------------------------------------
+# -- Shared helpers: nullable, defaults, comments --------------------------
 
 
 def _nullable(schema: JsonValue, rendered: str) -> str:

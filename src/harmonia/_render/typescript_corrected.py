@@ -63,10 +63,9 @@ per keyword and per ``type`` value.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from types import MappingProxyType
 from typing import NamedTuple
 from urllib.parse import unquote
 
@@ -102,6 +101,7 @@ class _Ts(NamedTuple):
         return " | ".join(self.members)
 
 
+@dataclass(slots=True, eq=False)
 class _Budget:
     """Mutable, shared by one conversion: the current depth and the inlined ``$ref``s.
 
@@ -109,12 +109,9 @@ class _Budget:
     definition referenced from several places along the same path renders once.
     """
 
-    __slots__ = ("depth", "inlined", "inlined_chars")
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.inlined_chars = 0
-        self.inlined: dict[tuple[str, str, tuple[str, ...], int], _Ts] = {}
+    depth: int = 0
+    inlined_chars: int = 0
+    inlined: dict[tuple[str, str, tuple[str, ...], int], _Ts] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -195,9 +192,7 @@ def _nullable(schema: Schema, rendered: _Ts) -> _Ts:
     return rendered
 
 
-# --------------------------------------------------------------------------
-# Keyword handlers (table order is precedence order)
-# --------------------------------------------------------------------------
+# -- Keyword handlers (table order is precedence order) --------------------
 
 
 def _keyword_ref(ref: JsonValue, schema: Schema, indent: str, context: _Context) -> _Ts | None:
@@ -281,39 +276,25 @@ def _keyword_properties(
     return _type_object(schema, indent, context) if isinstance(properties, dict) else None
 
 
-_KEYWORD_HANDLERS: Mapping[str, KeywordHandler] = MappingProxyType(
-    {
-        "$ref": _keyword_ref,
-        "allOf": _keyword_all_of,
-        "anyOf": _keyword_union,
-        "oneOf": _keyword_union,
-        "const": _keyword_const,
-        "enum": _keyword_enum,
-        "type": _keyword_type,
-        "properties": _keyword_properties,
-    }
-)
+_KEYWORD_HANDLERS: dict[str, KeywordHandler] = {
+    "$ref": _keyword_ref,
+    "allOf": _keyword_all_of,
+    "anyOf": _keyword_union,
+    "oneOf": _keyword_union,
+    "const": _keyword_const,
+    "enum": _keyword_enum,
+    "type": _keyword_type,
+    "properties": _keyword_properties,
+}
 
 
-# --------------------------------------------------------------------------
-# Type handlers
-# --------------------------------------------------------------------------
+# -- Type handlers ---------------------------------------------------------
 
 
-def _type_string(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("string",))
-
-
-def _type_number(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("number",))  # TypeScript has no integer type
-
-
-def _type_boolean(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("boolean",))
-
-
-def _type_null(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _Ts(("null",))
+def _named(name: str) -> TypeHandler:
+    """The handler of a type rendered by its name alone."""
+    rendered = _Ts((name,))
+    return lambda schema, indent, context: rendered
 
 
 def _type_unknown(schema: Schema, indent: str, context: _Context) -> _Ts:
@@ -350,29 +331,29 @@ def _type_object(schema: Schema, indent: str, context: _Context) -> _Ts:
     return _Ts(("".join(out),))
 
 
-_TYPE_HANDLERS: Mapping[str, TypeHandler] = MappingProxyType(
-    {
-        "string": _type_string,
-        "number": _type_number,
-        "integer": _type_number,
-        "boolean": _type_boolean,
-        "null": _type_null,
-        "array": _type_array,
-        "object": _type_object,
-    }
-)
+_TYPE_HANDLERS: dict[str, TypeHandler] = {
+    "string": _named("string"),
+    "number": _named("number"),
+    "integer": _named("number"),  # TypeScript has no integer type
+    "boolean": _named("boolean"),
+    "null": _named("null"),
+    "array": _type_array,
+    "object": _type_object,
+}
 
 
-# --------------------------------------------------------------------------
-# Fields
-# --------------------------------------------------------------------------
+# -- Fields ----------------------------------------------------------------
 
 
 def _required_names(schema: Schema) -> frozenset[str]:
-    required = schema.get("required")
-    if not isinstance(required, list):
+    return _strings(schema.get("required"))
+
+
+def _strings(value: JsonValue) -> frozenset[str]:
+    """The strings in ``value`` when it is a list (none otherwise)."""
+    if not isinstance(value, list):
         return frozenset()
-    return frozenset(name for name in required if isinstance(name, str))
+    return frozenset(item for item in value if isinstance(item, str))
 
 
 def _field(key: str, value: JsonValue, required: bool, indent: str, context: _Context) -> str:
@@ -435,9 +416,7 @@ def _field_name(key: str) -> str:
     return key if _IDENTIFIER.match(key) else emit_serde_json(key)
 
 
-# --------------------------------------------------------------------------
-# Unions laid out one variant per line
-# --------------------------------------------------------------------------
+# -- Unions laid out one variant per line ----------------------------------
 
 
 class _Variant(NamedTuple):
@@ -501,9 +480,7 @@ def _variant_lines(variants: list[_Variant], indent: str, context: _Context) -> 
     return "".join(out)
 
 
-# --------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------
+# -- Small helpers ---------------------------------------------------------
 
 
 def _union(parts: list[_Ts]) -> _Ts:
@@ -527,10 +504,7 @@ def _operand(rendered: _Ts) -> str:
 
 def _declared_types(schema: Schema) -> frozenset[str]:
     declared = schema.get("type")
-    names = [declared] if isinstance(declared, str) else declared
-    if not isinstance(names, list):
-        return frozenset()
-    return frozenset(name for name in names if isinstance(name, str))
+    return _strings([declared] if isinstance(declared, str) else declared)
 
 
 def _json_types(value: JsonValue) -> frozenset[str]:

@@ -1,14 +1,8 @@
 """The engine registry: which BPE engine encodes, by name, built once per process.
 
-Engines, by name (:data:`~harmonia._names.ENGINE_NAMES`):
-
-* ``auto`` (the default): pure Python at once, quicktok once it pays
-  (:mod:`.auto_engine`);
-* ``python``: the pure-Python encoder only (:mod:`.python_engine`);
-* ``quicktok``: quicktok's C++ tables, built at load (about half a second);
-* ``tiktoken``: tiktoken built from the same ranks (the ``tiktoken`` extra).
-
-Each engine is built once per process, under a lock, on first use.
+The engines (:data:`~harmonia._names.ENGINE_NAMES`) are described where users
+choose one, :func:`harmonia.load_harmony_encoding`. Each is built once per
+process, under a lock, on first use.
 """
 
 from __future__ import annotations

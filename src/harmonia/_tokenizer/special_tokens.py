@@ -40,18 +40,12 @@ _NAMED: Final[dict[int, str]] = {
     CALL: "<|call|>",
 }
 
-
-def _build_table() -> dict[str, int]:
-    table: dict[str, int] = {}
-    for token_id in range(FIRST_SPECIAL, N_VOCAB):
-        table[_NAMED.get(token_id, f"<|reserved_{token_id}|>")] = token_id
-    return table
-
-
-#: Special-token text -> id, for all 1,091 special tokens.
-SPECIAL_TOKENS: Final[dict[str, int]] = _build_table()
-#: Special-token id -> text.
-SPECIAL_TOKEN_TEXT: Final[dict[int, str]] = {v: k for k, v in SPECIAL_TOKENS.items()}
+#: Special-token id -> text, for all 1,091 special tokens.
+SPECIAL_TOKEN_TEXT: Final[dict[int, str]] = {
+    i: _NAMED.get(i, f"<|reserved_{i}|>") for i in range(FIRST_SPECIAL, N_VOCAB)
+}
+#: Special-token text -> id.
+SPECIAL_TOKENS: Final[dict[str, int]] = {text: i for i, text in SPECIAL_TOKEN_TEXT.items()}
 
 #: Tokens that end a message when parsing, and stop sampling.
 STOP_TOKENS: Final = frozenset({RETURN, END, CALL})

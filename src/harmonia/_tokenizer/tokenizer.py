@@ -38,15 +38,6 @@ _DISALLOWED_MESSAGE = (
 SpecialSet = Literal["all"] | AbstractSet[str] | Collection[str]
 
 
-def has_surrogates(text: str) -> bool:
-    """True when ``text`` holds a lone surrogate (which no UTF-8 text can)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _without_surrogates(text: str) -> str:
     # Lone surrogates cannot be UTF-8 encoded; the reference replaces them by
     # U+FFFD before tokenising, and so do we.

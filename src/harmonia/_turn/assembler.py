@@ -230,15 +230,14 @@ class OutputAssembler:
         reading = classify(header.role, header.channel, header.recipient, header.content_type)
         for kind, note in reading.notes:
             self._note(kind, note, index)
-        item = OutputItem(
+        return OutputItem(
             reading.kind,
             len(self._s.items),
             reading.channel,
             reading.recipient,
             reading.content_type,
+            reading.phase,
         )
-        item.phase = reading.phase
-        return item
 
     def _delta(self, text: str, out: list[OutputEvent]) -> None:
         item = self._s.current

@@ -6,11 +6,10 @@ loop and the server read them.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from .._message import Message
-from .._names import FINAL, DiagnosticKind
+from .._names import FINAL, DiagnosticKind, WordEnum
 from .recipients import ItemKind as ItemKind
 from .recipients import api_name
 
@@ -95,7 +94,7 @@ class ItemDone:
 OutputEvent = ItemAdded | ItemDelta | ItemDone
 
 
-class TurnEnd(str, enum.Enum):
+class TurnEnd(WordEnum):
     """Why a turn of model output ended.
 
     * ``RETURN``: ``<|return|>``, the final answer is complete (or the caller
@@ -113,9 +112,6 @@ class TurnEnd(str, enum.Enum):
     CALL = "call"
     END = "end"
     TRUNCATED = "truncated"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True, slots=True)

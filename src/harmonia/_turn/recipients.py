@@ -99,12 +99,8 @@ def clean_recipient(recipient: str) -> str:
     >>> clean_recipient("to=functions.f <|constrain|>json")
     'functions.f'
     """
-    text = recipient.strip()
-    if text.startswith("to="):
-        text = text[3:]
-    text = text.split(CONSTRAIN, 1)[0]
-    parts = text.split()
-    return parts[0] if parts else ""
+    words = recipient.strip().removeprefix("to=").split(CONSTRAIN, 1)[0].split()
+    return words[0] if words else ""
 
 
 @dataclass(frozen=True, slots=True)
