@@ -5,7 +5,8 @@ defaults; ``_names`` and ``_tokenizer/special_tokens.py`` define them. Any other
 module of ``src/harmonia`` that writes ``200002`` or ``"final"`` as a literal,
 or format text inside a string (``"<|start|>assistant"``,
 ``"<|channel|>final<|message|>"``: a special token's text joined to a word or to
-another token), fails :func:`test_no_literal_outside_the_vocabulary`. Docstrings
+another token; or two tokens' names joined by ``|``, as a regex spells them) fails
+:func:`test_no_literal_outside_the_vocabulary`. Docstrings
 (doctests show ids) and ``Literal[...]`` types (which cannot name a constant)
 are not code that spells the vocabulary, and are skipped; so are the few
 sentences written for a person (:data:`PROSE`).
@@ -36,8 +37,10 @@ _NAMED_IDS = (
     v.CALL_ID,
 )
 _TOKEN = "(?:" + "|".join(re.escape(v.special_text(t)) for t in _NAMED_IDS) + ")"
-#: Format text: a special token's text joined to a lower-case word or to another token.
-FORMAT_TEXT = re.compile(rf"{_TOKEN}(?:[a-z]|{_TOKEN})|[a-z]{_TOKEN}")
+_NAME = "(?:" + "|".join(v.special_text(t)[2:-2] for t in _NAMED_IDS) + ")"
+#: Format text: a special token's text joined to a lower-case word or to another token,
+#: or two tokens' names joined by ``|`` (a regex that spells the tokens again).
+FORMAT_TEXT = re.compile(rf"{_TOKEN}(?:[a-z]|{_TOKEN})|[a-z]{_TOKEN}|\b{_NAME}\|{_NAME}\b")
 #: Strings written for a person that quote format text: (module, a piece of the string).
 PROSE = frozenset(
     {
@@ -115,8 +118,13 @@ header = "<|start|>assistant"
 probe = f"<|channel|>final<|message|>{text}"
 stop = "<|end|>"
 said = "the message ended without <|end|>, <|call|> or <|return|>"
+special = r"<\\|(start|end|call)\\|>"
 """
-    assert literals(source) == [(2, "<|start|>assistant"), (3, "<|channel|>final<|message|>")]
+    assert literals(source) == [
+        (2, "<|start|>assistant"),
+        (3, "<|channel|>final<|message|>"),
+        (6, r"<\|(start|end|call)\|>"),
+    ]
 
 
 def test_no_literal_outside_the_vocabulary() -> None:

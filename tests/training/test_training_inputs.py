@@ -98,6 +98,31 @@ def test_sharegpt_row_with_think_and_function_call() -> None:
     ]
 
 
+PLAIN = {
+    "openai": {
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+    },
+    "sharegpt": {
+        "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Yo"}]
+    },
+}
+
+
+@pytest.mark.parametrize("fmt", PLAIN)
+def test_blank_tools_text_is_no_tools_in_every_format(fmt: str) -> None:
+    plain, options = PLAIN[fmt], InputOptions()
+    blank = convert_row({**plain, "tools": " \n"}, options)
+    assert blank.conversation == convert_row(plain, options).conversation
+
+
+@pytest.mark.parametrize("tools", ['{"name": "f"}', "3", {"name": "f"}])
+@pytest.mark.parametrize("fmt", PLAIN)
+def test_tools_not_a_list_reject_the_row_in_every_format(fmt: str, tools: object) -> None:
+    batch = render_batch([json.dumps({**PLAIN[fmt], "tools": tools})], first_line=7)
+    assert [(p.code, p.line) for p in batch.problems] == [("E150", 7)]
+    assert "tools" in batch.problems[0].message and batch.stats.rows_ok == 0
+
+
 def test_harmony_row_round_trips() -> None:
     conversation = Conversation.from_messages(
         [

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeGuard, get_args
 
 from harmonia import Conversation, InputError, Role
+from harmonia import vocabulary as v
 from harmonia.openai_compat import (
     PromptOptions,
     RequestError,
@@ -41,7 +42,9 @@ INPUT_FORMATS: Final[tuple[InputFormat, ...]] = get_args(InputFormat)
 Dialect = Literal["harmony", "hf"]
 DIALECTS: Final[tuple[Dialect, ...]] = get_args(Dialect)
 _DATE: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_SPECIAL: Final = re.compile(r"<\|(start|end|message|channel|constrain|return|call)\|>")
+# The tokens of the format's structure (not <|startoftext|> and the like), for W202.
+_STRUCTURE: Final = (*v.STOP_IDS, v.START_ID, v.MESSAGE_ID, v.CHANNEL_ID, v.CONSTRAIN_ID)
+_SPECIAL: Final = re.compile("|".join(re.escape(v.special_text(t)) for t in _STRUCTURE))
 _THINK: Final = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 # ShareGPT's "from" -> the chat role (the chat roles' own names are read too).
 _SHAREGPT_ROLES: Final = {
@@ -134,8 +137,7 @@ def convert_row(row: object, options: InputOptions) -> Row:
     if not isinstance(row, Mapping):
         raise RowError("E150", f"a row must be a JSON object, got {type(row).__name__}")
     fmt = detect_format(row) if options.format == "auto" else options.format
-    if fmt != "sharegpt":
-        row = tools_from_json(row)
+    row = tools_from_json(row)
     try:
         if fmt == "harmony":
             conversation = Conversation.from_json(json.dumps({"messages": row.get("messages")}))
@@ -400,17 +402,14 @@ def _sharegpt_to_chat(row: Mapping[str, Any]) -> dict[str, Any]:
         else:
             messages.append({"role": role, "content": text})
     chat: dict[str, Any] = {"messages": messages}
-    tools = row.get("tools")
-    if isinstance(tools, str) and tools:
-        try:
-            tools = json.loads(tools)
-        except ValueError:
-            raise RowError("E150", "'tools' is a string but not JSON") from None
-    if isinstance(tools, list) and tools:
-        chat["tools"] = [
+    # A non-list goes on as it is, so that the chat reader rejects it as for chat rows.
+    if isinstance(tools := row.get("tools"), list):
+        tools = [
             t if isinstance(t, Mapping) and "function" in t else {"type": "function", "function": t}
             for t in tools
         ]
+    if tools is not None:
+        chat["tools"] = tools
     return chat
 
 
