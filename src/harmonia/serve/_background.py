@@ -17,6 +17,7 @@ lease ran out records it ``failed``, saying its replica is gone
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import dataclasses
 import os
@@ -84,7 +85,7 @@ def frame(event: JsonDict) -> bytes:
     return sse_frame(dumps(event), event["type"])
 
 
-class _Chore:
+class _Chore(abc.ABC):
     """Work a task repeats while ``runs`` is not empty (:meth:`wake` starts it when a run
     is added): nothing when the replica is idle."""
 
@@ -100,8 +101,9 @@ class _Chore:
         if self.enabled and (self._task is None or self._task.done()):
             self._task = asyncio.ensure_future(self._repeat())
 
+    @abc.abstractmethod
     async def _repeat(self) -> None:
-        raise NotImplementedError
+        """One round of the work (each subclass has its own)."""
 
     async def aclose(self) -> None:
         if self._task is not None:
