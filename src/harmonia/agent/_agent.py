@@ -192,7 +192,8 @@ class Agent:
 class RunHooks:
     """What a caller sees of a run besides its events (the server feeds its API stream here).
 
-    Every method here does nothing; they run in the run's task. ``sampled``
+    Every method here does nothing; they run in the run's task, except
+    ``sampled``, which runs in the engine's as each chunk comes. ``sampled``
     gets each chunk of ids, ``generation.tokens[start:]``, and may return the
     item events an ``OutputAssembler`` read from them: the loop then follows
     those (``ItemsSampled``), so what runs is what the caller showed.
@@ -385,29 +386,33 @@ class AgentRun:
 
     async def _sample(self, action: Sample, generation: Generation | None) -> Step:
         machine = self._machine
+        step: Step | None = None
         if generation is None:
             try:
                 generation = self._generate(action)
             except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
                 return machine.send(_failed(exc))
+        started, start = generation, 0
+
+        def follow(ids: tuple[int, ...]) -> bool:  # in the engine's task: no switch per chunk
+            nonlocal start, step
+            read = self._hooks.sampled(started, ids, start)
+            start += len(ids)
+            sampled = TokensSampled(ids) if read is None else ItemsSampled(len(ids), tuple(read))
+            step = machine.send(sampled)
+            if isinstance(step.action, Finished):
+                return True  # the model wrote something that is not harmony
+            self._emit(step)
+            return False
+
         try:
             async with generation:  # leaving early (an error, a cancel) stops the engine
-                start = 0
                 try:
-                    async for ids in generation:
-                        read = self._hooks.sampled(generation, ids, start)
-                        start += len(ids)
-                        sampled = (
-                            TokensSampled(tuple(ids))
-                            if read is None
-                            else ItemsSampled(len(ids), tuple(read))
-                        )
-                        step = machine.send(sampled)
-                        if isinstance(step.action, Finished):
-                            return step  # the model wrote something that is not harmony
-                        self._emit(step)
-                except HarmonyError as exc:  # an EngineError (engines raise no other)
+                    await generation.follow(follow)
+                except HarmonyError as exc:  # an EngineError, or what a hook refused
                     return machine.send(_failed(exc))
+                if step is not None and isinstance(step.action, Finished):
+                    return step
         finally:
             self._hooks.generated(generation)
         finish = generation.finish or Finish(FinishReason.CANCELLED)

@@ -122,6 +122,8 @@ class Generation:
         self._ended: Finish | None = None  # set by emit at a stop id or the limit
         self._error: EngineError | None = None
         self._cancelling = False
+        self._follower: Callable[[tuple[int, ...]], bool] | None = None  # see follow()
+        self._followed: asyncio.Future[None] | None = None
         self._task = loop.create_task(self._run(producer), name=f"harmonia-{engine}-generation")
 
     # -- state ---------------------------------------------------------------------------
@@ -187,7 +189,11 @@ class Generation:
             kept = None if scores is None else tuple(scores[: len(chunk)])
             if kept is not None:
                 self._logprobs.extend(kept)
-            self._queue.put_nowait(_Chunk(tuple(chunk), kept))
+            if self._follower is None:
+                self._queue.put_nowait(_Chunk(tuple(chunk), kept))
+            else:
+                self._last_logprobs = kept
+                self._hand_over(self._follower, tuple(chunk))
         if ended is not None:
             self._ended = ended
             raise _Ended(ended)
@@ -240,6 +246,21 @@ class Generation:
         if self._finish is None:
             self._finish = finish
             self._queue.put_nowait(None)
+            if self._followed is not None and not self._followed.done():
+                self._followed.set_result(None)
+
+    def _hand_over(self, follower: Callable[[tuple[int, ...]], bool], ids: tuple[int, ...]) -> None:
+        """``ids`` to the follower; its error or its wish to stop wakes :meth:`follow`."""
+        assert self._followed is not None
+        try:
+            stop = follower(ids)
+        except Exception as exc:  # the follower's, not the engine's: raised by follow()
+            stop = True
+            self._followed.set_exception(exc)
+        if stop:
+            self._follower = None
+            if not self._followed.done():
+                self._followed.set_result(None)
 
     # -- the consumer side ---------------------------------------------------------------
 
@@ -267,6 +288,35 @@ class Generation:
                 scores.extend(more.logprobs)
         self._last_logprobs = None if scores is None else tuple(scores)
         return tuple(merged)
+
+    async def follow(self, follower: Callable[[tuple[int, ...]], bool]) -> None:
+        """Hand every chunk to ``follower`` until the end, instead of iterating.
+
+        ``follower`` runs in the engine's task as each chunk is emitted (read
+        :attr:`last_logprobs` inside it), so a consumer whose work per chunk is
+        synchronous costs no task switch per chunk. It returns ``True`` to stop
+        following (the caller then cancels). :meth:`follow` returns at the end or
+        at that stop, and raises what ``follower`` raised, else the engine's error.
+        """
+        while not self._queue.empty():  # chunks emitted before: handed over first
+            item = self._queue.get_nowait()
+            if item is None:
+                self._queue.put_nowait(None)
+                break
+            self._last_logprobs = item.logprobs
+            if follower(item.ids):
+                return
+        if self._finish is None:
+            self._followed = asyncio.get_running_loop().create_future()
+            self._follower = follower
+            try:
+                await self._followed
+            finally:
+                self._follower = None
+            if self._finish is None:  # stopped by the follower
+                return
+        if self._error is not None:
+            raise self._error
 
     async def cancel(self) -> None:
         """Stop the generation and wait until the engine has stopped.

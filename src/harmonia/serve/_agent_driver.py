@@ -146,7 +146,9 @@ class Turn(RunHooks):
         self._request = request
         self._run: AgentRun | None = None
         self._shaper: _Shaper | None = None
-        self._queue: asyncio.Queue[list[JsonDict] | None] = asyncio.Queue()  # None: the end
+        self._pending: list[JsonDict] = []  # the events made since drive() last took them
+        self._wake: asyncio.Future[None] | None = None  # drive() waiting for more
+        self._over = False  # the run has ended: what is pending is the last of it
         self._waiting: float | None = None  # from the start to the first token (the TTFT)
         self._began = 0.0
         self._steps = 0
@@ -242,17 +244,15 @@ class Turn(RunHooks):
         run = self._run
         assert run is not None
         ended = asyncio.ensure_future(run.result())
-        ended.add_done_callback(lambda _: self._queue.put_nowait(None))  # after the last batch
+        ended.add_done_callback(self._ended)
         try:
-            end = False
-            while not end and (batch := await self._queue.get()) is not None:
-                # The batches already here go with it: one write per wake-up, not per batch.
-                while not self._queue.empty():
-                    more = self._queue.get_nowait()
-                    if more is None:
-                        end = True
-                        break
-                    batch += more
+            while self._pending or not self._over:
+                if not self._pending:
+                    self._wake = asyncio.get_running_loop().create_future()
+                    await self._wake
+                    continue
+                # Everything made since the last wake-up goes in one batch: one write.
+                batch, self._pending = self._pending, []
                 yield batch
             result = await ended
         finally:  # a client gone: the generation or tool stops before the runtimes close
@@ -292,7 +292,16 @@ class Turn(RunHooks):
         if self._shaper is not None:
             events = self._shaper.shape(events)
         if events:
-            self._queue.put_nowait(events)
+            self._pending += events
+            self._wake_drive()
+
+    def _ended(self, _: object) -> None:
+        self._over = True
+        self._wake_drive()
+
+    def _wake_drive(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
 
     def step(self, number: int) -> None:
         self._steps, self._began = number, time.monotonic()
@@ -320,9 +329,8 @@ class Turn(RunHooks):
 
     def tool_finished(self, call: Message, reply: Message | None) -> None:
         if self._shaper is not None and reply is not None:
-            released = self._shaper.complete(reply)
-            if released:
-                self._queue.put_nowait(released)
+            self._pending += self._shaper.complete(reply)
+            self._wake_drive()
 
     def _finish(self, result: AgentResult) -> list[JsonDict]:
         """The stream's last events for ``result``."""
