@@ -58,6 +58,9 @@ class Exchange:
         self.body: Any = json.loads(raw) if raw else None
         self.sent: list[float] = []  # when each SSE event went out
         self.disconnected_at: float | None = None
+        # Set once the server has seen the client leave: a test waits on it instead
+        # of sleeping a guessed time (a loaded machine may need longer than any guess).
+        self.gone = threading.Event()
 
     def json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
@@ -85,9 +88,13 @@ class Exchange:
             except OSError:
                 gone = True
             if gone:
-                self.disconnected_at = time.perf_counter()
+                self._left()
                 return True
         return False
+
+    def _left(self) -> None:
+        self.disconnected_at = time.perf_counter()
+        self.gone.set()
 
     def raw(self, text: str) -> bool:
         """Write ``text`` as one chunk; False when the client is gone."""
@@ -103,7 +110,7 @@ class Exchange:
             self._handler.wfile.flush()
         except OSError:
             self.sent.pop()
-            self.disconnected_at = time.perf_counter()
+            self._left()
             return False
         return True
 

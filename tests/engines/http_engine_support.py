@@ -7,7 +7,6 @@ A plain module (imported as ``http_engine_support``: pytest puts this folder on
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from harmonia.engines import FinishReason, SamplingParams
@@ -24,11 +23,18 @@ async def complete(engine: Any, params: SamplingParams | None = None, **kw: Any)
         await engine.aclose()
 
 
-async def cancel_after_three_ids(engine: Any) -> float:
-    """Cancel a long generation once three ids have come; the ``perf_counter`` of the cancel.
+#: Only a guard against a hang, never what a test asserts: how long to wait for a fake
+#: server to see the client leave. A correct engine makes the wait end at once.
+HANG_GUARD = 30.0
 
-    It then waits a moment before closing the engine, so that a server that kept
-    sending after the cancel would be seen to.
+
+async def cancel_after_three_ids(engine: Any, server: Any) -> tuple[Any, int]:
+    """Cancel a long generation once three ids have come; the exchange and its count then.
+
+    The count is how many SSE events the server had sent when ``cancel`` returned.
+    Before the engine is closed, it waits until the server has seen the client
+    leave: the cancel itself, not ``aclose``, must close the stream (a wait that
+    runs into :data:`HANG_GUARD` fails the test).
     """
     generation = engine.generate(PROMPT, SamplingParams(max_tokens=500))
     seen = 0
@@ -36,10 +42,14 @@ async def cancel_after_three_ids(engine: Any) -> float:
         seen += len(ids)
         if seen >= 3:
             break
-    cancelled_at = time.perf_counter()
     await generation.cancel()
+    (exchange,) = server.exchanges
+    sent_at_cancel = len(exchange.sent)
+    ids_at_cancel = len(generation.tokens)
     assert generation.finish is not None
     assert generation.finish.reason is FinishReason.CANCELLED
-    await asyncio.sleep(0.3)
+    left = await asyncio.to_thread(exchange.gone.wait, HANG_GUARD)
+    assert left, "the server never saw the client leave after the cancel"
+    assert len(generation.tokens) == ids_at_cancel, "ids came after the cancel"
     await engine.aclose()
-    return cancelled_at
+    return exchange, sent_at_cancel

@@ -313,12 +313,9 @@ def test_cancel_is_seen_by_the_server_within_one_token(fake_server: Any) -> None
     server = fake_server(vllm([13] * 500, delay=0.05))
     engine = VLLMEngine(server.url, api="completions")
 
-    cancelled_at = run(cancel_after_three_ids(engine))
-    (exchange,) = server.exchanges
-    assert exchange.disconnected_at is not None, "the server never saw the client leave"
-    after_cancel = [t for t in exchange.sent if t > cancelled_at]
-    assert len(after_cancel) <= 1
-    assert exchange.disconnected_at - cancelled_at < 0.05 + 0.2
+    exchange, sent_at_cancel = run(cancel_after_three_ids(engine, server))
+    # At most the event whose write had begun when the client closed the stream.
+    assert len(exchange.sent) - sent_at_cancel <= 1
 
 
 def test_unreachable_server(closed_port_url: str) -> None:
