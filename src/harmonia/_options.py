@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -22,7 +23,7 @@ from ._errors import HarmonyError
 from ._names import COT_POLICY_NAMES
 
 ProgressMode = Literal["auto", "lines", "none"]
-PROGRESS_MODES: Final[tuple[ProgressMode, ...]] = ("auto", "lines", "none")
+PROGRESS_MODES: Final[tuple[ProgressMode, ...]] = get_args(ProgressMode)
 
 #: The standard-input argument of every command that reads a file.
 STDIN: Final = "-"
@@ -114,32 +115,170 @@ def run_command(args: argparse.Namespace, out: TextIO, words: str) -> int:
         return 1
 
 
-def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -> None:
-    """``--force``: replace an output that exists (without it, an existing one is refused)."""
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help=f"replace {what} if it exists (without --force an existing output is refused)",
+# -- the one way a flag is declared -------------------------------------------------------
+#
+# Every flag of every command is an :class:`Option`: a dataclass field's metadata (an app's
+# settings, below) or a standalone one given to :func:`add_flags`. Both reach argparse
+# through :func:`_add` only, and a flag several commands share is one constant or one
+# function here (``FORCE``, ``PROGRESS``, ``COLOR``, ``cot_policy``), so it cannot drift
+# apart between commands. tests/cli/test_cli_specs.py holds every other module to it.
+
+
+@dataclass(frozen=True)
+class Option:
+    """One flag (or positional argument) as the command line shows it.
+
+    On a dataclass field (see :func:`option`) the field gives the default, the type and
+    the ``dest``; a standalone option (see :func:`flag`) says them itself.
+    """
+
+    help: str
+    flag: str | None = None
+    choices: tuple[Any, ...] | None = None
+    metavar: str | None = None
+    #: The kinds of command that take the option (empty: every command given the class).
+    scope: tuple[str, ...] = ()
+    #: Standalone options only (a field's come from the field).
+    default: Any = None
+    type: Any = None
+    action: str | None = None
+    dest: str | None = None
+    required: bool = False
+    short: str | None = None
+    version: str | None = None
+
+    def replace(self, **changes: Any) -> Option:
+        """This option with ``changes`` (a shared flag with its command's help line)."""
+        return dataclasses.replace(self, **changes)
+
+
+def flag(
+    name: str,
+    help: str,
+    *,
+    default: Any = None,
+    choices: Sequence[Any] | None = None,
+    type: Any = None,
+    action: str | None = None,
+    metavar: str | None = None,
+    dest: str | None = None,
+    required: bool = False,
+    short: str | None = None,
+    version: str | None = None,
+) -> Option:
+    """A standalone option: ``--name`` (or a positional argument ``name``)."""
+    return Option(
+        help,
+        name,
+        None if choices is None else tuple(choices),
+        metavar,
+        default=default,
+        type=type,
+        action=action,
+        dest=dest,
+        required=required,
+        short=short,
+        version=version,
     )
+
+
+def add_flags(
+    parser: argparse.ArgumentParser | Any,
+    *options: Option,
+    title: str | None = None,
+    exclusive: bool = False,
+) -> None:
+    """Add standalone options to ``parser`` (in a group titled ``title``; ``exclusive``:
+    at most one of them may be given)."""
+    if exclusive:
+        target = parser.add_mutually_exclusive_group()
+    elif title is not None:
+        target = parser.add_argument_group(title)
+    else:
+        target = parser
+    for spec in options:
+        if spec.flag is None:
+            raise TypeError("a standalone option needs its flag")  # a programming error
+        _add(target, spec, default=spec.default)
+
+
+def _add(target: Any, spec: Option, *, default: Any, dest: str | None = None) -> None:
+    """The one place an option reaches argparse."""
+    assert spec.flag is not None
+    names = [spec.flag] if spec.short is None else [spec.short, spec.flag]
+    kwargs: dict[str, Any] = {"help": spec.help}
+    if spec.action == "version":
+        target.add_argument(*names, action="version", version=spec.version, help=spec.help)
+        return
+    if spec.action is not None:
+        kwargs["action"] = spec.action
+    if spec.action not in ("store_true", "store_false"):
+        kwargs.update(choices=spec.choices, metavar=spec.metavar)
+        if spec.type is not None:
+            kwargs["type"] = spec.type
+    positional = not spec.flag.startswith("-")
+    if dest is not None or spec.dest is not None:
+        kwargs["dest"] = dest or spec.dest
+    if spec.required and not positional:
+        kwargs["required"] = True
+    elif default is not None:
+        kwargs["default"] = default
+        if positional:  # a positional argument with a default may be left out
+            kwargs["nargs"] = "?"
+    target.add_argument(*names, **kwargs)
+
+
+def force(what: str = "the output") -> Option:
+    """``--force``: replace an output that exists (without it, an existing one is refused)."""
+    return flag(
+        "--force",
+        f"replace {what} if it exists (without --force an existing output is refused)",
+        action="store_true",
+    )
+
+
+#: ``--force`` about the output.
+FORCE: Final = force()
+
+#: ``--progress {auto,lines,none}``.
+PROGRESS: Final = flag(
+    "--progress",
+    "progress on stderr: auto redraws one line when stderr is a terminal and is "
+    "quiet otherwise; lines: a plain line per report (for logs); none: quiet",
+    choices=PROGRESS_MODES,
+    default="auto",
+)
+
+#: ``--color {auto,always,never}``.
+COLOR: Final = flag(
+    "--color",
+    "colour the terminal view (auto: when stdout is a terminal)",
+    choices=("auto", "always", "never"),
+    default="auto",
+)
+
+
+def cot_policy(*, default: str | None, help: str) -> Option:
+    """``--cot-policy``: which earlier reasoning a prompt or sample keeps; the same
+    choices (``harmonia.COT_POLICIES``) in ``render``, ``chat``, ``serve`` and ``data``."""
+    return flag("--cot-policy", help, choices=COT_POLICY_NAMES, default=default)
+
+
+def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -> None:
+    """Add ``--force`` (see :func:`force`)."""
+    add_flags(parser, force(what))
 
 
 def add_progress(parser: argparse.ArgumentParser | Any) -> None:
-    """``--progress {auto,lines,none}``."""
-    parser.add_argument(
-        "--progress",
-        choices=PROGRESS_MODES,
-        default="auto",
-        help="progress on stderr: auto redraws one line when stderr is a terminal and is "
-        "quiet otherwise; lines: a plain line per report (for logs); none: quiet",
-    )
+    """Add ``--progress`` (see :data:`PROGRESS`)."""
+    add_flags(parser, PROGRESS)
 
 
 def add_cot_policy(
     parser: argparse.ArgumentParser | Any, *, default: str | None, help: str
 ) -> None:
-    """``--cot-policy``: which earlier reasoning a prompt or sample keeps; the same
-    choices (``harmonia.COT_POLICIES``) in ``render``, ``chat``, ``serve`` and ``data``."""
-    parser.add_argument("--cot-policy", choices=COT_POLICY_NAMES, default=default, help=help)
+    """Add ``--cot-policy`` (see :func:`cot_policy`)."""
+    add_flags(parser, cot_policy(default=default, help=help))
 
 
 def progress_on_terminal(mode: str, stream: Any) -> bool | None:
@@ -159,18 +298,6 @@ def progress_on_terminal(mode: str, stream: Any) -> bool | None:
 # dataclasses whose fields carry their flag and help: every command that
 # builds an engine or tools adds the options from the fields, so a new setting is one new
 # field and appears, spelled and defaulted alike, in each command.
-
-
-@dataclass(frozen=True)
-class Option:
-    """How one dataclass field appears on the command line (see :func:`option`)."""
-
-    help: str
-    flag: str | None = None
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-    #: The kinds of command that take the option (empty: every command given the class).
-    scope: tuple[str, ...] = ()
 
 
 def option(
@@ -228,21 +355,20 @@ def add_options(
         spec = item.metadata.get("option")
         if not isinstance(spec, Option) or (spec.scope and not set(spec.scope) & set(scope)):
             continue
-        flag = spec.flag or "--" + item.name.replace("_", "-")
-        kind = _value_type(hints[item.name])
-        kwargs: dict[str, Any] = {"dest": item.name, "help": spec.help}
-        if kind is bool:
-            kwargs["action"] = "store_true"
-        else:
-            words = get_args(hints[item.name]) if get_origin(hints[item.name]) is Literal else None
-            kwargs.update(choices=spec.choices or words, metavar=spec.metavar)
-            if kind in (int, float):
-                kwargs["type"] = kind
-        if item.default is MISSING:
-            kwargs["required"] = True
-        else:  # the harmonia command's help formatter shows it
-            kwargs["default"] = item.default
-        target.add_argument(flag, **kwargs)
+        hint = hints[item.name]
+        kind = _value_type(hint)
+        words = get_args(hint) if get_origin(hint) is Literal else None
+        spec = spec.replace(
+            flag=spec.flag or "--" + item.name.replace("_", "-"),
+            action="store_true" if kind is bool else None,
+            choices=spec.choices or words,
+            type=kind if kind in (int, float) else None,
+            required=item.default is MISSING,
+        )
+        # The default is kept even when None: from_args reads every field back.
+        _add(
+            target, spec, default=None if item.default is MISSING else item.default, dest=item.name
+        )
 
 
 def from_args(cls: type[T], args: argparse.Namespace) -> T:

@@ -24,11 +24,14 @@ from .._files import atomic_file, check_output_file, describe, refuse_same
 from .._message import DEFAULT_TYPESCRIPT_MODE, RenderConversationConfig
 from .._names import FUNCTIONS, TYPESCRIPT_MODES
 from .._options import (
+    COLOR,
     EXIT_INTERRUPTED,
+    PROGRESS,
     Commands,
-    add_cot_policy,
-    add_force,
-    add_progress,
+    add_flags,
+    cot_policy,
+    flag,
+    force,
     progress_on_terminal,
     run_command,
 )
@@ -214,19 +217,23 @@ def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _token_input_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "file", help="token ids (a JSON list, or separated by spaces), or text; - for stdin"
+    add_flags(
+        parser,
+        flag("file", "token ids (a JSON list, or separated by spaces), or text; - for stdin"),
+        flag(
+            "--role",
+            "the role the prompt ended with (<|start|>ROLE); none: the input has its own "
+            "<|start|>; auto: none if a <|start|> comes before the first <|message|>, else "
+            "assistant (model output)",
+            default="auto",
+            choices=["auto", "none", *(r.value for r in Role)],
+        ),
     )
-    kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--ids", action="store_true", help="the input must be token ids")
-    kind.add_argument("--text", action="store_true", help="the input is text with special tokens")
-    parser.add_argument(
-        "--role",
-        default="auto",
-        choices=["auto", "none", *(r.value for r in Role)],
-        help="the role the prompt ended with (<|start|>ROLE); none: the input has its own "
-        "<|start|>; auto: none if a <|start|> comes before the first <|message|>, else "
-        "assistant (model output)",
+    add_flags(
+        parser,
+        flag("--ids", "the input must be token ids", action="store_true"),
+        flag("--text", "the input is text with special tokens", action="store_true"),
+        exclusive=True,
     )
 
 
@@ -273,91 +280,92 @@ def _build_parser(chosen: str | None = None) -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=_HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=_version())
+    add_flags(
+        parser, flag("--version", "show the version and exit", action="version", version=_version())
+    )
     commands = Commands(parser, formatter_class=_HelpFormatter)
 
     def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
         return commands.add(name, help, run, epilog=_EPILOG)
 
+    typescript = flag(
+        "--typescript",
+        "how tool schemas become TypeScript: reference (byte-exact) or corrected",
+        choices=TYPESCRIPT_MODES,
+        default=DEFAULT_TYPESCRIPT_MODE,
+    )
+    json_input = flag("file", "JSON file, or - for standard input")
     render = command(
         "render",
         "a conversation (a Chat Completions request or harmony JSON) -> prompt tokens",
         _cmd_render,
     )
-    render.add_argument("file", help="JSON file, or - for standard input")
-    render.add_argument(
-        "--input-format",
-        choices=INPUT_FORMATS,
-        default="auto",
-        help="harmony: Conversation.to_json's shape; chat: an OpenAI Chat Completions "
-        "request; auto: decided by format-only fields (a note on stderr says which)",
-    )
-    render.add_argument(
-        "--format",
-        choices=("ids", "text", "json"),
-        default="json",
-        help="output: token ids, prompt text, or both in a JSON object",
-    )
-    render.add_argument(
-        "--mode",
-        choices=("completion", "conversation", "training"),
-        default="completion",
-        help="completion: ends with <|start|>NEXT-ROLE; conversation: the messages only; "
-        "training: the last message ends with <|return|>",
-    )
-    render.add_argument(
-        "--next-role",
-        default=None,
-        choices=[r.value for r in Role],
-        help=f"the role of the message to complete (--mode completion; default: "
-        f"{Role.ASSISTANT.value})",
-    )
-    add_cot_policy(
+    add_flags(
         render,
-        default=None,
-        help=f"which earlier reasoning the model sees (default: {DEFAULT_COT_POLICY} for a "
-        "Chat request, as openai_compat.render_chat_request; the reference's rule for "
-        "harmony JSON, as HarmonyEncoding's render methods)",
-    )
-    render.add_argument(
-        "--typescript",
-        choices=TYPESCRIPT_MODES,
-        default=DEFAULT_TYPESCRIPT_MODE,
-        help="how tool schemas become TypeScript: reference (byte-exact) or corrected",
+        json_input,
+        flag(
+            "--input-format",
+            "harmony: Conversation.to_json's shape; chat: an OpenAI Chat Completions "
+            "request; auto: decided by format-only fields (a note on stderr says which)",
+            choices=INPUT_FORMATS,
+            default="auto",
+        ),
+        flag(
+            "--format",
+            "output: token ids, prompt text, or both in a JSON object",
+            choices=("ids", "text", "json"),
+            default="json",
+        ),
+        flag(
+            "--mode",
+            "completion: ends with <|start|>NEXT-ROLE; conversation: the messages only; "
+            "training: the last message ends with <|return|>",
+            choices=("completion", "conversation", "training"),
+            default="completion",
+        ),
+        flag(
+            "--next-role",
+            f"the role of the message to complete (--mode completion; default: "
+            f"{Role.ASSISTANT.value})",
+            choices=[r.value for r in Role],
+        ),
+        cot_policy(
+            default=None,
+            help=f"which earlier reasoning the model sees (default: {DEFAULT_COT_POLICY} for "
+            "a Chat request, as openai_compat.render_chat_request; the reference's rule for "
+            "harmony JSON, as HarmonyEncoding's render methods)",
+        ),
+        typescript,
     )
 
     schema = command(
         "schema", "a JSON Schema or tools -> the TypeScript the model sees", _cmd_schema
     )
-    schema.add_argument("file", help="JSON file, or - for standard input")
-    schema.add_argument("--namespace", default=FUNCTIONS, help="the namespace of the tools")
-    schema.add_argument(
-        "--typescript",
-        choices=TYPESCRIPT_MODES,
-        default=DEFAULT_TYPESCRIPT_MODE,
-        help="reference (byte-exact) or corrected",
+    add_flags(
+        schema,
+        json_input,
+        flag("--namespace", "the namespace of the tools", default=FUNCTIONS),
+        typescript.replace(help="reference (byte-exact) or corrected"),
     )
 
     parse = command(
         "parse", "completion tokens or text -> messages and diagnostics (JSON)", _cmd_parse
     )
     _token_input_arguments(parse)
-    parse.add_argument(
-        "--lenient", action="store_true", help="recover from format errors and list them"
+    add_flags(
+        parse, flag("--lenient", "recover from format errors and list them", action="store_true")
     )
 
     inspect = command("inspect", "a readable, coloured view of a token sequence", _cmd_inspect)
     _token_input_arguments(inspect)
-    inspect.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
-    inspect.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the terminal view (auto: when stdout is a terminal)",
+    add_flags(
+        inspect,
+        flag("--html", "write a self-contained HTML page", metavar="OUT.html"),
+        COLOR,
+        flag("--show-ids", "print each token's id", action="store_true"),
+        PROGRESS,
+        force("the --html page"),
     )
-    inspect.add_argument("--show-ids", action="store_true", help="print each token's id")
-    add_progress(inspect)
-    add_force(inspect, "the --html page")
 
     # The apps' commands: each module adds its own and imports its extras only when
     # run. Only the command being run is imported (agent, serve and training take
