@@ -152,34 +152,10 @@ class Option:
         return dataclasses.replace(self, **changes)
 
 
-def flag(
-    name: str,
-    help: str,
-    *,
-    default: Any = None,
-    choices: Sequence[Any] | None = None,
-    type: Any = None,
-    action: str | None = None,
-    metavar: str | None = None,
-    dest: str | None = None,
-    required: bool = False,
-    short: str | None = None,
-    version: str | None = None,
-) -> Option:
-    """A standalone option: ``--name`` (or a positional argument ``name``)."""
-    return Option(
-        help,
-        name,
-        None if choices is None else tuple(choices),
-        metavar,
-        default=default,
-        type=type,
-        action=action,
-        dest=dest,
-        required=required,
-        short=short,
-        version=version,
-    )
+def flag(name: str, help: str, *, choices: Sequence[Any] | None = None, **more: Any) -> Option:
+    """A standalone option: ``--name`` (or a positional argument ``name``); ``more`` are
+    :class:`Option`'s fields (``default``, ``type``, ``action``, ``metavar``, ...)."""
+    return Option(help, name, None if choices is None else tuple(choices), **more)
 
 
 def add_flags(
