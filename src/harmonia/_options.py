@@ -15,7 +15,7 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Final, Literal, TextIO, TypeVar, get_args, get_origin, get_type_hints
 
@@ -146,6 +146,8 @@ class Option:
     required: bool = False
     short: str | None = None
     version: str | None = None
+    #: What the parsed value becomes in the dataclass (``--date none`` -> ``None``).
+    convert: Callable[[Any], Any] | None = None
 
     def replace(self, **changes: Any) -> Option:
         """This option with ``changes`` (a shared flag with its command's help line)."""
@@ -284,10 +286,24 @@ def option(
     choices: Sequence[str] | None = None,
     metavar: str | None = None,
     scope: Sequence[str] = (),
+    convert: Callable[[Any], Any] | None = None,
+    repr: bool = True,
 ) -> Any:
-    """A dataclass field that is also a command-line option (no default: a required one)."""
-    spec = Option(help, flag, None if choices is None else tuple(choices), metavar, tuple(scope))
-    return field(default=default, metadata={"option": spec})
+    """A dataclass field that is also a command-line option (no default: a required one).
+
+    A ``bool`` field is a switch (``flag="--no-x"`` for one that is on by default), a
+    ``tuple`` field a repeatable option; ``convert`` turns the parsed value into the
+    field's (``from_args`` applies it).
+    """
+    spec = Option(
+        help,
+        flag,
+        None if choices is None else tuple(choices),
+        metavar,
+        tuple(scope),
+        convert=convert,
+    )
+    return field(default=default, metadata={"option": spec}, repr=repr)
 
 
 def flag_of(cls: type, name: str) -> str:
@@ -320,8 +336,9 @@ def add_options(
     *,
     scope: Collection[str] = (),
     title: str | None = None,
-) -> None:
-    """Add an option per field of ``cls`` whose scope meets ``scope`` (every unscoped one).
+) -> Any:
+    """Add an option per field of ``cls`` whose scope meets ``scope`` (every unscoped one);
+    the group titled ``title`` they went to (more may join it), else ``parser``.
 
     The ``dest`` of each option is its field's name, so :func:`from_args` reads them back.
     """
@@ -334,23 +351,37 @@ def add_options(
         hint = hints[item.name]
         kind = _value_type(hint)
         words = get_args(hint) if get_origin(hint) is Literal else None
+        default = None if item.default is MISSING else item.default
+        action = None
+        if kind is bool:
+            action = "store_false" if default else "store_true"
+        elif get_origin(hint) is tuple:  # repeatable; from_args makes the list a tuple
+            action, default = "append", list(default or ())
+        # A flag named otherwise than its field shows its own name as the metavar.
+        metavar = spec.metavar or (spec.flag and spec.flag.lstrip("-").replace("-", "_").upper())
         spec = spec.replace(
             flag=spec.flag or "--" + item.name.replace("_", "-"),
-            action="store_true" if kind is bool else None,
+            metavar=None if kind is bool or spec.choices or words else metavar,
+            action=action,
             choices=spec.choices or words,
             type=kind if kind in (int, float) else None,
             required=item.default is MISSING,
         )
-        # The default is kept even when None: from_args reads every field back.
-        _add(
-            target, spec, default=None if item.default is MISSING else item.default, dest=item.name
-        )
+        _add(target, spec, default=default, dest=item.name)
+    return target
 
 
 def from_args(cls: type[T], args: argparse.Namespace) -> T:
     """An options dataclass from parsed arguments (fields a command lacks keep their default)."""
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    return cls(**{name: getattr(args, name) for name in names if hasattr(args, name)})
+    values = {}
+    for item in fields(cls):  # type: ignore[arg-type]
+        if not hasattr(args, item.name):
+            continue
+        value = getattr(args, item.name)
+        value = tuple(value) if isinstance(value, list) else value
+        spec = item.metadata.get("option")
+        values[item.name] = spec.convert(value) if spec and spec.convert else value
+    return cls(**values)
 
 
 def _value_type(hint: Any) -> type:

@@ -241,14 +241,16 @@ def _token_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the epilog's layout and shows each option's default (but not None/False)."""
+    """Keeps the epilog's layout and shows each option's default (but not a switch's,
+    nor an empty one)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if (
             action.option_strings
+            and action.nargs != 0
             and "%(default)" not in text
-            and action.default not in (None, False, argparse.SUPPRESS)
+            and action.default not in (None, [], argparse.SUPPRESS)
         ):
             text += " (default: %(default)s)"
         return text

@@ -23,7 +23,7 @@ from harmonia import HarmonyError, InputError
 from harmonia._errors import install_hint
 from harmonia._runtime import TIMEOUTS
 
-from .._options import Commands, add_options, flag_words, flags_of, from_args
+from .._options import Commands, add_flags, add_options, flag, flag_words, flags_of, from_args
 from ..engines import EngineSpec
 from ..tools import ToolsSpec
 from ..tools._spec import SERVE_SCOPE
@@ -69,68 +69,18 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, EngineSpec, title="engine")
 
-    server = parser.add_argument_group("server")
-    add_options(server, ServerConfig)
-    server.add_argument("--alias", action="append", default=[], help="another accepted name")
-    server.add_argument(
-        "--api-key", action="append", default=[], help="an accepted Bearer key (repeatable)"
-    )
-    server.add_argument(
-        "--store",
-        default=_DEFAULTS.store,
-        help="where responses are kept for previous_response_id: memory (default; lost at "
-        "exit), sqlite:PATH, redis://HOST:PORT/DB or none",
-    )
-    server.add_argument(
-        "--date",
-        default="today",
-        help="the system message's 'Current date:' line: today (default; the UTC date of "
-        "each request, so cached prefixes change at midnight), a fixed YYYY-MM-DD, or none",
-    )
-    server.add_argument(
-        "--cors-origin",
-        action="append",
-        default=[],
-        help="an origin browsers may call from (repeatable; CORS is off without one)",
-    )
-    server.add_argument(
-        "--no-warmup", action="store_true", help="report healthy without a warm-up generation"
-    )
-    server.add_argument(
-        "--no-websocket",
-        action="store_true",
-        help="refuse WebSocket upgrades of /v1/responses with 426 (clients then use HTTP)",
-    )
-    server.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    server = add_options(parser, ServerConfig, title="server")
+    add_flags(server, flag("--log-level", "debug, info, warning or error", default="info"))
     add_options(parser, ToolsSpec, scope=SERVE_SCOPE, title="built-in tools (Responses API)")
-
-
-#: The ServerConfig fields an error may name, as the flags that set them.
-_FLAG_NAMES = {
-    **flags_of(ServerConfig),
-    "ServerConfig.store": "--store",
-    "ServerConfig.current_date": "--date",
-    "ServerConfig.api_keys": "--api-key",
-    "ServerConfig.cors_origins": "--cors-origin",
-    "ServerConfig.model_aliases": "--alias",
-}
 
 
 def build_config(args: argparse.Namespace) -> ServerConfig:
     """The server's settings from the flags; an error names the flag, not the field."""
     try:
-        # The flags named after a field are read by from_args; these are spelled otherwise.
-        return replace(
-            from_args(ServerConfig, args),
-            model_aliases=tuple(args.alias),
-            api_keys=tuple(args.api_key) or api_keys_from_env(),
-            current_date=None if args.date in ("none", "") else args.date,
-            cors_origins=tuple(args.cors_origin),
-            warmup=not args.no_warmup,
-            websocket=not args.no_websocket,
-        )
+        config = from_args(ServerConfig, args)
+        return config if config.api_keys else replace(config, api_keys=api_keys_from_env())
     except InputError as exc:
-        raise InputError(flag_words(str(exc), _FLAG_NAMES)) from None
+        raise InputError(flag_words(str(exc), flags_of(ServerConfig))) from None
 
 
 def check_port(host: str, port: int) -> None:

@@ -41,12 +41,14 @@ class ServerConfig:
 
     #: The model name ``/v1/models`` lists and requests must name (or an alias).
     model: str = option("gpt-oss-120b", help="the model name to serve")
-    model_aliases: tuple[str, ...] = ()
+    model_aliases: tuple[str, ...] = option((), flag="--alias", help="another accepted name")
     host: str = option("127.0.0.1", help="address to listen on")
     port: int = option(8000, help="port to listen on")
     #: Accepted Bearer tokens; empty: no authentication. Each key is a tenant: the
     #: responses it makes are its own (another key gets a 404, as for a missing id).
-    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    api_keys: tuple[str, ...] = option(
+        (), flag="--api-key", help="an accepted Bearer key (repeatable)", repr=False
+    )
     #: Generations running at once; more wait in a queue of ``queue_size``, then 429.
     #: ``None``: as many as the engine says it runs at once (llama-server: its slots),
     #: else :data:`DEFAULT_MAX_CONCURRENT`.
@@ -89,7 +91,12 @@ class ServerConfig:
     #: ``"memory"`` (the default: bounded, lost on restart, writes no file),
     #: ``"sqlite:PATH"``, ``"redis://HOST:PORT/DB"`` (shared by replicas) or ``"none"``.
     #: Not in the repr: a URL may hold a password.
-    store: str = field(default="memory", repr=False)
+    store: str = option(
+        "memory",
+        help="where responses are kept for previous_response_id: memory (default; lost at "
+        "exit), sqlite:PATH, redis://HOST:PORT/DB or none",
+        repr=False,
+    )
     #: Responses the in-memory store keeps (least recently used go first).
     memory_store_size: int = option(
         1000, help="responses the memory store keeps (the least recently used go first)"
@@ -149,7 +156,13 @@ class ServerConfig:
     #: ``"today"`` (the UTC date when each request is rendered), a fixed ``"YYYY-MM-DD"``
     #: (a prefix cache that survives midnight) or ``None`` (no date line). A date in
     #: ``prompt_options`` wins over this.
-    current_date: str | None = "today"
+    current_date: str | None = option(
+        "today",
+        flag="--date",
+        help="the system message's 'Current date:' line: today (default; the UTC date of "
+        "each request, so cached prefixes change at midnight), a fixed YYYY-MM-DD, or none",
+        convert=lambda word: None if word in ("none", "") else word,
+    )
     #: The clock ``"today"`` reads (tests inject one).
     clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.timezone.utc), repr=False, compare=False
@@ -163,12 +176,22 @@ class ServerConfig:
         help="the Chat field that carries reasoning",
     )
     #: Allowed CORS origins; empty: no CORS headers at all.
-    cors_origins: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = option(
+        (),
+        flag="--cors-origin",
+        help="an origin browsers may call from (repeatable; CORS is off without one)",
+    )
     #: Run a one-token generation before ``/health`` turns green.
-    warmup: bool = True
+    warmup: bool = option(
+        True, flag="--no-warmup", help="report healthy without a warm-up generation"
+    )
     #: Serve ``/v1/responses`` over WebSocket too (when the ASGI server has a WebSocket
     #: library: uvicorn[standard] brings ``websockets``); off, an upgrade is a 426.
-    websocket: bool = True
+    websocket: bool = option(
+        True,
+        flag="--no-websocket",
+        help="refuse WebSocket upgrades of /v1/responses with 426 (clients then use HTTP)",
+    )
     #: The BPE engine (``load_harmony_encoding(engine=...)``). ``"quicktok"`` builds its
     #: tables at start-up (~2 s); ``"auto"`` would start in pure Python, where one long
     #: run of a letter takes seconds and holds the GIL, stalling every request.
