@@ -146,6 +146,7 @@ class Option:
     required: bool = False
     short: str | None = None
     version: str | None = None
+    nargs: str | None = None
     #: What the parsed value becomes in the dataclass (``--date none`` -> ``None``).
     convert: Callable[[Any], Any] | None = None
 
@@ -194,6 +195,8 @@ def _add(target: Any, spec: Option, *, default: Any, dest: str | None = None) ->
         kwargs.update(choices=spec.choices, metavar=spec.metavar)
         if spec.type is not None:
             kwargs["type"] = spec.type
+        if spec.nargs is not None:
+            kwargs["nargs"] = spec.nargs
     positional = not spec.flag.startswith("-")
     if dest is not None or spec.dest is not None:
         kwargs["dest"] = dest or spec.dest
@@ -287,13 +290,15 @@ def option(
     metavar: str | None = None,
     scope: Sequence[str] = (),
     convert: Callable[[Any], Any] | None = None,
+    dest: str | None = None,
     repr: bool = True,
 ) -> Any:
     """A dataclass field that is also a command-line option (no default: a required one).
 
     A ``bool`` field is a switch (``flag="--no-x"`` for one that is on by default), a
     ``tuple`` field a repeatable option; ``convert`` turns the parsed value into the
-    field's (``from_args`` applies it).
+    field's (``from_args`` applies it); ``dest``: where argparse keeps the value when the
+    same flag of other commands keeps it under another name than this field's.
     """
     spec = Option(
         help,
@@ -302,6 +307,7 @@ def option(
         metavar,
         tuple(scope),
         convert=convert,
+        dest=dest,
     )
     return field(default=default, metadata={"option": spec}, repr=repr)
 
@@ -367,7 +373,7 @@ def add_options(
             type=kind if kind in (int, float) else None,
             required=item.default is MISSING,
         )
-        _add(target, spec, default=default, dest=item.name)
+        _add(target, spec, default=default, dest=spec.dest or item.name)
     return target
 
 
@@ -375,11 +381,12 @@ def from_args(cls: type[T], args: argparse.Namespace) -> T:
     """An options dataclass from parsed arguments (fields a command lacks keep their default)."""
     values = {}
     for item in fields(cls):  # type: ignore[arg-type]
-        if not hasattr(args, item.name):
-            continue
-        value = getattr(args, item.name)
-        value = tuple(value) if isinstance(value, list) else value
         spec = item.metadata.get("option")
+        dest = spec.dest if spec and spec.dest else item.name
+        if not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        value = tuple(value) if isinstance(value, list) else value
         values[item.name] = spec.convert(value) if spec and spec.convert else value
     return cls(**values)
 

@@ -45,14 +45,35 @@ def _all_commands() -> dict[str, argparse.ArgumentParser]:
     return out
 
 
+#: What only harmonia._options may call: every command and flag goes through it.
+_ARGPARSE_CALLS = re.compile(
+    r"\.(add_subparsers|add_parser|add_argument|add_argument_group|add_mutually_exclusive_group)\("
+)
+
+
+def argparse_calls(src: Path) -> list[str]:
+    """``path:line call`` for each argparse registration outside ``_options.py``."""
+    return [
+        f"{path.relative_to(src)}:{n} {match.group(1)}"
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "_options.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for match in _ARGPARSE_CALLS.finditer(line)
+    ]
+
+
+def test_every_command_and_flag_is_declared_one_way(tmp_path: Path) -> None:
+    # ``_options.Commands`` registers commands and ``_options`` adds every flag (from a
+    # settings field or a standalone ``flag``): no other module calls argparse, so no
+    # command can miss the layout every other one has, nor spell a shared flag again.
+    assert argparse_calls(Path(harmonia.__file__).parent) == []
+    # The guard sees a hand-written flag (as training/_cli.py had 32 before issue 32).
+    (tmp_path / "_cli.py").write_text('    parser.add_argument("--color")\n', encoding="utf-8")
+    (tmp_path / "_options.py").write_text("parser.add_argument('--x')\n", encoding="utf-8")
+    assert argparse_calls(tmp_path) == ["_cli.py:1 add_argument"]
+
+
 def test_every_command_is_registered_one_way() -> None:
-    # ``_options.Commands`` is the one registration interface: no other module adds
-    # parsers itself, so no command can miss the layout every other one has.
-    src = Path(harmonia.__file__).parent
-    for path in sorted(src.rglob("*.py")):
-        if path.name != "_options.py":
-            text = path.read_text(encoding="utf-8")
-            assert ".add_subparsers(" not in text and ".add_parser(" not in text, path
     commands = _all_commands()
     assert {"chat", "serve", "data build", "tools serve-mcp", "tools browser find"} <= set(commands)
     for name, parser in commands.items():
@@ -70,7 +91,8 @@ def test_every_option_has_help_and_shows_its_default(capsys: pytest.CaptureFixtu
         text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
         for action in parser._actions:
             assert action.help, f"{name} {action.dest} has no help"
-            if action.option_strings and action.default not in (None, False, "==SUPPRESS=="):
+            shown = action.nargs != 0 and action.default not in (None, [], "==SUPPRESS==")
+            if action.option_strings and shown:  # a switch's default is its absence
                 assert f"(default: {action.default})" in text, (name, action.dest)
         if name in core:
             assert "exit status: 0 success; 1 an input was refused" in text

@@ -31,12 +31,15 @@ from harmonia import (
 )
 from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
 from harmonia._options import (
+    COLOR,
     Commands,
-    add_cot_policy,
-    add_force,
+    add_flags,
     add_options,
+    cot_policy,
+    flag,
     flag_words,
     flags_of,
+    force,
     from_args,
 )
 from harmonia.engines import EngineSpec, SamplingParams
@@ -49,7 +52,7 @@ from ._agent import Agent
 from ._chat_ui import TerminalView, use_color
 from ._conversation import new_conversation
 from ._events import AgentResult, StopReason
-from ._limits import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, AgentLimits
+from ._limits import DEFAULT_MAX_TOKENS, AgentLimits
 
 _EXIT_WORDS = ("/exit", "/quit")
 
@@ -82,57 +85,47 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    engine = p.add_argument_group("engine")
-    add_options(engine, EngineSpec)
-    engine.add_argument(
-        "--constrain", action="store_true", help="constrain sampling to valid harmony turns"
+    engine = add_options(p, EngineSpec, title="engine")
+    add_flags(
+        engine,
+        flag("--constrain", "constrain sampling to valid harmony turns", action="store_true"),
     )
     add_options(p, ToolsSpec, scope=CHAT_SCOPE, title="tools")
-    talk = p.add_argument_group("conversation")
-    talk.add_argument("--prompt", help="one message, one answer, then exit")
-    talk.add_argument("--json", action="store_true", help="with --prompt: print the run as JSON")
-    talk.add_argument("--instructions", help="developer instructions")
-    talk.add_argument(
-        "--reasoning-effort",
-        choices=("low", "medium", "high"),
-        help="the system message's reasoning effort (default: medium)",
+    add_flags(
+        p,
+        flag("--prompt", "one message, one answer, then exit"),
+        flag("--json", "with --prompt: print the run as JSON", action="store_true"),
+        flag("--instructions", "developer instructions"),
+        flag(
+            "--reasoning-effort",
+            "the system message's reasoning effort (default: medium)",
+            choices=("low", "medium", "high"),
+        ),
+        flag("--reasoning", "show reasoning dimmed", choices=("show", "hide"), default="show"),
+        flag(
+            "--load",
+            "continue a conversation: harmony JSON (as --save writes it) or a Chat "
+            "Completions request (read as harmonia render reads it)",
+            metavar="FILE",
+        ),
+        cot_policy(
+            default=DEFAULT_COT_POLICY,
+            help="which earlier reasoning each step's prompt keeps (as serve's)",
+        ),
+        flag(
+            "--save",
+            "save the conversation after each answer (an existing file only with --force, "
+            "or when it is the --load file)",
+            metavar="FILE",
+        ),
+        force("the --save file"),
+        COLOR.replace(help="colour the output (auto: when stdout is a terminal)"),
+        title="conversation",
     )
-    talk.add_argument(
-        "--reasoning", choices=("show", "hide"), default="show", help="show reasoning dimmed"
-    )
-    talk.add_argument(
-        "--load",
-        metavar="FILE",
-        help="continue a conversation: harmony JSON (as --save writes it) or a Chat "
-        "Completions request (read as harmonia render reads it)",
-    )
-    add_cot_policy(
-        talk,
-        default=DEFAULT_COT_POLICY,
-        help="which earlier reasoning each step's prompt keeps (as serve's)",
-    )
-    talk.add_argument(
-        "--save",
-        metavar="FILE",
-        help="save the conversation after each answer (an existing file only with --force, "
-        "or when it is the --load file)",
-    )
-    add_force(talk, "the --save file")
-    talk.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the output (auto: when stdout is a terminal)",
-    )
-    limits = p.add_argument_group("limits")
-    limits.add_argument(
-        "--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="generations per answer"
-    )
-    limits.add_argument(
-        "--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, help="sampled tokens per answer"
-    )
-    limits.add_argument(
-        "--temperature", type=float, default=SamplingParams().temperature, help="sampling"
+    limits = add_options(p, AgentLimits, title="limits")
+    add_flags(
+        limits,
+        flag("--temperature", "sampling", type=float, default=SamplingParams().temperature),
     )
 
 
@@ -171,8 +164,7 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
 _FLAG_NAMES = {
     **flags_of(EngineSpec),
     **flags_of(ToolsSpec),
-    "AgentLimits.max_steps": "--max-steps",
-    "AgentLimits.max_tokens": "--max-tokens",
+    **flags_of(AgentLimits),
 }
 
 

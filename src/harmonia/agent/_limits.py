@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harmonia import InputError
+from harmonia._options import option
 from harmonia._runtime import TIMEOUTS
 
 #: Generations (model steps) per run: a tool-using turn rarely needs more.
@@ -39,8 +40,8 @@ class AgentLimits:
     harmonia._errors.InputError: AgentLimits.max_steps must be an int >= 1, not 0
     """
 
-    max_steps: int = DEFAULT_MAX_STEPS
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_steps: int = option(DEFAULT_MAX_STEPS, help="generations per answer")
+    max_tokens: int = option(DEFAULT_MAX_TOKENS, help="sampled tokens per answer")
     max_seconds: float | None = DEFAULT_MAX_SECONDS
     context_tokens: int | None = None
 

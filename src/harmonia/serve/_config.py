@@ -159,6 +159,7 @@ class ServerConfig:
     current_date: str | None = option(
         "today",
         flag="--date",
+        dest="date",  # as data's --date (InputOptions.date)
         help="the system message's 'Current date:' line: today (default; the UTC date of "
         "each request, so cached prefixes change at midnight), a fixed YYYY-MM-DD, or none",
         convert=lambda word: None if word in ("none", "") else word,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .._options import Commands, add_options, from_args
+from .._options import Commands, add_flags, add_options, flag, from_args
 from ._base import Tool, ToolCall, ToolOutput
 from ._spec import BROWSER_SCOPE, PYTHON_SCOPE, ToolsSpec
 
@@ -38,15 +38,24 @@ def add_commands(tools_sub: Commands) -> None:
     )
     calls = tools_sub.nested(browser, "tools_tool", "the browser function", metavar="CALL")
     search = calls.add("search", "search and show the results page", epilog=examples)
-    search.add_argument("query", help="what to search for")
-    search.add_argument("--topn", type=int, default=10, help="results to show")
+    add_flags(
+        search,
+        flag("query", "what to search for"),
+        flag("--topn", "results to show", type=int, default=10),
+    )
     opened = calls.add("open", "open a URL (or a file of the corpus) and show it", epilog=examples)
-    opened.add_argument("url", help="a URL, or a corpus file's path")
-    opened.add_argument("--loc", type=int, default=-1, help="the first line to show")
-    opened.add_argument("--num-lines", type=int, default=-1, help="lines to show")
+    add_flags(
+        opened,
+        flag("url", "a URL, or a corpus file's path"),
+        flag("--loc", "the first line to show", type=int, default=-1),
+        flag("--num-lines", "lines to show", type=int, default=-1),
+    )
     find = calls.add("find", "open --url and show the lines with a pattern", epilog=examples)
-    find.add_argument("pattern", help="the text to find (case-insensitive)")
-    find.add_argument("--url", required=True, help="the page to search in")
+    add_flags(
+        find,
+        flag("pattern", "the text to find (case-insensitive)"),
+        flag("--url", "the page to search in", required=True),
+    )
     for parser in (search, opened, find):
         add_options(parser, ToolsSpec, scope=BROWSER_SCOPE)
         parser.set_defaults(func=_run_browser)
@@ -61,7 +70,7 @@ def add_commands(tools_sub: Commands) -> None:
             "\n\nexit status: 0 success; 1 the call failed; 2 a usage error"
         ),
     )
-    python.add_argument("code", help="Python source; - for standard input")
+    add_flags(python, flag("code", "Python source; - for standard input"))
     add_options(python, ToolsSpec, scope=PYTHON_SCOPE)
 
 

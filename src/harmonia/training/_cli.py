@@ -30,11 +30,16 @@ from harmonia._files import (
     write_text,
 )
 from harmonia._options import (
+    COLOR,
+    PROGRESS,
     STDIN,
     Commands,
-    add_cot_policy,
-    add_force,
-    add_progress,
+    Option,
+    add_flags,
+    add_options,
+    cot_policy,
+    flag,
+    force,
     from_args,
     progress_on_terminal,
     run_command,
@@ -43,7 +48,7 @@ from harmonia._options import (
 from ._arrow import PROFILES
 from ._batch import Stats, default_encoding, render_batch
 from ._hf_template import render_hf, render_hf_for_training
-from ._inputs import DIALECTS, INPUT_FORMATS, InputOptions, convert_row, is_date, row_date
+from ._inputs import InputOptions, convert_row, is_date, row_date
 from ._pack import export_memmap, pack
 from ._policy import FINAL_ENDS, OVERFLOWS, PRESETS, TURNS_MODES, TrainPolicy
 from ._runner import (
@@ -94,70 +99,77 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
 
     validate = command("validate", "check input rows; report problems by code")
     _inputs(validate)
-    validate.add_argument("--rejects", metavar="FILE", help="write rejected rows (JSONL) here")
-    validate.add_argument("--report", metavar="FILE", help="write the statistics (JSON) here")
-    add_force(validate, "the --rejects and --report files")
-    _reject_rate(validate)
+    add_flags(
+        validate,
+        flag("--rejects", "write rejected rows (JSONL) here", metavar="FILE"),
+        flag("--report", "write the statistics (JSON) here", metavar="FILE"),
+        force("the --rejects and --report files"),
+        *_REJECT_RATE,
+    )
     validate.set_defaults(func=_validate)
 
     build_cmd = command("build", "render inputs to Parquet shards with loss masks")
     _inputs(build_cmd)
-    _output(build_cmd, "DIR", "the build directory to write")
-    build_cmd.add_argument(
-        "--columns",
-        choices=PROFILES,
-        default="canonical",
-        dest="profile",
-        help="column profile: canonical (input_ids, loss_mask), trl, hf (labels with -100)",
+    add_flags(
+        build_cmd,
+        _output("DIR", "the build directory to write"),
+        flag(
+            "--columns",
+            "column profile: canonical (input_ids, loss_mask), trl, hf (labels with -100)",
+            choices=PROFILES,
+            default="canonical",
+            dest="profile",
+        ),
+        flag("--workers", "worker processes", type=int, default=1),
+        flag("--shard-rows", "input rows per shard", type=int, default=BuildOptions.shard_rows),
+        flag("--compression", "Parquet compression codec", default=BuildOptions.compression),
+        flag("--resume", "continue an interrupted build", action="store_true"),
+        force("the build directory"),
+        PROGRESS,
+        *_REJECT_RATE,
     )
-    build_cmd.add_argument("--workers", type=int, default=1, help="worker processes")
-    build_cmd.add_argument(
-        "--shard-rows", type=int, default=BuildOptions.shard_rows, help="input rows per shard"
-    )
-    build_cmd.add_argument(
-        "--compression", default=BuildOptions.compression, help="Parquet compression codec"
-    )
-    build_cmd.add_argument("--resume", action="store_true", help="continue an interrupted build")
-    add_force(build_cmd, "the build directory")
-    add_progress(build_cmd)
-    _reject_rate(build_cmd)
     build_cmd.set_defaults(
         func=_build, on_interrupt="the same command with --resume continues the build"
     )
 
     stats = command("stats", "statistics of a build directory or of inputs")
-    stats.add_argument(
-        "paths", nargs="+", metavar="OUT/|IN.jsonl", help="a build directory or input files"
+    add_flags(
+        stats,
+        flag("paths", "a build directory or input files", nargs="+", metavar="OUT/|IN.jsonl"),
+        flag("--json", "print JSON", action="store_true"),
     )
-    stats.add_argument("--json", action="store_true", help="print JSON")
     _row_options(stats)
     stats.set_defaults(func=_stats)
 
     pack_cmd = command("pack", "pack a build's samples into rows of --seq-len tokens")
-    _output(pack_cmd, "PACKED/", "the directory to write", build=True)
-    pack_cmd.add_argument("--seq-len", type=int, required=True, help="tokens per packed row")
-    add_force(pack_cmd, "the output directory")
+    add_flags(
+        pack_cmd,
+        _BUILD,
+        _output("PACKED/", "the directory to write"),
+        flag("--seq-len", "tokens per packed row", type=int, required=True),
+        force("the output directory"),
+    )
     pack_cmd.set_defaults(func=_pack)
 
     export = command("export", "a build as flat memory-mapped files")
-    _output(export, "DIR", "where to write", build=True)
-    export.add_argument(
-        "--to", choices=("memmap",), default="memmap", help="memmap: uint32 ids, uint8 mask"
+    add_flags(
+        export,
+        _BUILD,
+        _output("DIR", "where to write"),
+        flag("--to", "memmap: uint32 ids, uint8 mask", choices=("memmap",), default="memmap"),
+        force("the output directory"),
     )
-    add_force(export, "the output directory")
     export.set_defaults(func=_export)
 
     inspect = command("inspect", "one row's tokens: context and trained, and why")
-    inspect.add_argument("input", metavar="IN.jsonl", help="the input file; - for standard input")
-    inspect.add_argument("--row", type=int, required=True, help="the line number (from 1)")
-    inspect.add_argument("--html", metavar="OUT.html", help="also write an HTML page")
-    inspect.add_argument(
-        "--color",
-        choices=("auto", "always", "never"),
-        default="auto",
-        help="colour the terminal view (auto: when stdout is a terminal)",
+    add_flags(
+        inspect,
+        flag("input", "the input file; - for standard input", metavar="IN.jsonl"),
+        flag("--row", "the line number (from 1)", type=int, required=True),
+        flag("--html", "also write an HTML page", metavar="OUT.html"),
+        COLOR,
+        force("the --html page"),
     )
-    add_force(inspect, "the --html page")
     _row_options(inspect)
     inspect.set_defaults(func=_inspect)
     return data
@@ -178,84 +190,65 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
 # -- arguments --------------------------------------------------------------------
 
 
-def _output(parser: argparse.ArgumentParser, metavar: str, help: str, build: bool = False) -> None:
-    """``-o``, and with ``build`` the build directory read (pack, export)."""
-    if build:
-        parser.add_argument("build", metavar="OUT/", help="a build directory")
-    parser.add_argument("-o", "--output", required=True, metavar=metavar, help=help)
+def _output(metavar: str, help: str) -> Option:
+    return flag("--output", help, short="-o", required=True, metavar=metavar)
+
+
+#: The build directory pack and export read.
+_BUILD = flag("build", "a build directory", metavar="OUT/")
 
 
 def _row_options(parser: argparse.ArgumentParser) -> None:
     """How rows are read (``InputOptions``) and trained (``TrainPolicy``)."""
-    parser.add_argument(
-        "--input-format",
-        choices=INPUT_FORMATS,
-        default="auto",
-        help="input format; auto detects it from the first rows and says what it chose",
-    )
-    parser.add_argument(
-        "--date", help="the system date line: YYYY-MM-DD or from-row (default: none)"
-    )
-    parser.add_argument(
-        "--reasoning-effort",
-        choices=("low", "medium", "high"),
-        help="the system message's reasoning effort (default: the row's, else medium)",
-    )
-    parser.add_argument(
-        "--dialect",
-        choices=DIALECTS,
-        default="harmony",
-        help="harmony (openai-harmony's ids) or hf (the gpt-oss chat template's; needs --date)",
-    )
-    parser.add_argument(
-        "--map",
-        metavar="SLOT=COLUMN,...",
-        help="columns of --input-format columns (slots: developer, user, analysis, final)",
-    )
-    parser.add_argument(
-        "--policy",
-        choices=tuple(PRESETS),
-        default="harmony",
-        help="the preset the options below change (docs/training.md compares them)",
-    )
-    parser.add_argument("--turns", choices=TURNS_MODES, help="which turns train")
-    add_cot_policy(
+    add_options(parser, InputOptions)
+    add_flags(
         parser,
-        default=None,
-        help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
-        "hf is the gpt-oss chat template's rule); default: the preset's",
-    )
-    parser.add_argument("--channels", help="trained channels, comma-separated")
-    parser.add_argument("--final-end", choices=FINAL_ENDS, help="how the last final answer ends")
-    parser.add_argument("--max-length", type=int, help="tokens per sample")
-    parser.add_argument("--overflow", choices=OVERFLOWS, help="what to do past --max-length")
-    parser.add_argument(
-        "--full-sequence",
-        action="store_true",
-        default=None,
-        help="train every token (system, developer, user and tool messages too)",
+        flag(
+            "--policy",
+            "the preset the options below change (docs/training.md compares them)",
+            choices=tuple(PRESETS),
+            default="harmony",
+        ),
+        flag("--turns", "which turns train", choices=TURNS_MODES),
+        cot_policy(
+            default=None,
+            help="which earlier reasoning a sample keeps (render's and serve's --cot-policy; "
+            "hf is the gpt-oss chat template's rule); default: the preset's",
+        ),
+        flag("--channels", "trained channels, comma-separated"),
+        flag("--final-end", "how the last final answer ends", choices=FINAL_ENDS),
+        flag("--max-length", "tokens per sample", type=int),
+        flag("--overflow", "what to do past --max-length", choices=OVERFLOWS),
+        flag(
+            "--full-sequence",
+            "train every token (system, developer, user and tool messages too)",
+            action="store_true",
+            default=None,
+        ),
     )
 
 
 def _inputs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "inputs", nargs="+", metavar="IN.jsonl", help="JSONL input files; - for standard input"
+    add_flags(
+        parser,
+        flag("inputs", "JSONL input files; - for standard input", nargs="+", metavar="IN.jsonl"),
     )
     _row_options(parser)
 
 
-def _reject_rate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+_REJECT_RATE = (
+    flag(
         "--max-reject-rate",
+        "exit 1 when more than this fraction of rows is rejected (default 0)",
         type=float,
         default=0.0,
-        help="exit 1 when more than this fraction of rows is rejected (default 0)",
-    )
-    parser.add_argument(
+    ),
+    flag(
         "--strict",
+        "exit 1 when any row is rejected, whatever --max-reject-rate allows",
         action="store_true",
-        help="exit 1 when any row is rejected, whatever --max-reject-rate allows",
-    )
+    ),
+)
 
 
 def _policy_of(args: argparse.Namespace) -> TrainPolicy:
@@ -293,10 +286,10 @@ def _check_flags(args: argparse.Namespace) -> None:
             f"--max-reject-rate {rate:g} is not a fraction: give a number from 0 to 1 "
             "(0.05 allows 5% of rows rejected)"
         )
-    for flag in ("workers", "shard_rows", "max_length", "row"):
-        value = getattr(args, flag, None)
+    for name in ("workers", "shard_rows", "max_length", "row"):
+        value = getattr(args, name, None)
         if value is not None and value < 1:
-            raise InputError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     seq_len = getattr(args, "seq_len", None)
     if seq_len is not None and not 1 <= seq_len <= MAX_SEQ_LEN:
         raise InputError(f"--seq-len must be from 1 to {MAX_SEQ_LEN:,} tokens, got {seq_len}")
@@ -310,14 +303,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _options_of(args: argparse.Namespace) -> InputOptions:
-    columns = None
-    if args.map:
-        pairs = [item.split("=", 1) for item in args.map.split(",")]
-        if any(len(p) != 2 for p in pairs):
-            raise InputError(f"--map needs SLOT=COLUMN pairs, got {args.map!r}")
-        columns = {slot.strip(): column.strip() for slot, column in pairs}
-    # date, reasoning_effort and dialect have their fields' names; format is --input-format.
-    return replace(from_args(InputOptions, args), format=args.input_format, columns=columns)
+    return from_args(InputOptions, args)
 
 
 # -- commands ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Final, Literal, TypeGuard, get_args
 
 from harmonia import Conversation, InputError, Role
 from harmonia import vocabulary as v
+from harmonia._options import option
 from harmonia.openai_compat import (
     PromptOptions,
     RequestError,
@@ -60,6 +61,14 @@ DEFAULT_COLUMNS: Final = {
 }
 
 
+def parse_columns(text: str) -> dict[str, str]:
+    """``--map``'s ``SLOT=COLUMN,...`` as a column mapping."""
+    pairs = [item.split("=", 1) for item in text.split(",")]
+    if any(len(p) != 2 for p in pairs):
+        raise InputError(f"--map needs SLOT=COLUMN pairs, got {text!r}")
+    return {slot.strip(): column.strip() for slot, column in pairs}
+
+
 @dataclass(frozen=True)
 class InputOptions:
     """How rows are read: the format, the date line, a default reasoning effort,
@@ -68,11 +77,32 @@ class InputOptions:
     Hugging Face chat template; rows in the ``messages`` form with ``thinking``,
     and a date is required because the template always writes one)."""
 
-    format: InputFormat = "auto"
-    date: str | None = None
-    reasoning_effort: str | None = None
-    columns: Mapping[str, str] | None = None
-    dialect: Dialect = "harmony"
+    format: InputFormat = option(
+        "auto",
+        flag="--input-format",
+        dest="input_format",
+        help="input format; auto detects it from the first rows and says what it chose",
+    )
+    date: str | None = option(
+        None, help="the system date line: YYYY-MM-DD or from-row (default: none)"
+    )
+    reasoning_effort: str | None = option(
+        None,
+        choices=("low", "medium", "high"),
+        help="the system message's reasoning effort (default: the row's, else medium)",
+    )
+    columns: Mapping[str, str] | None = option(
+        None,
+        flag="--map",
+        dest="map",
+        metavar="SLOT=COLUMN,...",
+        help="columns of --input-format columns (slots: developer, user, analysis, final)",
+        convert=lambda text: text and parse_columns(text),
+    )
+    dialect: Dialect = option(
+        "harmony",
+        help="harmony (openai-harmony's ids) or hf (the gpt-oss chat template's; needs --date)",
+    )
 
     def __post_init__(self) -> None:
         check_choice(self.format, INPUT_FORMATS, "input format")

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from ... import InputError, ToolNamespaceConfig
 from ..._errors import install_hint
-from ..._options import Commands, add_options, from_args
+from ..._options import Commands, add_flags, add_options, flag, from_args
 from .._base import Tool
 from .._spec import MCP_SCOPE, ToolsSpec
 
@@ -50,10 +50,13 @@ def add_subcommand(commands: Commands) -> argparse.ArgumentParser:
             "  vllm serve openai/gpt-oss-20b --tool-server 127.0.0.1:8001"
         ),
     )
-    serve.add_argument("tool", choices=("browser", "python"), help="which tool to serve")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
-    serve.add_argument("--stdio", action="store_true", help="serve one client over stdin/stdout")
+    add_flags(
+        serve,
+        flag("tool", "which tool to serve", choices=("browser", "python")),
+        flag("--host", "address to listen on", default="127.0.0.1"),
+        flag("--port", "port to listen on", type=int, default=DEFAULT_PORT),
+        flag("--stdio", "serve one client over stdin/stdout", action="store_true"),
+    )
     add_options(serve, ToolsSpec, scope=MCP_SCOPE, title="the tool")
     from .._shell import add_commands
 
