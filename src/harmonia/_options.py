@@ -120,8 +120,8 @@ def run_command(args: argparse.Namespace, out: TextIO, words: str) -> int:
 # Every flag of every command is an :class:`Option`: a dataclass field's metadata (an app's
 # settings, below) or a standalone one given to :func:`add_flags`. Both reach argparse
 # through :func:`_add` only, and a flag several commands share is one constant or one
-# function here (``FORCE``, ``PROGRESS``, ``COLOR``, ``cot_policy``), so it cannot drift
-# apart between commands. tests/cli/test_cli_specs.py holds every other module to it.
+# function here (``force``, ``PROGRESS``, ``COLOR``, ``cot_policy``), so it cannot drift
+# apart between commands. tests/cli/test_cli_conventions.py holds every other module to it.
 
 
 @dataclass(frozen=True)
@@ -218,9 +218,6 @@ def force(what: str = "the output") -> Option:
     )
 
 
-#: ``--force`` about the output.
-FORCE: Final = force()
-
 #: ``--progress {auto,lines,none}``.
 PROGRESS: Final = flag(
     "--progress",
@@ -243,23 +240,6 @@ def cot_policy(*, default: str | None, help: str) -> Option:
     """``--cot-policy``: which earlier reasoning a prompt or sample keeps; the same
     choices (``harmonia.COT_POLICIES``) in ``render``, ``chat``, ``serve`` and ``data``."""
     return flag("--cot-policy", help, choices=COT_POLICY_NAMES, default=default)
-
-
-def add_force(parser: argparse.ArgumentParser | Any, what: str = "the output") -> None:
-    """Add ``--force`` (see :func:`force`)."""
-    add_flags(parser, force(what))
-
-
-def add_progress(parser: argparse.ArgumentParser | Any) -> None:
-    """Add ``--progress`` (see :data:`PROGRESS`)."""
-    add_flags(parser, PROGRESS)
-
-
-def add_cot_policy(
-    parser: argparse.ArgumentParser | Any, *, default: str | None, help: str
-) -> None:
-    """Add ``--cot-policy`` (see :func:`cot_policy`)."""
-    add_flags(parser, cot_policy(default=default, help=help))
 
 
 def progress_on_terminal(mode: str, stream: Any) -> bool | None:

@@ -59,9 +59,7 @@ def build_app(
             await responses.aclose()
             await service.aclose()
 
-    app = FastAPI(
-        title="harmonia", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
-    )
+    app = _App(title="harmonia", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.service = service
     app.state.responses = responses
     app.state.shutdown = Shutdown(service, responses)
@@ -234,6 +232,16 @@ def _bad_key() -> APIError:
     )
 
 
+class _App(FastAPI):
+    """The app, keeping the server's own ``send`` for the SSE writer's body chunks: past
+    every middleware's per-message wrapper, the framework's outermost one included (they
+    act on the response start only, which still goes through all of them)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        scope["harmonia.body_send"] = send
+        await super().__call__(scope, receive, send)
+
+
 class _Guard:
     """Pure ASGI (no per-chunk cost): request ids, API keys, access log, metrics, a last 500.
 
@@ -269,9 +277,6 @@ class _Guard:
             log.info("[%s] WebSocket upgrade %s", request_id, scope["path"])
             await self.app(scope, receive, send)
             return
-        # The SSE writer sends body chunks here, past the framework's per-message wrappers
-        # (they only act on the response start, which still goes through all of them).
-        scope["harmonia.body_send"] = send
         path = scope["path"]
         outcome = track_outcome()
         status = 500

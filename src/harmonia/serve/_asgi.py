@@ -143,7 +143,6 @@ class SSEResponse(Response):
         self.on_stalled = on_stalled
         self.on_close = on_close
         self.on_open = on_open
-        self._lock = asyncio.Lock()
         self._last_send = time.monotonic()
         self._sending_since: float | None = None
         self._dropped = False
@@ -186,11 +185,11 @@ class SSEResponse(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _write(self, send: Send, data: bytes) -> None:
-        async with self._lock:
-            self._sending_since = time.monotonic()
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-            self._sending_since = None
-            self._last_send = time.monotonic()
+        # No lock between the stream's writes and the watchdog's pings: each send writes
+        # its whole frame in one transport write, so two frames can never interleave.
+        self._sending_since = self._last_send = time.monotonic()
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+        self._sending_since = None
 
     async def _stream(self, send: Send) -> None:
         try:

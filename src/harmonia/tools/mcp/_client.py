@@ -100,18 +100,10 @@ class McpToolset(ClosedOnExit):
         )
 
     @classmethod
-    def sse(
-        cls,
-        url: str,
-        *,
-        namespace: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-    ) -> McpToolset:
-        """A server speaking the older SSE transport at ``url`` (ending in ``/sse``)."""
-        return cls(
-            "sse", url, namespace=namespace, headers=headers, connect_timeout=connect_timeout
-        )
+    def sse(cls, url: str, **options: Any) -> McpToolset:
+        """A server speaking the older SSE transport at ``url`` (ending in ``/sse``); the
+        keyword options of :meth:`http`."""
+        return cls("sse", url, **options)
 
     def __repr__(self) -> str:
         # Headers may carry credentials: never shown.
