@@ -175,9 +175,7 @@ def add_flags(
         target = parser.add_argument_group(title)
     else:
         target = parser
-    for spec in options:
-        if spec.flag is None:
-            raise TypeError("a standalone option needs its flag")  # a programming error
+    for spec in options:  # each made by flag(), which names it
         _add(target, spec, default=spec.default)
 
 
