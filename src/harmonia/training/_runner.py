@@ -33,17 +33,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO, Final, Literal, TextIO, cast
+from typing import Any, BinaryIO, Final, TextIO, cast
 
 from harmonia import InputError
 from harmonia._files import write_text
+from harmonia._options import ProgressMode
 
 from ._arrow import Profile, batch_table, require_pyarrow, write_parquet
 from ._batch import Stats, default_encoding, render_batch
 from ._inputs import InputOptions
 from ._policy import TrainPolicy, resolve_policy
 
-ProgressMode = Literal["auto", "lines", "none"]
 PROGRESS_FILE: Final = ".progress.json"
 MANIFEST: Final = "manifest.json"
 _READ_CHUNK: Final = 1 << 20
