@@ -148,6 +148,7 @@ class Turn(RunHooks):
         self._shaper: _Shaper | None = None
         self._pending: list[JsonDict] = []  # the events made since drive() last took them
         self._wake: asyncio.Future[None] | None = None  # drive() waiting for more
+        self._push: Callable[[list[JsonDict]], bool] | None = None  # see push_to()
         self._over = False  # the run has ended: what is pending is the last of it
         self._waiting: float | None = None  # from the start to the first token (the TTFT)
         self._began = 0.0
@@ -286,14 +287,30 @@ class Turn(RunHooks):
         finally:
             self._request.on_close(self)
 
+    def push_to(self, push: Callable[[list[JsonDict]], bool] | None) -> None:
+        """Write events through ``push`` while :meth:`drive`'s reader waits (``None``: stop).
+
+        ``push`` (an SSE answer's :meth:`~harmonia.serve._asgi.SSEResponse.pusher`)
+        writes a batch at once, in the engine's task, or declines; a declined
+        batch, or one made while earlier events are pending, is yielded by
+        :meth:`drive` as before. Either way the order is the order they were made.
+        """
+        self._push = push
+
     # -- the driver's hooks ------------------------------------------------------------
 
     def _put(self, events: list[JsonDict]) -> None:
         if self._shaper is not None:
             events = self._shaper.shape(events)
-        if events:
-            self._pending += events
-            self._wake_drive()
+        if not events:
+            return
+        wake, push = self._wake, self._push
+        # Pushed only while drive() waits with nothing pending: all before is written.
+        waiting = wake is not None and not wake.done() and not self._pending
+        if waiting and push is not None and push(events):
+            return
+        self._pending += events
+        self._wake_drive()
 
     def _ended(self, _: object) -> None:
         self._over = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -66,19 +66,32 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
     disconnect = Disconnect(request.receive)
     turn = await disconnect.race_or_close(service.admit(prepared, params, stream))
     if body.stream:
-        return service.sse(_frames(turn, stream, request_id), disconnect, turn)
+        encode = _encoder(stream)
+        return service.sse(_frames(turn, stream, encode, request_id), disconnect, turn, encode)
     await service.run_to_end(turn.events(), disconnect, turn, request_id)
     log_diagnostics(stream, request_id)
     return json_response(stream.completion)
 
 
+def _encoder(stream: ChatCompletionStream) -> Callable[[list[dict[str, Any]]], bytes]:
+    """A batch of chunks as SSE frames (pushed by the turn, or yielded by :func:`_frames`)."""
+    encode_chunk = stream.encode_chunk  # text deltas from a template: one per streamed token
+
+    def encode(chunks: list[dict[str, Any]]) -> bytes:
+        return b"".join([sse_frame(encode_chunk(chunk)) for chunk in chunks])
+
+    return encode
+
+
 async def _frames(
-    turn: Turn, stream: ChatCompletionStream, request_id: str
+    turn: Turn,
+    stream: ChatCompletionStream,
+    encode: Callable[[list[dict[str, Any]]], bytes],
+    request_id: str,
 ) -> AsyncIterator[bytes]:
-    encode = stream.encode_chunk  # text deltas from a template: one per streamed token
     try:
         async for chunks in turn.events():
-            yield b"".join([sse_frame(encode(chunk)) for chunk in chunks])
+            yield encode(chunks)
     except EngineError as exc:
         # After the headers an error can only travel in the stream; the SDK raises APIError.
         log.error("[%s] engine failed mid-stream: %s", request_id, exc)

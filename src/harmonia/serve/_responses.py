@@ -260,8 +260,9 @@ class Responses:
         job = await disconnect.race_or_close(plan.admit(service))
         events = self.events(plan, job, request_id)
         if plan.body.stream:
-            frames = self._frames(events, plan.snapshot, request_id)
-            return service.sse(frames, disconnect, job)
+            encode = _Encoder()
+            frames = self._frames(events, encode, plan.snapshot, request_id)
+            return service.sse(frames, disconnect, job, encode)
         await service.run_to_end(events, disconnect, job, request_id)
         return json_response(plan.stream.response)
 
@@ -277,18 +278,19 @@ class Responses:
         log_diagnostics(plan.stream, request_id)
 
     async def _frames(
-        self, events: AsyncIterator[list[JsonDict]], snapshot: JsonDict, request_id: str
+        self,
+        events: AsyncIterator[list[JsonDict]],
+        encode: _Encoder,
+        snapshot: JsonDict,
+        request_id: str,
     ) -> AsyncIterator[bytes]:
-        last = 0
         try:
             async for batch in events:
-                if batch:
-                    last = batch[-1]["sequence_number"]
-                yield b"".join(frame(event) for event in batch)
+                yield encode(batch)
         except (EngineError, ServerShuttingDown, StoreUnavailableError) as exc:
             if isinstance(exc, StoreUnavailableError):
                 self.service.metrics.errors["store_unavailable"] += 1
-            status, failure = failed_stream(exc, snapshot, last, request_id)
+            status, failure = failed_stream(exc, snapshot, encode.last, request_id)
             stream_failed(status)
             yield b"".join(frame(event) for event in failure)
         yield DONE_FRAME
@@ -484,6 +486,19 @@ class Responses:
                 "has_more": len(items) > len(page),
             }
         )
+
+
+class _Encoder:
+    """A batch of events as SSE frames, remembering the last sequence number sent (the
+    turn pushes batches through it, :meth:`Responses._frames` yields the others)."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def __call__(self, batch: list[JsonDict]) -> bytes:
+        if batch:
+            self.last = batch[-1]["sequence_number"]
+        return b"".join([frame(event) for event in batch])
 
 
 def _check_builtin_choice(body: ResponsesBody, omitted: Sequence[str]) -> None:

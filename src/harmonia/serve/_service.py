@@ -249,12 +249,20 @@ class Service:
         self.admission.release()
 
     def sse(
-        self, frames: AsyncIterator[bytes], disconnect: Disconnect, turn: Turn | None = None
+        self,
+        frames: AsyncIterator[bytes],
+        disconnect: Disconnect,
+        turn: Turn | None = None,
+        encode: Callable[[list[dict[str, Any]]], bytes] | None = None,
     ) -> SSEResponse:
-        """A streamed answer; ``turn``'s slot is given back when the stream ends."""
+        """A streamed answer; ``turn``'s slot is given back when the stream ends.
+
+        With ``encode`` (how ``frames`` encodes a batch of ``turn``'s events), the
+        turn pushes its events through the answer as the engine makes them.
+        """
         from ._asgi import SSEResponse  # the web framework: only once a request is answered
 
-        return SSEResponse(
+        answer = SSEResponse(
             frames,
             disconnect,
             send_timeout_s=self.config.send_timeout_s,
@@ -264,6 +272,10 @@ class Service:
             on_stalled=self.note_stalled_client,
             on_open=self._stream_opened,
         )
+        if turn is not None and encode is not None:
+            push = answer.pusher(encode)
+            answer.on_streaming = lambda streaming: turn.push_to(push if streaming else None)
+        return answer
 
     def _stream_opened(self, change: int) -> None:
         self.open_streams += change
