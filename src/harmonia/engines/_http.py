@@ -15,9 +15,9 @@ engine stream is ``harmonia serve``'s hot path.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from harmonia import EngineError, InputError
 from harmonia._runtime import TIMEOUTS
@@ -26,6 +26,8 @@ from harmonia._runtime import api_key as resolve_api_key
 from ._base import EngineRefusedError
 from ._generation import PromptEngine
 from ._wire import Answer, Events, Wire, WireError, decode_all
+
+T = TypeVar("T")
 
 #: Longest piece of a server's error body quoted in a message.
 _BODY_QUOTE: Final = 500
@@ -163,21 +165,45 @@ class HttpClient:
             raise self.error(f"not JSON: {body[:200]!r}", url) from None
 
     async def stream_batches(
-        self, path: str, body: Mapping[str, Any], *, not_found: type[Exception] | None = None
-    ) -> AsyncIterator[list[dict[str, Any]]]:
-        """POST ``body`` as JSON; yield the parsed SSE ``data:`` payloads, a read at a time.
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        on_batch: Callable[[list[dict[str, Any]]], T | None],
+        *,
+        not_found: type[Exception] | None = None,
+    ) -> T | None:
+        """POST ``body`` as JSON; hand ``on_batch`` the parsed SSE ``data:`` payloads, a
+        read at a time, until it returns something (returned) or the stream ends (``None``).
 
         Each batch holds every payload one socket read completed (at least one),
-        decoded in one ``json.loads``. Ends at ``data: [DONE]`` or at the end of
-        the stream; the payloads before a bad one are yielded before its error.
-        ``not_found``, when given, is raised (instead of an EngineError) on a 404,
-        so a caller can fall back to another endpoint.
+        decoded in one ``json.loads``; ``on_batch`` runs in the connection's own
+        callback (:meth:`Answer.follow`), and what it raises is raised here. The
+        stream ends at ``data: [DONE]`` or at the end of the body; the payloads
+        before a bad one are handed on before its error. ``not_found``, when
+        given, is raised (instead of an EngineError) on a 404, so a caller can
+        fall back to another endpoint.
         """
         url = self.base_url + path
         try:
             answer = await self._get_wire().request("POST", path, body)
         except WireError as exc:
             raise self._wire_error(exc, url) from None
+        result: T | None = None
+        events = Events()
+
+        def take(batch: list[dict[str, Any]]) -> bool:
+            nonlocal result
+            result = on_batch(batch)
+            return result is not None
+
+        def sink(piece: bytes) -> bool:
+            batch, failure, done = self._read_events(events.feed(piece), url)
+            if batch and take(batch):
+                return True
+            if failure is not None:
+                raise failure
+            return done
+
         try:
             if answer.status == 404 and not_found is not None:
                 raise not_found(url)
@@ -188,20 +214,14 @@ class HttpClient:
                     engine=self.engine,
                     url=url,
                 )
-            events = Events()
-            async for piece in answer.chunks():
-                batch, failure, done = self._read_events(events.feed(piece), url)
+            await answer.follow(sink)
+            if result is None and answer.ended:
+                batch, failure, _ = self._read_events(events.rest(), url)
                 if batch:
-                    yield batch
-                if failure is not None:
+                    take(batch)
+                if failure is not None and result is None:
                     raise failure
-                if done:
-                    return
-            batch, failure, _ = self._read_events(events.rest(), url)
-            if batch:
-                yield batch
-            if failure is not None:
-                raise failure
+            return result
         except WireError as exc:
             raise self._wire_error(exc, url) from None
         finally:

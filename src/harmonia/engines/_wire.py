@@ -20,7 +20,7 @@ import asyncio
 import json
 import ssl
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -80,6 +80,7 @@ class Answer:
         self._timer: asyncio.TimerHandle | None = None  # the stall check (see _read)
         self._since = 0.0  # when the read in flight began
         self._reading = False
+        self._following: asyncio.Future[None] | None = None  # see follow()
 
     async def _read(self) -> bytes:
         """One read of the body; ``stall`` when no data comes within the read timeout.
@@ -113,10 +114,19 @@ class Answer:
         now = self._loop.time()
         if self._reading and now - self._since >= timeout:
             self._timer = None
-            self._reader.set_exception(_Stalled())  # the read in flight raises it
+            following = self._following
+            if following is None:
+                self._reader.set_exception(_Stalled())  # the read in flight raises it
+            elif not following.done():
+                following.set_exception(WireError("stall", "no data"))
             return
         deadline = (self._since if self._reading else now) + timeout
         self._timer = self._loop.call_at(deadline, self._check)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the body was read to its end."""
+        return self._done
 
     def _stop_timer(self) -> None:
         if self._timer is not None:
@@ -125,87 +135,89 @@ class Answer:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it comes: one piece per socket read (de-chunked), until its end."""
-        buffer = self._rest
-        self._rest = b""
-        if self.headers.get("transfer-encoding", "").lower().endswith("chunked"):
-            async for piece in self._dechunk(buffer):
+        body = _Body(self.headers)
+        self._keep_alive = self._keep_alive and body.kind != "close"
+        data, self._rest = self._rest, b""
+        while True:
+            piece = body.feed(data)
+            if piece:
                 yield piece
-        elif "content-length" in self.headers:
-            left = int(self.headers["content-length"])
-            while True:
-                if buffer:
-                    piece, buffer = buffer[:left], b""
-                    left -= len(piece)
-                    yield piece
-                if left <= 0:
-                    break
-                buffer = await self._read()
-                if not buffer:
-                    raise WireError("broken", "the server closed the connection")
-        else:  # up to the close
-            self._keep_alive = False
-            while True:
-                if buffer:
-                    yield buffer
-                buffer = await self._read()
-                if not buffer:
-                    break
+            if body.ended:
+                break
+            data = await self._read()
+            if not data:
+                body.closed()  # the end of an answer read up to the close, else broken
+                break
         self._done = True
         self._stop_timer()
 
-    async def _dechunk(self, buffer: bytes) -> AsyncIterator[bytes]:
-        data = bytearray(buffer)
-        position = 0
-        need: int | None = None  # payload bytes of the current chunk still to come
-        skip = 0  # bytes of the CRLF after a chunk still to skip
-        last = False  # the zero-size chunk came: only the empty trailer line is left
-        while True:
-            out = bytearray()
-            while True:
-                if skip:
-                    taken = min(skip, len(data) - position)
-                    position += taken
-                    skip -= taken
-                    if skip:
-                        break
-                if last:
-                    end = data.find(b"\r\n", position)
-                    if end < 0:
-                        break
-                    if end == position:  # the blank line that ends the body
-                        if out:
-                            yield bytes(out)
-                        return
-                    position = end + 2  # a trailer: skipped
-                    continue
-                if need is None:
-                    end = data.find(b"\r\n", position)
-                    if end < 0:
-                        break
-                    size_text = bytes(data[position:end]).split(b";", 1)[0].strip()
-                    try:
-                        need = int(size_text, 16)
-                    except ValueError:
-                        raise WireError("protocol", f"bad chunk size {size_text!r}") from None
-                    position = end + 2
-                    if need == 0:
-                        last = True
-                        continue
-                taken = min(need, len(data) - position)
-                out += data[position : position + taken]
-                position += taken
-                need -= taken
-                if need:
-                    break
-                need, skip = None, 2
-            del data[:position]
-            position = 0
-            if out:
-                yield bytes(out)
-            more = await self._read()
-            if not more:
-                raise WireError("broken", "the server closed the connection mid-stream")
-            data += more
+    async def follow(self, sink: Callable[[bytes], bool]) -> None:
+        """Hand the body to ``sink`` as the socket brings it, until its end or until
+        ``sink`` returns ``True``; raises :class:`WireError` or what ``sink`` raised.
+
+        ``sink`` runs in the transport's own callback (the connection's protocol
+        is this answer's while it is read): no task wakes up and no buffer fills
+        per read, which at hundreds of streams was a large share of the server's
+        CPU (issue 34). The stall check is :meth:`_read`'s.
+        """
+        body = _Body(self.headers)
+        self._keep_alive = self._keep_alive and body.kind != "close"
+        loop = self._loop
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._following = done
+
+        def take(data: bytes) -> None:
+            if done.done():  # bytes after the end (or after a stop): not reusable
+                self._keep_alive = False
+                return
+            self._since = loop.time()
+            try:
+                piece = body.feed(data)
+                stop = bool(piece) and sink(piece)
+                if body.ended:
+                    self._done = True
+            except Exception as exc:
+                done.set_exception(exc)
+                return
+            if stop or body.ended:
+                done.set_result(None)
+
+        def lost(exc: BaseException | None) -> None:
+            if done.done():
+                return
+            if exc is not None:
+                done.set_exception(WireError("broken", str(exc) or type(exc).__name__))
+                return
+            try:
+                body.closed()
+            except WireError as error:
+                done.set_exception(error)
+                return
+            self._done = True
+            done.set_result(None)
+
+        transport = self._writer.transport
+        previous = transport.get_protocol()
+        # What the stream reader holds already (read with the head) comes first.
+        held = getattr(self._reader, "_buffer", None)
+        data, self._rest = self._rest + (bytes(held) if held else b""), b""
+        if held:
+            held.clear()
+        transport.set_protocol(_Taker(take, lost))
+        self._reading = True
+        self._since = loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(self._since + self._wire.read_timeout, self._check)
+        try:
+            take(data)
+            await done
+        finally:
+            self._reading = False
+            self._following = None
+            if not transport.is_closing():
+                transport.set_protocol(previous)
+            if self._done:
+                self._stop_timer()
 
     async def body(self, limit: int = 1 << 20) -> bytes:
         """The whole body (at most ``limit`` bytes kept)."""
@@ -224,6 +236,110 @@ class Answer:
             self._wire.give_back(self._reader, self._writer)
         else:
             self._writer.close()
+
+
+class _Body:
+    """An answer body's framing undone a piece at a time: chunked, ``Content-Length``,
+    or up to the close (``kind``); :attr:`ended` once its last byte came."""
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.ended = False
+        if headers.get("transfer-encoding", "").lower().endswith("chunked"):
+            self.kind = "chunked"
+        elif "content-length" in headers:
+            self.kind = "length"
+            self._left = int(headers["content-length"])
+            self.ended = self._left <= 0
+        else:
+            self.kind = "close"
+        self._data = bytearray()
+        self._need: int | None = None  # payload bytes of the current chunk still to come
+        self._skip = 0  # bytes of the CRLF after a chunk still to skip
+        self._last = False  # the zero-size chunk came: only the blank trailer line is left
+
+    def feed(self, data: bytes) -> bytes:
+        """The body bytes in ``data``, the next bytes off the wire."""
+        if self.ended or not data:
+            return b""
+        if self.kind == "close":
+            return data
+        if self.kind == "length":
+            piece = data[: self._left]
+            self._left -= len(piece)
+            self.ended = self._left <= 0
+            return piece
+        return self._dechunk(data)
+
+    def closed(self) -> None:
+        """The server closed the connection: the end of the body, or a broken one."""
+        if self.kind == "close":
+            self.ended = True
+        elif not self.ended:
+            where = " mid-stream" if self.kind == "chunked" else ""
+            raise WireError("broken", f"the server closed the connection{where}")
+
+    def _dechunk(self, more: bytes) -> bytes:
+        data = self._data
+        data += more
+        position = 0
+        out = bytearray()
+        while True:
+            if self._skip:
+                taken = min(self._skip, len(data) - position)
+                position += taken
+                self._skip -= taken
+                if self._skip:
+                    break
+            if self._last:
+                end = data.find(b"\r\n", position)
+                if end < 0:
+                    break
+                if end == position:  # the blank line that ends the body
+                    self.ended = True
+                    break
+                position = end + 2  # a trailer: skipped
+                continue
+            if self._need is None:
+                end = data.find(b"\r\n", position)
+                if end < 0:
+                    break
+                size_text = bytes(data[position:end]).split(b";", 1)[0].strip()
+                try:
+                    self._need = int(size_text, 16)
+                except ValueError:
+                    raise WireError("protocol", f"bad chunk size {size_text!r}") from None
+                position = end + 2
+                if self._need == 0:
+                    self._last = True
+                    continue
+            taken = min(self._need, len(data) - position)
+            out += data[position : position + taken]
+            position += taken
+            self._need -= taken
+            if self._need:
+                break
+            self._need, self._skip = None, 2
+        del data[:position]
+        return bytes(out)
+
+
+class _Taker(asyncio.Protocol):
+    """A connection's protocol while :meth:`Answer.follow` reads its body."""
+
+    def __init__(
+        self, take: Callable[[bytes], None], lost: Callable[[BaseException | None], None]
+    ) -> None:
+        self._take, self._lost = take, lost
+
+    def data_received(self, data: bytes) -> None:
+        self._take(data)
+
+    def eof_received(self) -> bool:
+        self._lost(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost(exc)
 
 
 class Wire:

@@ -190,19 +190,25 @@ class _Stream:
         return self.http.error(message, self.url)
 
     async def run(self, body: dict[str, Any]) -> Finish:
-        async for batch in self.http.stream_batches(COMPLETION_PATH, body):
-            for payload in batch:
-                ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
-                if self.top_logprobs is not None:
-                    self.entries = self.read_entries(payload)
-                predicted = payload.get("tokens_predicted")
-                if isinstance(predicted, int) and not isinstance(predicted, bool):
-                    ids = self.fill_gap(ids, predicted, payload)
-                if ids:
-                    self.send(ids)
-                if payload.get("stop") is True:
-                    return self.finish(payload.get("stop_type"))
-        raise self.error("the stream ended before a chunk with stop: true")
+        finish = await self.http.stream_batches(COMPLETION_PATH, body, self.read)
+        if finish is None:
+            raise self.error("the stream ended before a chunk with stop: true")
+        return finish
+
+    def read(self, batch: list[dict[str, Any]]) -> Finish | None:
+        """One read's payloads: their ids sent on; the :class:`Finish` at ``stop: true``."""
+        for payload in batch:
+            ids = int_list(payload.get("tokens"), "tokens", self.http, self.url)
+            if self.top_logprobs is not None:
+                self.entries = self.read_entries(payload)
+            predicted = payload.get("tokens_predicted")
+            if isinstance(predicted, int) and not isinstance(predicted, bool):
+                ids = self.fill_gap(ids, predicted, payload)
+            if ids:
+                self.send(ids)
+            if payload.get("stop") is True:
+                return self.finish(payload.get("stop_type"))
+        return None
 
     def fill_gap(self, ids: list[int], predicted: int, payload: dict[str, Any]) -> list[int]:
         """``ids`` with the ids the server sampled but did not send put back in front."""

@@ -188,8 +188,10 @@ class VLLMEngine(HttpEngine):
         not_found = _NotFound if path == GENERATE_PATH else None
         last: int | None = None
         with_logprobs = params.top_logprobs is not None
-        async for batch in self._http.stream_batches(path, body, not_found=not_found):
+
+        def on_batch(batch: list[dict[str, Any]]) -> Finish | None:
             # Every id of a read goes on in one emit (the logprobs, when asked, per choice).
+            nonlocal last
             ids: list[int] = []
             for payload in batch:
                 choices = payload.get("choices")
@@ -213,7 +215,12 @@ class VLLMEngine(HttpEngine):
                         return self._finish(reason, stop, last, params, emit, url)
             if ids:
                 emit(ids)
-        raise self._http.error("the stream ended without a finish_reason", url)
+            return None
+
+        finish = await self._http.stream_batches(path, body, on_batch, not_found=not_found)
+        if finish is None:
+            raise self._http.error("the stream ended without a finish_reason", url)
+        return finish
 
     def _logprobs(
         self, choice: dict[str, Any], path: str, params: SamplingParams, url: str
