@@ -21,7 +21,7 @@ import json
 import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 #: Bytes asked of the socket per read: every event that has arrived, in one go.
@@ -29,6 +29,8 @@ READ_SIZE: Final = 256 * 1024
 #: Idle connections kept per engine server.
 _POOL_SIZE: Final = 256
 _HEAD_LIMIT: Final = 64 * 1024
+#: A read this large means data is waiting: :meth:`Answer.follow` yields to the event loop.
+_BACKLOG: Final = 32 * 1024
 
 
 if sys.version_info >= (3, 11):
@@ -163,7 +165,9 @@ class Answer:
         body = _Body(self.headers)
         self._keep_alive = self._keep_alive and body.kind != "close"
         loop = self._loop
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        running = asyncio.get_running_loop()
+        transport = cast(asyncio.Transport, self._writer.transport)
+        done: asyncio.Future[None] = running.create_future()
         self._following = done
 
         def take(data: bytes) -> None:
@@ -171,6 +175,11 @@ class Answer:
                 self._keep_alive = False
                 return
             self._since = loop.time()
+            if len(data) >= _BACKLOG:
+                # A backlog (an engine faster than we read): one read per turn of the event
+                # loop, so that the other requests are served in between.
+                transport.pause_reading()
+                running.call_soon(_resume_reading, transport)
             try:
                 piece = body.feed(data)
                 stop = bool(piece) and sink(piece)
@@ -196,7 +205,6 @@ class Answer:
             self._done = True
             done.set_result(None)
 
-        transport = self._writer.transport
         previous = transport.get_protocol()
         # What the stream reader holds already (read with the head) comes first.
         held = getattr(self._reader, "_buffer", None)
@@ -321,6 +329,11 @@ class _Body:
             self._need, self._skip = None, 2
         del data[:position]
         return bytes(out)
+
+
+def _resume_reading(transport: asyncio.Transport) -> None:
+    if not transport.is_closing():
+        transport.resume_reading()
 
 
 class _Taker(asyncio.Protocol):
