@@ -6,7 +6,9 @@ parser event, a line iterator step, a decoder call and a ``json.loads``: at
 hundreds of streams that was most of ``harmonia serve``'s CPU (issue 34). Here
 one socket read (up to :data:`READ_SIZE` bytes: every event that has arrived)
 is de-chunked, split into SSE events and JSON-decoded in one ``json.loads`` of
-all its payloads, and handed on as one batch.
+all its payloads, and handed on as one batch. A streamed body is read in the
+connection's own callback (:meth:`Answer.follow`): the batch reaches the
+engine, the parser and the client's socket without a task waking up.
 
 Only what the engines use is spoken: a request with a JSON (or empty) body,
 an answer with ``Content-Length``, chunked, or up to the close; keep-alive
