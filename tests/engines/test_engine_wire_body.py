@@ -31,9 +31,10 @@ def test_a_chunk_extension_and_a_trailer_are_skipped() -> None:
     assert out == b"abc" and body.ended
 
 
-def test_a_bad_chunk_size_is_a_protocol_error() -> None:
+@pytest.mark.parametrize("size", [b"zz", b"-1"])
+def test_a_bad_chunk_size_is_a_protocol_error(size: bytes) -> None:
     with pytest.raises(WireError) as info:
-        _Body({"transfer-encoding": "chunked"}).feed(b"zz\r\n")
+        _Body({"transfer-encoding": "chunked"}).feed(size + b"\r\nabc\r\n")
     assert info.value.kind == "protocol"
 
 

@@ -4,11 +4,11 @@ An engine server writes one SSE event per sampled token per sequence (vLLM:
 one HTTP chunk each). Read through a general HTTP client, every event costs a
 parser event, a line iterator step, a decoder call and a ``json.loads``: at
 hundreds of streams that was most of ``harmonia serve``'s CPU (issue 34). Here
-one socket read (up to :data:`READ_SIZE` bytes: every event that has arrived)
-is de-chunked, split into SSE events and JSON-decoded in one ``json.loads`` of
-all its payloads, and handed on as one batch. A streamed body is read in the
-connection's own callback (:meth:`Answer.follow`): the batch reaches the
-engine, the parser and the client's socket without a task waking up.
+each socket read (every event that has arrived) is de-chunked, split into SSE
+events and JSON-decoded in one ``json.loads`` of all its payloads, and handed
+on as one batch, in the connection's own callback (:meth:`Answer.follow`): the
+batch reaches the engine, the parser and the client's socket without a task
+waking up.
 
 Only what the engines use is spoken: a request with a JSON (or empty) body,
 an answer with ``Content-Length``, chunked, or up to the close; keep-alive
@@ -22,11 +22,11 @@ import asyncio
 import json
 import ssl
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
-#: Bytes asked of the socket per read: every event that has arrived, in one go.
+#: Bytes asked of the socket per read of an answer's head.
 READ_SIZE: Final = 256 * 1024
 #: Idle connections kept per engine server.
 _POOL_SIZE: Final = 256
@@ -57,12 +57,8 @@ class WireError(Exception):
         self.kind = kind
 
 
-class _Stalled(Exception):
-    """Set on a stream reader whose read waited the read timeout (:meth:`Answer._check`)."""
-
-
 class Answer:
-    """An answer's status and headers; its body is read with :meth:`body` or :meth:`chunks`."""
+    """An answer's status and headers; its body is read with :meth:`body` or :meth:`follow`."""
 
     def __init__(
         self,
@@ -81,50 +77,28 @@ class Answer:
         self._keep_alive = keep_alive
         self._done = False
         self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None  # the stall check (see _read)
-        self._since = 0.0  # when the read in flight began
-        self._reading = False
+        self._timer: asyncio.TimerHandle | None = None  # the stall check (see _check)
+        self._since = 0.0  # when the last data came
         self._following: asyncio.Future[None] | None = None  # see follow()
 
-    async def _read(self) -> bytes:
-        """One read of the body; ``stall`` when no data comes within the read timeout.
-
-        Not ``asyncio.timeout`` per read: at hundreds of streams a timer made and
-        cancelled per read was a measurable share of the server's CPU (issue 34).
-        One timer per answer checks, when it fires, whether the read in flight
-        has waited ``read_timeout`` since it began; if so it fails the read
-        (:meth:`_check`), else it is set again for that read's deadline.
-        """
-        loop = self._loop
-        self._since = loop.time()
-        if self._timer is None:
-            self._timer = loop.call_at(self._since + self._wire.read_timeout, self._check)
-        self._reading = True
-        try:
-            return await self._reader.read(READ_SIZE)
-        except _Stalled:
-            raise WireError("stall", "no data") from None
-        except OSError as exc:
-            raise WireError("broken", str(exc) or type(exc).__name__) from None
-        finally:
-            self._reading = False
-
     def _check(self) -> None:
-        """The timer: fail a read that has waited the read timeout, else wait for its deadline."""
-        if self._done or self._writer.is_closing():
+        """The stall check: fail the body when no data came for the read timeout.
+
+        Not a timeout per read: at hundreds of streams a timer made and
+        cancelled per read was a measurable share of the server's CPU (issue
+        34). One timer per answer checks, when it fires, whether the last data
+        came ``read_timeout`` ago; if so the body fails with ``stall``, else the
+        timer is set again for the deadline of the last data.
+        """
+        following = self._following
+        if following is None or following.done() or self._writer.is_closing():
             self._timer = None
             return
-        timeout = self._wire.read_timeout
-        now = self._loop.time()
-        if self._reading and now - self._since >= timeout:
+        deadline = self._since + self._wire.read_timeout
+        if self._loop.time() >= deadline:
             self._timer = None
-            following = self._following
-            if following is None:
-                self._reader.set_exception(_Stalled())  # the read in flight raises it
-            elif not following.done():
-                following.set_exception(WireError("stall", "no data"))
+            following.set_exception(WireError("stall", "no data"))
             return
-        deadline = (self._since if self._reading else now) + timeout
         self._timer = self._loop.call_at(deadline, self._check)
 
     @property
@@ -137,24 +111,6 @@ class Answer:
             self._timer.cancel()
             self._timer = None
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it comes: one piece per socket read (de-chunked), until its end."""
-        body = _Body(self.headers)
-        self._keep_alive = self._keep_alive and body.kind != "close"
-        data, self._rest = self._rest, b""
-        while True:
-            piece = body.feed(data)
-            if piece:
-                yield piece
-            if body.ended:
-                break
-            data = await self._read()
-            if not data:
-                body.closed()  # the end of an answer read up to the close, else broken
-                break
-        self._done = True
-        self._stop_timer()
-
     async def follow(self, sink: Callable[[bytes], bool]) -> None:
         """Hand the body to ``sink`` as the socket brings it, until its end or until
         ``sink`` returns ``True``; raises :class:`WireError` or what ``sink`` raised.
@@ -162,7 +118,8 @@ class Answer:
         ``sink`` runs in the transport's own callback (the connection's protocol
         is this answer's while it is read): no task wakes up and no buffer fills
         per read, which at hundreds of streams was a large share of the server's
-        CPU (issue 34). The stall check is :meth:`_read`'s.
+        CPU (issue 34). No data for the wire's read timeout fails it as ``stall``
+        (:meth:`_check`).
         """
         body = _Body(self.headers)
         self._keep_alive = self._keep_alive and body.kind != "close"
@@ -214,7 +171,6 @@ class Answer:
         if held:
             held.clear()
         transport.set_protocol(_Taker(take, lost))
-        self._reading = True
         self._since = loop.time()
         if self._timer is None:
             self._timer = loop.call_at(self._since + self._wire.read_timeout, self._check)
@@ -222,7 +178,6 @@ class Answer:
             take(data)
             await done
         finally:
-            self._reading = False
             self._following = None
             if not transport.is_closing():
                 transport.set_protocol(previous)
@@ -232,17 +187,19 @@ class Answer:
     async def body(self, limit: int = 1 << 20) -> bytes:
         """The whole body (at most ``limit`` bytes kept)."""
         out = bytearray()
-        async for piece in self.chunks():
+
+        def keep(piece: bytes) -> bool:
             if len(out) < limit:
-                out += piece
+                out.extend(piece)
+            return False
+
+        await self.follow(keep)
         return bytes(out[:limit])
 
     def close(self) -> None:
         """Give the connection back when the body was read to its end, else close it."""
         self._stop_timer()
-        # A reader the stall check failed (just as its last read came) is not reused.
-        reusable = self._reader.exception() is None and not self._writer.is_closing()
-        if self._done and self._keep_alive and reusable:
+        if self._done and self._keep_alive and not self._writer.is_closing():
             self._wire.give_back(self._reader, self._writer)
         else:
             self._writer.close()
@@ -278,7 +235,27 @@ class _Body:
             self._left -= len(piece)
             self.ended = self._left <= 0
             return piece
-        return self._dechunk(data)
+        if self._data or self._need is not None or self._skip or self._last:
+            return self._dechunk(data)  # in the middle of a chunk
+        # The common case: a read of whole chunks (an engine writes one per event).
+        pieces: list[bytes] = []
+        position, size = 0, len(data)
+        while position < size:
+            end = data.find(b"\r\n", position)
+            if end < 0:
+                break
+            try:
+                need = int(data[position:end], 16)
+            except ValueError:  # an extension, or bad: the general path says which
+                break
+            start = end + 2
+            if need <= 0 or data[start + need : start + need + 2] != b"\r\n":
+                break  # the last chunk, or one that is not all here
+            pieces.append(data[start : start + need])
+            position = start + need + 2
+        if position < size:
+            pieces.append(self._dechunk(data[position:]))
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
     def closed(self) -> None:
         """The server closed the connection: the end of the body, or a broken one."""
@@ -316,6 +293,8 @@ class _Body:
                 size_text = bytes(data[position:end]).split(b";", 1)[0].strip()
                 try:
                     self._need = int(size_text, 16)
+                    if self._need < 0:
+                        raise ValueError(size_text)
                 except ValueError:
                     raise WireError("protocol", f"bad chunk size {size_text!r}") from None
                 position = end + 2
