@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai_helpers import (
@@ -224,3 +225,81 @@ def test_any_token_soup_gives_valid_events(tokens: list[int], finished: bool | N
             assert "<|" not in item["content"][0]["text"]
         if item["type"] == "function_call":
             assert "<|" not in item["arguments"] + item["name"]
+
+
+def _encoder_bytes(event: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("logprobs", [False, True])
+def test_encode_event_is_the_json_encoders_bytes(logprobs: bool) -> None:
+    # Text deltas come from a template (harmonia serve encodes one per token); every
+    # event, templated or not, must be the encoder's bytes exactly.
+    from harmonia.engines import TokenLogprob
+    from harmonia.openai_compat._responses_stream import encode_event
+
+    text = (
+        '<|channel|>analysis<|message|>Quote " back\\slash\ttab é 漢字 🙂\u2028<|end|>'
+        '<|start|>assistant<|channel|>final<|message|>Hi "there"\n\x01<|return|>'
+    )
+    tokens = ENC.encode(text, allowed_special="all")
+    stream = ResponseStream(ENC, model="m", ids="seed", created_at=0)
+    events: list[dict[str, Any]] = []
+    for token in tokens:
+        score = TokenLogprob(token, -0.5) if logprobs else None
+        events += stream.feed(token, score)
+    events += stream.finish()
+    kinds = {event["type"] for event in events}
+    assert {"response.output_text.delta", "response.reasoning_text.delta"} <= kinds
+    for event in events:
+        assert encode_event(event) == _encoder_bytes(event)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(), item_id=st.text(max_size=12), seq=st.integers(0, 2**40))
+def test_a_text_delta_of_any_text_encodes_as_the_encoder_does(
+    text: str, item_id: str, seq: int
+) -> None:
+    from harmonia.openai_compat._responses_stream import encode_event
+
+    for kind, extra in (
+        ("response.output_text.delta", {"logprobs": []}),
+        ("response.reasoning_text.delta", {}),
+        ("response.output_text.delta", {"logprobs": [{"token": "x"}]}),  # not templated
+    ):
+        event = {
+            "type": kind,
+            "sequence_number": seq,
+            "item_id": item_id,
+            "output_index": 0,
+            "content_index": 0,
+            "delta": text,
+            **extra,
+        }
+        try:
+            expected = _encoder_bytes(event)
+        except UnicodeEncodeError:  # a lone surrogate: neither path can write it
+            with pytest.raises(UnicodeEncodeError):
+                encode_event(event)
+            continue
+        assert encode_event(event) == expected
+
+
+def test_an_event_in_another_shape_is_encoded_whole() -> None:
+    from harmonia.openai_compat._responses_stream import encode_event
+
+    event = {
+        "type": "response.output_text.delta",
+        "item_id": "msg_1",  # keys in another order than the template's
+        "sequence_number": 3,
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "hi",
+        "logprobs": [],
+    }
+    assert encode_event(event) == _encoder_bytes(event)
+    assert encode_event({**event, "sequence_number": True}) == _encoder_bytes(
+        {**event, "sequence_number": True}
+    )

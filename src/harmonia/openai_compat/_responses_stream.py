@@ -23,6 +23,7 @@ The sequence for one response::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 from .._encoding import HarmonyEncoding
@@ -34,7 +35,7 @@ from .._turn import (
     OutputItem,
     TurnSummary,
 )
-from ._common import JsonDict
+from ._common import JsonDict, compact_json
 from ._finish import checked_incomplete_reason, response_status
 from ._ids import IdGenerator
 from ._responses_output import BuiltinCalls, ResponseBuilder, reasoning_part, text_part
@@ -241,6 +242,48 @@ class ResponseStream(AssembledStream):
             out.append(self._event("response.code_interpreter_call.completed", **at))
         out.append(self._event("response.output_item.done", output_index=item.index, item=full))
         return out
+
+
+#: The keys of a text delta event as :meth:`ResponseStream._translate` writes them.
+_TEXT_DELTA_KEYS = ("type", "sequence_number", "item_id", "output_index", "content_index")
+_TEMPLATED = {  # the delta events encoded from a template: what follows their text
+    ("response.output_text.delta", 7): b',"logprobs":[]}',
+    ("response.reasoning_text.delta", 6): b"}",
+}
+
+
+def encode_event(event: JsonDict) -> bytes:
+    """``event`` as compact UTF-8 JSON, byte for byte ``compact_json(event).encode()``.
+
+    A text delta without log-probabilities (the event a server encodes once per
+    streamed token) is written from its fields around the escaped text, the rest
+    by the JSON encoder: the encoder's general walk was about a tenth of the
+    server's CPU per token (issue 34).
+    """
+    tail = _TEMPLATED.get((event.get("type"), len(event)))  # type: ignore[arg-type]
+    if tail is not None:
+        kind, seq, item_id, output, content, *rest = event.values()
+        text = event.get("delta")
+        if (
+            tuple(event)[:5] == _TEXT_DELTA_KEYS
+            and type(seq) is int
+            and type(item_id) is str
+            and type(output) is int
+            and type(content) is int
+            and type(text) is str
+            and rest[0] is text
+            and (len(rest) == 1 or rest[1] == [])
+        ):
+            return b"".join(
+                (
+                    b'{"type":"%s","sequence_number":%d,"item_id":' % (kind.encode(), seq),
+                    encode_basestring(item_id).encode(),
+                    b',"output_index":%d,"content_index":%d,"delta":' % (output, content),
+                    encode_basestring(text).encode(),
+                    tail,
+                )
+            )
+    return compact_json(event).encode()
 
 
 def _event_logprobs(entries: list[JsonDict]) -> list[JsonDict]:

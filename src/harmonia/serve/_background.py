@@ -27,7 +27,7 @@ from typing import Any
 
 from .._runtime import SSE_DONE, TIMEOUTS, sse_frame
 from ..openai_compat import ending_events
-from ._asgi import dumps
+from ..openai_compat._responses_stream import encode_event
 from ._errors import APIError
 from ._responses_input import RUNNING
 from ._service import log
@@ -82,7 +82,7 @@ DONE_FRAME = SSE_DONE
 
 def frame(event: JsonDict) -> bytes:
     """One Responses stream event as an SSE frame."""
-    return sse_frame(dumps(event), event["type"])
+    return sse_frame(encode_event(event), event["type"])
 
 
 class _Chore(abc.ABC):
