@@ -617,9 +617,7 @@ class StreamableParser:
             return {"state": "Header", "header_tokens": list(self._header_tokens)}
         assert self._header is not None
         encode = self._tokenizer.encode_ordinary
-        content_tokens: list[int] = []
-        for piece in self._content.pieces:
-            content_tokens += encode(piece)
+        content_tokens = [t for piece in self._content.pieces for t in encode(piece)]
         return {
             "state": "Content",
             "header": self._header.to_dict(),

@@ -61,7 +61,6 @@ of a parser given a role, ended by a stop token, is the reference's own recovery
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -393,17 +392,11 @@ def _split_at_start(tokens: list[int], first: int) -> list[tuple[int, list[int]]
     return segments
 
 
-def lossy_text(table: list[bytes], tokens: Iterable[int]) -> tuple[str, bool]:
+def lossy_text(table: list[bytes], tokens: list[int]) -> tuple[str, bool]:
     """Decode with U+FFFD for bad bytes and unknown ids; also say whether any was bad."""
-    parts: list[bytes] = []
-    bad = False
-    for t in tokens:
-        if 0 <= t < len(table):
-            parts.append(table[t])
-        else:
-            parts.append(b"\xff")  # never valid UTF-8: one U+FFFD
-            bad = True
-    data = b"".join(parts)
+    bad = not all(0 <= t < len(table) for t in tokens)
+    # b"\xff" is never valid UTF-8: one U+FFFD per unknown id.
+    data = b"".join([table[t] if 0 <= t < len(table) else b"\xff" for t in tokens])
     try:
         return data.decode(), bad
     except UnicodeDecodeError:
