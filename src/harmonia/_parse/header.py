@@ -81,7 +81,6 @@ from .._names import CHANNELS, CONSTRAIN, is_tool_name
 from .._tokenizer import special_tokens as st
 
 CHANNEL_MARK: Final = st.SPECIAL_TOKEN_TEXT[st.CHANNEL]
-CONSTRAIN_MARK: Final = CONSTRAIN
 
 # Rust's char::is_whitespace (the Unicode White_Space property). Python's
 # str.isspace() differs (it also accepts U+001C..U+001F), so spell it out.
@@ -143,16 +142,13 @@ class MessageHeader:
 # -- shared steps -------------------------------------------------------------
 
 
-def _rust_trim(text: str) -> str:
-    return text.strip(_RUST_WS)
+def _trimmed_words(text: str) -> str:
+    """``text`` trimmed as Rust trims, with a space before every ``<|constrain|>``.
 
-
-def _space_constrain(text: str) -> str:
-    # The reference puts a space before every <|constrain|> so that a content
-    # type glued to the recipient (``to=f<|constrain|>json``) becomes a word.
-    if CONSTRAIN_MARK in text:
-        return _rust_trim(text.replace(CONSTRAIN_MARK, " " + CONSTRAIN_MARK))
-    return text
+    The reference spaces the marker so that a content type glued to the
+    recipient (``to=f<|constrain|>json``) becomes a word of its own.
+    """
+    return text.replace(CONSTRAIN, " " + CONSTRAIN).strip(_RUST_WS)
 
 
 def _take_channel_strict(text: str) -> tuple[str | None, str]:
@@ -189,10 +185,10 @@ def _merge_constrain(text: str, spans: list[tuple[int, int]]) -> list[str]:
     while i < n:
         a, b = spans[i]
         word = text[a:b]
-        if word == CONSTRAIN_MARK and i + 1 < n:
+        if word == CONSTRAIN and i + 1 < n:
             c, d = spans[i + 1]
             following = text[c:d]
-            if not following.startswith(("to=", CONSTRAIN_MARK)):
+            if not following.startswith(("to=", CONSTRAIN)):
                 words.append(text[a:d])
                 i += 2
                 continue
@@ -341,7 +337,7 @@ def _misread(header: MessageHeader) -> bool:
 def _read(text: str, role: Role | None, *, fixes: bool) -> MessageHeader:
     """The reference's header algorithm (see the module docstring); ``fixes`` adds F1-F4."""
     channel, rest = _take_channel_strict(text)
-    rest = _space_constrain(_rust_trim(rest))
+    rest = _trimmed_words(rest)
     spans = [m.span() for m in _WORD.finditer(rest)]
     name: str | None = None
     if role is None:
@@ -398,7 +394,7 @@ def _recipient_and_type(words: list[str], fixes: bool) -> tuple[str | None, str 
     if last.startswith("to="):
         recipient = last[3:]
     elif n == 1:
-        if fixes and last.startswith(CONSTRAIN_MARK):
+        if fixes and last.startswith(CONSTRAIN):
             content_type = last  # F2
         else:
             recipient = last
@@ -422,7 +418,7 @@ def is_nonsense(header: MessageHeader) -> bool:
     # A content type may start with the <|constrain|> marker (and then holds
     # whatever the model wrote after it).
     ct = header.content_type
-    return ct is not None and "<|" in ct and not ct.startswith(CONSTRAIN_MARK)
+    return ct is not None and "<|" in ct and not ct.startswith(CONSTRAIN)
 
 
 # -- the lenient reader ---------------------------------------------------------
@@ -457,7 +453,7 @@ def recover_header(
     notes: list[str] = []
     text = _drop_stray_specials(text, dropped, notes)
     channel, text = _take_channel_lenient(text, dropped, notes)
-    text = _space_constrain(_rust_trim(text))
+    text = _trimmed_words(text)
     spans = [m.span() for m in _WORD.finditer(text)]
     name: str | None = None
     first = text[spans[0][0] : spans[0][1]] if spans else ""
@@ -502,7 +498,7 @@ def glued_role_channel(header: MessageHeader, role: Role | None) -> bool:
 def _drop_stray_specials(text: str, dropped: list[str], notes: list[str]) -> str:
     def replace(match: re.Match[str]) -> str:
         spelling = match.group()
-        if spelling in (CHANNEL_MARK, CONSTRAIN_MARK) or spelling not in st.SPECIAL_TOKENS:
+        if spelling in (CHANNEL_MARK, CONSTRAIN) or spelling not in st.SPECIAL_TOKENS:
             return spelling
         dropped.append(spelling)
         return " "  # a separator: ``to=f<|endoftext|>json`` keeps two words
@@ -574,7 +570,7 @@ def _recover_role(
         if consumed:
             del spans[0]
         return role, name, channel
-    if first.startswith(("to=", CONSTRAIN_MARK)):
+    if first.startswith(("to=", CONSTRAIN)):
         # The word stays: it is a recipient or a content type.
         notes.append(f"header has no role; assumed {default_role.value!r}")
         return default_role, None, channel
@@ -616,7 +612,7 @@ def _recover_fields(
             if recipient is not None:
                 dropped.append("to=" + recipient)
             recipient = word[3:]
-        elif word.startswith(CONSTRAIN_MARK):
+        elif word.startswith(CONSTRAIN):
             if content_type is not None:
                 dropped.append(content_type)
             content_type = word
@@ -660,7 +656,7 @@ def header_as_text(
         channel, rest = _take_channel_strict(text)
     except HeaderError:
         channel, rest = _take_channel_lenient(text, dropped, [])
-    rest = _space_constrain(_rust_trim(rest))
+    rest = _trimmed_words(rest)
     words = _WORD.findall(rest)
     name: str | None = None
     if role is None:
