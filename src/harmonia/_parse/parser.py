@@ -36,15 +36,9 @@ the reference is left in: unchanged, except a refused header, which leaves
 EXPECT_START). Only :meth:`StreamableParser.process` and
 :meth:`~StreamableParser.process_eos` change the state, and only from a cell.
 
-The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
-
-* a :class:`~.content.ContentDecoder` (the CONTENT state's bytes, pending UTF-8
-  and text pieces), which knows nothing of the parser: it writes its deltas and
-  diagnostics to the :class:`~.events.Output` the parser shares with it;
-* a :class:`~.recovery.LenientRecovery`, only when ``strict=False``: lenient
-  mode's own state and its decisions, returned as values (diagnostics and
-  recovered messages) that the lenient actions report;
-* the header readers of :mod:`.header` (pure functions, strict reading cached).
+The parser owns its parts (docs/architecture.md, "One parser"): a
+:class:`~.content.ContentDecoder`, a :class:`~.recovery.LenientRecovery` only
+when ``strict=False``, and the header readers of :mod:`.header`.
 
 The tables point at the actions themselves: the functions below, each taking
 the parser and the token (``None`` at the end of the stream), and the
@@ -63,9 +57,7 @@ token (``current_channel``, ``last_content_delta``, ...), or call
 :class:`Diagnostic` - so a server does not have to diff properties. The deltas
 of a message's events always join to its final text. Batch parsing
 (:mod:`.batch`) gives what a loop over :meth:`~StreamableParser.process` plus
-:meth:`~StreamableParser.process_eos` gives: completions the loop reads without
-an error or a diagnostic take a faster path to the same messages
-(:mod:`.fastpath`), and all others are that loop.
+:meth:`~StreamableParser.process_eos` gives.
 
 Lenient recoveries (``strict=False``)
 -------------------------------------
