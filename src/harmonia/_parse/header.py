@@ -180,20 +180,13 @@ def _merge_constrain(text: str, spans: list[tuple[int, int]]) -> list[str]:
     content type (or fail), which is never a meaningful answer.
     """
     words: list[str] = []
-    i = 0
-    n = len(spans)
-    while i < n:
-        a, b = spans[i]
-        word = text[a:b]
-        if word == CONSTRAIN and i + 1 < n:
-            c, d = spans[i + 1]
-            following = text[c:d]
-            if not following.startswith(("to=", CONSTRAIN)):
-                words.append(text[a:d])
-                i += 2
-                continue
-        words.append(word)
-        i += 1
+    starts: list[int] = []
+    for a, b in spans:
+        if words and words[-1] == CONSTRAIN and not text.startswith(("to=", CONSTRAIN), a):
+            words[-1] = text[starts[-1] : b]
+        else:
+            words.append(text[a:b])
+            starts.append(a)
     return words
 
 
@@ -531,21 +524,16 @@ def _take_channel_lenient(
     if not values:
         return None, text
     chosen = next((i for i in range(len(values) - 1, -1, -1) if values[i][2]), len(values) - 1)
-    pieces: list[str] = []
-    prev = 0
-    for i, (start, end, _value) in enumerate(values):
-        pieces.append(text[prev:start])
-        pieces.append(" ")
-        prev = end
-        if i != chosen:
-            dropped.append(text[start:end])
-    pieces.append(text[prev:])
+    dropped += [text[start:end] for i, (start, end, _) in enumerate(values) if i != chosen]
+    # Each marker and its value becomes one space.
+    ends = [0, *(end for _, end, _ in values)]
+    kept = [text[prev:start] for prev, (start, _, _) in zip(ends, values, strict=False)]
     channel = values[chosen][2]
     if len(values) > 1:
         notes.append(f"{len(values)} channel markers; kept the channel {channel!r}")
     elif not channel:
         notes.append("channel marker without a value")
-    return channel, "".join(pieces)
+    return channel, " ".join([*kept, text[ends[-1] :]])
 
 
 def _recover_role(
