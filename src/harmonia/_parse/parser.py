@@ -149,7 +149,7 @@ class Input(enum.Enum):
 _INPUT_TOKENS: Final[dict[Input, tuple[int, ...]]] = {
     Input.START: (st.START,),
     Input.MESSAGE: (st.MESSAGE,),
-    Input.STOP: (st.RETURN, st.END, st.CALL),
+    Input.STOP: tuple(st.STOP_TOKENS),
     Input.CHANNEL: (st.CHANNEL,),
 }
 
