@@ -545,10 +545,11 @@ def _recover_role(
     notes: list[str],
 ) -> tuple[Role, str | None, str | None]:
     """Role, author name and channel of a header whose first word should be its author."""
-    if not spans:
+    first = text[spans[0][0] : spans[0][1]] if spans else ""
+    if not first or first.startswith(("to=", CONSTRAIN)):
+        # No author word (such a word is a recipient or a content type: it stays).
         notes.append(f"header has no role; assumed {default_role.value!r}")
         return default_role, None, channel
-    first = text[spans[0][0] : spans[0][1]]
     try:
         role, name, consumed = _role_of(first, len(spans), True)
         _check_author(role, name)
@@ -558,10 +559,6 @@ def _recover_role(
         if consumed:
             del spans[0]
         return role, name, channel
-    if first.startswith(("to=", CONSTRAIN)):
-        # The word stays: it is a recipient or a content type.
-        notes.append(f"header has no role; assumed {default_role.value!r}")
-        return default_role, None, channel
     del spans[0]
     for glued in _GLUED_ROLES:
         if first.startswith(glued.value):
