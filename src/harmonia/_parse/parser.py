@@ -78,12 +78,8 @@ message, plus the state, token id, token text and index) where the reference
 raises, and otherwise gives the reference's messages and per-token properties,
 except:
 
-* headers the reference cannot read back from its own renderer, or misreads
-  (:mod:`.header`, fixes F1-F4: ``<|constrain|> json``, a structured final
-  answer ``<|channel|>final <|constrain|>json``, ``role:name`` authors, tool
-  messages without recipient);
-* junk headers the reference accepts are refused (:mod:`.header`): an author
-  that is neither a role nor a tool name, special-token text in a field;
+* headers: the fixes F1-F4 of what the reference misreads or cannot read back,
+  and the junk it accepts but strict mode refuses, are tabled in :mod:`.header`;
 * token ids below 0 or from 2**32 (an ``OverflowError`` in the reference's
   binding) behave like other unknown ids;
 * ``process_eos(complete=True)`` refuses a completion that ends inside a
