@@ -275,15 +275,14 @@ def _fixed(text: str, role: Role | None) -> MessageHeader | None:
 
 
 def _nonsense_reason(header: MessageHeader) -> str:
-    for field in ("name", "channel", "recipient", "content_type"):
-        value = getattr(header, field)
-        if value is not None and "<|" in value:
-            return (
-                f"special token in the message header's {field}: {value!r} (a header holds "
-                "no special token but <|channel|> and <|constrain|>; use strict=False to "
-                "repair it)"
-            )
-    raise AssertionError("not nonsense")  # pragma: no cover
+    """Why :func:`is_nonsense` refused ``header``: the first field holding ``<|``."""
+    fields = ("name", "channel", "recipient", "content_type")
+    field, value = next((f, v) for f in fields if "<|" in (v := getattr(header, f) or ""))
+    return (
+        f"special token in the message header's {field}: {value!r} (a header holds "
+        "no special token but <|channel|> and <|constrain|>; use strict=False to "
+        "repair it)"
+    )
 
 
 _HEADER_CACHE: dict[tuple[tuple[int, ...], Role | None], MessageHeader | str] = {}
