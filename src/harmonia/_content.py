@@ -155,10 +155,6 @@ class ChannelConfig:
         return cls(list(raw["valid_channels"]), bool(raw["channel_required"]))
 
 
-def _default_channel_config() -> ChannelConfig:
-    return ChannelConfig.require_channels(DEFAULT_CHANNELS)
-
-
 def _tools_to_dict(tools: dict[str, ToolNamespaceConfig] | None) -> dict[str, Any] | None:
     return None if tools is None else {key: ns.to_dict() for key, ns in tools.items()}
 
@@ -182,7 +178,9 @@ class SystemContent(Content):
     reasoning_effort: ReasoningEffort | None = DEFAULT_REASONING_EFFORT
     conversation_start_date: str | None = None
     knowledge_cutoff: str | None = DEFAULT_KNOWLEDGE_CUTOFF
-    channel_config: ChannelConfig | None = field(default_factory=_default_channel_config)
+    channel_config: ChannelConfig | None = field(
+        default_factory=lambda: ChannelConfig.require_channels(DEFAULT_CHANNELS)
+    )
     tools: dict[str, ToolNamespaceConfig] | None = None
 
     TYPE: ClassVar[str] = "system_content"

@@ -13,7 +13,7 @@ from ._enums import HarmonyEncodingName, Role
 from ._errors import InputError
 from ._message import Conversation, Message, RenderConversationConfig, RenderOptions
 from ._names import EngineName
-from ._parse import ParseResult, parse_completion, parse_tokens
+from ._parse import ParseResult, parse_completion
 from ._render import RenderedConversation, Renderer, RenderMode
 from ._tokenizer import SPECIAL_TOKENS_SET, SpecialSet, Tokenizer, get_engine, get_tokenizer
 from ._tokenizer import special_tokens as st
@@ -124,7 +124,7 @@ class HarmonyEncoding:
         self, tokens: Iterable[int], role: Role | None = None, *, strict: bool = True
     ) -> list[Message]:
         """Parse a completion into messages (see :class:`StreamableParser`)."""
-        return parse_tokens(self, tokens, role, strict=strict)
+        return parse_completion(self, tokens, role, strict=strict).messages
 
     def parse_completion(
         self, completion: Iterable[int] | str, role: Role | None = None, *, strict: bool = True

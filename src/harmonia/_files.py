@@ -127,10 +127,6 @@ def refuse_existing(path: str | os.PathLike[str], force: bool, *, also: str = ""
     raise InputError(f"{target} already exists ({kind}): {ways}, or choose another name")
 
 
-def _temporary_name(target: Path) -> Path:
-    return target.with_name(f".{target.name}.tmp-{os.getpid()}")
-
-
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> Iterator[TextIO]:
     """A text file that becomes ``path`` when the block ends without an exception.
@@ -139,7 +135,7 @@ def atomic_file(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> Ite
     ``path`` is left as it was.
     """
     target = Path(path)
-    temporary = _temporary_name(target)
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         handle = open(temporary, "w", encoding=encoding)  # noqa: SIM115
     except OSError as exc:  # named by the output, not by the temporary file beside it

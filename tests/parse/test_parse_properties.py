@@ -17,7 +17,7 @@ from harmonia import (
     Role,
     StreamableParser,
 )
-from harmonia._parse.header import CONSTRAIN_MARK
+from harmonia._names import CONSTRAIN
 
 # -- what round-trips ---------------------------------------------------------------------
 #
@@ -59,7 +59,7 @@ def messages(draw: st.DrawFn) -> Message:
     text = draw(st.text(st.characters(codec="utf-8"), max_size=40))
     recipient = draw(st.one_of(st.none(), field_word.filter(lambda w: w != "all")))
     ct_constrain = st.builds(
-        lambda ws, w: CONSTRAIN_MARK + ws + w,
+        lambda ws, w: CONSTRAIN + ws + w,
         st.sampled_from(["", " ", "  "]),
         st.one_of(st.just("json"), word.filter(lambda w: not w.startswith("to="))),
     )
@@ -67,7 +67,7 @@ def messages(draw: st.DrawFn) -> Message:
         content_type = draw(st.one_of(st.none(), ct_constrain))
     else:
         bare = st.one_of(st.sampled_from(["json", "code"]), word).filter(
-            lambda w: not w.startswith(("to=", CONSTRAIN_MARK))
+            lambda w: not w.startswith(("to=", CONSTRAIN))
         )
         content_type = draw(st.one_of(st.none(), ct_constrain, bare))
     channel = draw(st.one_of(st.none(), st.sampled_from(["analysis", "commentary", "final"]), word))
@@ -192,7 +192,7 @@ def _nonsense(m: Message) -> bool:
         if value is not None and "<|" in value:
             return True
     ct = m.content_type
-    return ct is not None and "<|" in ct and not ct.startswith(CONSTRAIN_MARK)
+    return ct is not None and "<|" in ct and not ct.startswith(CONSTRAIN)
 
 
 @SETTINGS

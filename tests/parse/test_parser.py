@@ -22,7 +22,7 @@ from harmonia import (
     StreamableParser,
     StreamState,
 )
-from harmonia._parse import parse_completion, parse_text, parse_tokens
+from harmonia._parse import parse_completion, parse_text
 from harmonia._parse.parser import LENIENT, STRICT, Input
 from harmonia.vocabulary import CALL_ID as CALL
 from harmonia.vocabulary import END_ID as END
@@ -620,8 +620,9 @@ def test_parse_tokens_and_text_agree(enc: h.HarmonyEncoding) -> None:
         "<|channel|>analysis<|message|>a<|end|>"
         "<|start|>assistant<|channel|>final<|message|>b<|return|>"
     )
-    assert parse_text(enc, text, Role.ASSISTANT) == parse_tokens(
-        enc, toks(enc, text), Role.ASSISTANT
+    assert (
+        parse_text(enc, text, Role.ASSISTANT)
+        == parse_completion(enc, toks(enc, text), Role.ASSISTANT).messages
     )
     assert h.parse_text is parse_text and h.parse_completion is parse_completion
 

@@ -6,7 +6,7 @@ produces; :mod:`.batch` the whole-completion entry points, with :mod:`.fastpath`
 for the completions that need none of the parser's recoveries.
 """
 
-from .batch import ParseResult, parse_completion, parse_text, parse_tokens
+from .batch import ParseResult, parse_completion, parse_text
 from .events import (
     ContentDelta,
     Diagnostic,
@@ -34,5 +34,4 @@ __all__ = [
     "TokenizerLike",
     "parse_completion",
     "parse_text",
-    "parse_tokens",
 ]

@@ -63,18 +63,6 @@ def parse_completion(
     return ParseResult(parser.messages, parser.diagnostics)
 
 
-def parse_tokens(
-    encoding: EncodingLike,
-    tokens: Iterable[int],
-    role: Role | None = None,
-    *,
-    strict: bool = True,
-    complete: bool = False,
-) -> list[Message]:
-    """``parse_messages_from_completion_tokens``: the messages of a completion."""
-    return parse_completion(encoding, tokens, role, strict=strict, complete=complete).messages
-
-
 def parse_text(
     encoding: EncodingLike,
     text: str,

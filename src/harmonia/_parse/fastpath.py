@@ -37,10 +37,9 @@ from .._enums import Role
 from .._tokenizer import special_tokens as st
 from .header import HeaderError, MessageHeader, glued_role_channel, read_header_tokens
 
-_STOPS: Final = frozenset({st.RETURN, st.END, st.CALL})
 #: The ids the transition tables give cells of their own (besides <|channel|>,
 #: which matters only where <|start|> belongs, and there every other id falls back).
-_STEERING: Final = frozenset({st.START, st.MESSAGE, *_STOPS})
+_STEERING: Final = frozenset({st.START, st.MESSAGE, *st.STOP_TOKENS})
 
 # The ids as unsigned 32-bit integers, one byte of each kept: bits 16-23. Every
 # special id has 3 there (196,608 <= id < 262,144), so a ``find`` of that byte
@@ -141,7 +140,7 @@ def read_clean(
         # CONTENT: up to the next stop token (<|start|>, <|message|> are text here).
         first = end + 1
         k += 1
-        while k < n_marks and tokens[marks[k]] not in _STOPS:
+        while k < n_marks and tokens[marks[k]] not in st.STOP_TOKENS:
             k += 1
         end = marks[k] if k < n_marks else n
         if end == n and (complete or not strict):

@@ -81,7 +81,6 @@ from .._names import CHANNELS, CONSTRAIN, is_tool_name
 from .._tokenizer import special_tokens as st
 
 CHANNEL_MARK: Final = st.SPECIAL_TOKEN_TEXT[st.CHANNEL]
-CONSTRAIN_MARK: Final = CONSTRAIN
 
 # Rust's char::is_whitespace (the Unicode White_Space property). Python's
 # str.isspace() differs (it also accepts U+001C..U+001F), so spell it out.
@@ -143,16 +142,13 @@ class MessageHeader:
 # -- shared steps -------------------------------------------------------------
 
 
-def _rust_trim(text: str) -> str:
-    return text.strip(_RUST_WS)
+def _trimmed_words(text: str) -> str:
+    """``text`` trimmed as Rust trims, with a space before every ``<|constrain|>``.
 
-
-def _space_constrain(text: str) -> str:
-    # The reference puts a space before every <|constrain|> so that a content
-    # type glued to the recipient (``to=f<|constrain|>json``) becomes a word.
-    if CONSTRAIN_MARK in text:
-        return _rust_trim(text.replace(CONSTRAIN_MARK, " " + CONSTRAIN_MARK))
-    return text
+    The reference spaces the marker so that a content type glued to the
+    recipient (``to=f<|constrain|>json``) becomes a word of its own.
+    """
+    return text.replace(CONSTRAIN, " " + CONSTRAIN).strip(_RUST_WS)
 
 
 def _take_channel_strict(text: str) -> tuple[str | None, str]:
@@ -184,20 +180,13 @@ def _merge_constrain(text: str, spans: list[tuple[int, int]]) -> list[str]:
     content type (or fail), which is never a meaningful answer.
     """
     words: list[str] = []
-    i = 0
-    n = len(spans)
-    while i < n:
-        a, b = spans[i]
-        word = text[a:b]
-        if word == CONSTRAIN_MARK and i + 1 < n:
-            c, d = spans[i + 1]
-            following = text[c:d]
-            if not following.startswith(("to=", CONSTRAIN_MARK)):
-                words.append(text[a:d])
-                i += 2
-                continue
-        words.append(word)
-        i += 1
+    starts: list[int] = []
+    for a, b in spans:
+        if words and words[-1] == CONSTRAIN and not text.startswith(("to=", CONSTRAIN), a):
+            words[-1] = text[starts[-1] : b]
+        else:
+            words.append(text[a:b])
+            starts.append(a)
     return words
 
 
@@ -286,15 +275,14 @@ def _fixed(text: str, role: Role | None) -> MessageHeader | None:
 
 
 def _nonsense_reason(header: MessageHeader) -> str:
-    for field in ("name", "channel", "recipient", "content_type"):
-        value = getattr(header, field)
-        if value is not None and "<|" in value:
-            return (
-                f"special token in the message header's {field}: {value!r} (a header holds "
-                "no special token but <|channel|> and <|constrain|>; use strict=False to "
-                "repair it)"
-            )
-    raise AssertionError("not nonsense")  # pragma: no cover
+    """Why :func:`is_nonsense` refused ``header``: the first field holding ``<|``."""
+    fields = ("name", "channel", "recipient", "content_type")
+    field, value = next((f, v) for f in fields if "<|" in (v := getattr(header, f) or ""))
+    return (
+        f"special token in the message header's {field}: {value!r} (a header holds "
+        "no special token but <|channel|> and <|constrain|>; use strict=False to "
+        "repair it)"
+    )
 
 
 _HEADER_CACHE: dict[tuple[tuple[int, ...], Role | None], MessageHeader | str] = {}
@@ -341,7 +329,7 @@ def _misread(header: MessageHeader) -> bool:
 def _read(text: str, role: Role | None, *, fixes: bool) -> MessageHeader:
     """The reference's header algorithm (see the module docstring); ``fixes`` adds F1-F4."""
     channel, rest = _take_channel_strict(text)
-    rest = _space_constrain(_rust_trim(rest))
+    rest = _trimmed_words(rest)
     spans = [m.span() for m in _WORD.finditer(rest)]
     name: str | None = None
     if role is None:
@@ -398,7 +386,7 @@ def _recipient_and_type(words: list[str], fixes: bool) -> tuple[str | None, str 
     if last.startswith("to="):
         recipient = last[3:]
     elif n == 1:
-        if fixes and last.startswith(CONSTRAIN_MARK):
+        if fixes and last.startswith(CONSTRAIN):
             content_type = last  # F2
         else:
             recipient = last
@@ -422,7 +410,7 @@ def is_nonsense(header: MessageHeader) -> bool:
     # A content type may start with the <|constrain|> marker (and then holds
     # whatever the model wrote after it).
     ct = header.content_type
-    return ct is not None and "<|" in ct and not ct.startswith(CONSTRAIN_MARK)
+    return ct is not None and "<|" in ct and not ct.startswith(CONSTRAIN)
 
 
 # -- the lenient reader ---------------------------------------------------------
@@ -457,7 +445,7 @@ def recover_header(
     notes: list[str] = []
     text = _drop_stray_specials(text, dropped, notes)
     channel, text = _take_channel_lenient(text, dropped, notes)
-    text = _space_constrain(_rust_trim(text))
+    text = _trimmed_words(text)
     spans = [m.span() for m in _WORD.finditer(text)]
     name: str | None = None
     first = text[spans[0][0] : spans[0][1]] if spans else ""
@@ -502,7 +490,7 @@ def glued_role_channel(header: MessageHeader, role: Role | None) -> bool:
 def _drop_stray_specials(text: str, dropped: list[str], notes: list[str]) -> str:
     def replace(match: re.Match[str]) -> str:
         spelling = match.group()
-        if spelling in (CHANNEL_MARK, CONSTRAIN_MARK) or spelling not in st.SPECIAL_TOKENS:
+        if spelling in (CHANNEL_MARK, CONSTRAIN) or spelling not in st.SPECIAL_TOKENS:
             return spelling
         dropped.append(spelling)
         return " "  # a separator: ``to=f<|endoftext|>json`` keeps two words
@@ -535,21 +523,16 @@ def _take_channel_lenient(
     if not values:
         return None, text
     chosen = next((i for i in range(len(values) - 1, -1, -1) if values[i][2]), len(values) - 1)
-    pieces: list[str] = []
-    prev = 0
-    for i, (start, end, _value) in enumerate(values):
-        pieces.append(text[prev:start])
-        pieces.append(" ")
-        prev = end
-        if i != chosen:
-            dropped.append(text[start:end])
-    pieces.append(text[prev:])
+    dropped += [text[start:end] for i, (start, end, _) in enumerate(values) if i != chosen]
+    # Each marker and its value becomes one space.
+    ends = [0, *(end for _, end, _ in values)]
+    kept = [text[prev:start] for prev, (start, _, _) in zip(ends, values, strict=False)]
     channel = values[chosen][2]
     if len(values) > 1:
         notes.append(f"{len(values)} channel markers; kept the channel {channel!r}")
     elif not channel:
         notes.append("channel marker without a value")
-    return channel, "".join(pieces)
+    return channel, " ".join([*kept, text[ends[-1] :]])
 
 
 def _recover_role(
@@ -561,10 +544,11 @@ def _recover_role(
     notes: list[str],
 ) -> tuple[Role, str | None, str | None]:
     """Role, author name and channel of a header whose first word should be its author."""
-    if not spans:
+    first = text[spans[0][0] : spans[0][1]] if spans else ""
+    if not first or first.startswith(("to=", CONSTRAIN)):
+        # No author word (such a word is a recipient or a content type: it stays).
         notes.append(f"header has no role; assumed {default_role.value!r}")
         return default_role, None, channel
-    first = text[spans[0][0] : spans[0][1]]
     try:
         role, name, consumed = _role_of(first, len(spans), True)
         _check_author(role, name)
@@ -574,10 +558,6 @@ def _recover_role(
         if consumed:
             del spans[0]
         return role, name, channel
-    if first.startswith(("to=", CONSTRAIN_MARK)):
-        # The word stays: it is a recipient or a content type.
-        notes.append(f"header has no role; assumed {default_role.value!r}")
-        return default_role, None, channel
     del spans[0]
     for glued in _GLUED_ROLES:
         if first.startswith(glued.value):
@@ -616,7 +596,7 @@ def _recover_fields(
             if recipient is not None:
                 dropped.append("to=" + recipient)
             recipient = word[3:]
-        elif word.startswith(CONSTRAIN_MARK):
+        elif word.startswith(CONSTRAIN):
             if content_type is not None:
                 dropped.append(content_type)
             content_type = word
@@ -660,7 +640,7 @@ def header_as_text(
         channel, rest = _take_channel_strict(text)
     except HeaderError:
         channel, rest = _take_channel_lenient(text, dropped, [])
-    rest = _space_constrain(_rust_trim(rest))
+    rest = _trimmed_words(rest)
     words = _WORD.findall(rest)
     name: str | None = None
     if role is None:

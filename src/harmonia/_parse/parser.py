@@ -36,15 +36,9 @@ the reference is left in: unchanged, except a refused header, which leaves
 EXPECT_START). Only :meth:`StreamableParser.process` and
 :meth:`~StreamableParser.process_eos` change the state, and only from a cell.
 
-The parser owns its parts, as h11's ``Connection`` owns a ``ReceiveBuffer``:
-
-* a :class:`~.content.ContentDecoder` (the CONTENT state's bytes, pending UTF-8
-  and text pieces), which knows nothing of the parser: it writes its deltas and
-  diagnostics to the :class:`~.events.Output` the parser shares with it;
-* a :class:`~.recovery.LenientRecovery`, only when ``strict=False``: lenient
-  mode's own state and its decisions, returned as values (diagnostics and
-  recovered messages) that the lenient actions report;
-* the header readers of :mod:`.header` (pure functions, strict reading cached).
+The parser owns its parts (docs/architecture.md, "One parser"): a
+:class:`~.content.ContentDecoder`, a :class:`~.recovery.LenientRecovery` only
+when ``strict=False``, and the header readers of :mod:`.header`.
 
 The tables point at the actions themselves: the functions below, each taking
 the parser and the token (``None`` at the end of the stream), and the
@@ -63,9 +57,7 @@ token (``current_channel``, ``last_content_delta``, ...), or call
 :class:`Diagnostic` - so a server does not have to diff properties. The deltas
 of a message's events always join to its final text. Batch parsing
 (:mod:`.batch`) gives what a loop over :meth:`~StreamableParser.process` plus
-:meth:`~StreamableParser.process_eos` gives: completions the loop reads without
-an error or a diagnostic take a faster path to the same messages
-(:mod:`.fastpath`), and all others are that loop.
+:meth:`~StreamableParser.process_eos` gives.
 
 Lenient recoveries (``strict=False``)
 -------------------------------------
@@ -86,12 +78,8 @@ message, plus the state, token id, token text and index) where the reference
 raises, and otherwise gives the reference's messages and per-token properties,
 except:
 
-* headers the reference cannot read back from its own renderer, or misreads
-  (:mod:`.header`, fixes F1-F4: ``<|constrain|> json``, a structured final
-  answer ``<|channel|>final <|constrain|>json``, ``role:name`` authors, tool
-  messages without recipient);
-* junk headers the reference accepts are refused (:mod:`.header`): an author
-  that is neither a role nor a tool name, special-token text in a field;
+* headers: the fixes F1-F4 of what the reference misreads or cannot read back,
+  and the junk it accepts but strict mode refuses, are tabled in :mod:`.header`;
 * token ids below 0 or from 2**32 (an ``OverflowError`` in the reference's
   binding) behave like other unknown ids;
 * ``process_eos(complete=True)`` refuses a completion that ends inside a
@@ -157,7 +145,7 @@ class Input(enum.Enum):
 _INPUT_TOKENS: Final[dict[Input, tuple[int, ...]]] = {
     Input.START: (st.START,),
     Input.MESSAGE: (st.MESSAGE,),
-    Input.STOP: (st.RETURN, st.END, st.CALL),
+    Input.STOP: tuple(st.STOP_TOKENS),
     Input.CHANNEL: (st.CHANNEL,),
 }
 
@@ -617,9 +605,7 @@ class StreamableParser:
             return {"state": "Header", "header_tokens": list(self._header_tokens)}
         assert self._header is not None
         encode = self._tokenizer.encode_ordinary
-        content_tokens: list[int] = []
-        for piece in self._content.pieces:
-            content_tokens += encode(piece)
+        content_tokens = [t for piece in self._content.pieces for t in encode(piece)]
         return {
             "state": "Content",
             "header": self._header.to_dict(),

@@ -61,9 +61,7 @@ of a parser given a role, ended by a stop token, is the reference's own recovery
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
 
 from .._enums import Role
 from .._names import DiagnosticKind
@@ -79,8 +77,6 @@ from .header import (
     read_header_tokens,
     recover_header,
 )
-
-_SPECIAL_NAME: Final = {t: st.SPECIAL_TOKEN_TEXT[t] for t in (st.START, st.RETURN, st.END, st.CALL)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +297,7 @@ class LenientRecovery:
             if last_is_message or i + 1 < len(segments):
                 kind = DiagnosticKind.MISSING_MESSAGE if tokens else DiagnosticKind.REPEATED_START
                 # Ended by the <|start|> after the piece.
-                piece_end, stop, ended_by = first + len(tokens), None, _SPECIAL_NAME[st.START]
+                piece_end, stop, ended_by = first + len(tokens), None, _ended_by(st.START)
             else:
                 kind = (
                     DiagnosticKind.TRUNCATED
@@ -378,7 +374,7 @@ class LenientRecovery:
 def _ended_by(stop_token: int | None) -> str:
     if stop_token is None:
         return "the end of the stream"
-    return _SPECIAL_NAME.get(stop_token, f"token {stop_token}")
+    return st.SPECIAL_TOKEN_TEXT.get(stop_token, f"token {stop_token}")
 
 
 def _split_at_start(tokens: list[int], first: int) -> list[tuple[int, list[int]]]:
@@ -393,17 +389,11 @@ def _split_at_start(tokens: list[int], first: int) -> list[tuple[int, list[int]]
     return segments
 
 
-def lossy_text(table: list[bytes], tokens: Iterable[int]) -> tuple[str, bool]:
+def lossy_text(table: list[bytes], tokens: list[int]) -> tuple[str, bool]:
     """Decode with U+FFFD for bad bytes and unknown ids; also say whether any was bad."""
-    parts: list[bytes] = []
-    bad = False
-    for t in tokens:
-        if 0 <= t < len(table):
-            parts.append(table[t])
-        else:
-            parts.append(b"\xff")  # never valid UTF-8: one U+FFFD
-            bad = True
-    data = b"".join(parts)
+    bad = not all(0 <= t < len(table) for t in tokens)
+    # b"\xff" is never valid UTF-8: one U+FFFD per unknown id.
+    data = b"".join([table[t] if 0 <= t < len(table) else b"\xff" for t in tokens])
     try:
         return data.decode(), bad
     except UnicodeDecodeError:

@@ -99,9 +99,8 @@ def _channels_key(config: ChannelConfig | None) -> object:
     channels, required = config.valid_channels, config.channel_required
     if type(required) is not bool or type(channels) is not list:
         return False
-    for channel in channels:
-        if type(channel) is not str:
-            return False
+    if any(type(channel) is not str for channel in channels):
+        return False
     return (tuple(channels), required)
 
 

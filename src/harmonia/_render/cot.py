@@ -69,9 +69,7 @@ def dropped_indices(
         return _reference_drops(messages)
     if policy == HF:
         return _hf_drops(messages, training)
-    if training:
-        return _guide_drops(messages, last_turn_start(messages))
-    return _guide_drops(messages, len(messages))
+    return _guide_drops(messages, last_turn_start(messages) if training else len(messages))
 
 
 def last_turn_start(messages: Sequence[Message]) -> int:

@@ -132,8 +132,5 @@ def developer_text(content: DeveloperContent, to_typescript: SchemaConverter) ->
 
 def has_function_tools(content: DeveloperContent) -> bool:
     """Whether this developer content declares at least one function tool."""
-    tools = content.tools
-    if tools is None:
-        return False
-    functions = tools.get(FUNCTIONS)
+    functions = (content.tools or {}).get(FUNCTIONS)
     return functions is not None and bool(functions.tools)

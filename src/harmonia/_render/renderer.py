@@ -166,17 +166,16 @@ class Renderer:
 
     # -- one message ----------------------------------------------------------
 
-    def _header(
-        self, message: Message, role: Role, index: int | None, marks: list[int] | None = None
-    ) -> list[int]:
+    def _header(self, message: Message, index: int | None, marks: list[int]) -> list[int]:
         """``<|start|>`` to just before ``<|message|>``.
 
         Each field's ids are cached by its value, in one cache per field: a value
         is checked (see :func:`_check_header`) when it first enters its cache, so a
-        repeated header costs dictionary lookups only. With ``marks``, the offsets
-        where the recipient, the channel and the content type begin are appended
+        repeated header costs dictionary lookups only. The offsets where the
+        recipient, the channel and the content type begin are appended to ``marks``
         (the renderer's spans).
         """
+        role = message.author.role
         out = [st.START]
         name = message.author.name
         if role is Role.TOOL:
@@ -197,8 +196,7 @@ class Renderer:
                     _check_word(name, index, "author.name", "author name")
                     ids = self._field(self._names, name, ":" + name, index, "author.name")
                 out += ids
-        if marks is not None:
-            marks.append(len(out))
+        marks.append(len(out))
         recipient = message.recipient
         addressed = recipient is not None and recipient != "all"  # "all" is not written
         if recipient is not None and addressed:
@@ -209,8 +207,7 @@ class Renderer:
                     self._recipients, recipient, " to=" + recipient, index, "recipient"
                 )
             out += ids
-        if marks is not None:
-            marks.append(len(out))
+        marks.append(len(out))
         channel = message.channel
         if channel is not None:
             out.append(st.CHANNEL)
@@ -219,8 +216,7 @@ class Renderer:
                 _check_channel(channel, index)
                 ids = self._field(self._channels, channel, channel, index, "channel")
             out += ids
-        if marks is not None:
-            marks.append(len(out))
+        marks.append(len(out))
         content_type = message.content_type
         if content_type is not None:
             ids = self._content_types.get(content_type)
@@ -286,8 +282,7 @@ class Renderer:
         """
         author = message.author
         role = author.role
-        recipient = message.recipient
-        key = (role, author.name, recipient, message.channel, message.content_type)
+        key = (role, author.name, message.recipient, message.channel, message.content_type)
         try:
             head = self._headers.get(key)
         except TypeError:  # an unhashable field: say which
@@ -321,7 +316,7 @@ class Renderer:
         content type and ``<|message|>`` begin (for spans).
         """
         marks: list[int] = []
-        ids = self._header(message, message.author.role, index, marks)
+        ids = self._header(message, index, marks)
         ids.append(st.MESSAGE)
         ends_turn = message.author.role is Role.ASSISTANT and message.recipient is not None
         offsets = (marks[0], marks[1], marks[2], len(ids) - 1)  # the last: <|message|>

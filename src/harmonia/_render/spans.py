@@ -21,7 +21,9 @@ name), ``content_type`` (`` json`` or `` <|constrain|>json``), ``message``
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import Final, Literal, NamedTuple, get_args, overload
 
 from .._errors import InputError
@@ -196,13 +198,7 @@ class RenderedConversation(NamedTuple):
 
     def span_at(self, position: int) -> MessageSpan:
         """The span of the message that produced the token at ``position``."""
-        lo, hi = 0, len(self.spans)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.spans[mid].stop <= position:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = bisect_right(self.spans, position, key=attrgetter("stop"))
         if lo == len(self.spans) or position < 0:
             raise InputError(
                 f"position {position} is outside the {len(self.ids)} rendered ids: "

@@ -83,7 +83,7 @@ def _keyword_one_of(variants: JsonValue, schema: Schema, indent: str) -> str | N
     inner = indent + _VARIANT_STEP
     chunks = []
     for variant in variants:
-        parts = _variant_comment_parts(variant, None, False, _json_enum_default)
+        parts = _variant_comment_parts(variant, None, False, json_enum=True)
         chunks.append(f"\n{indent} | {_nullable(variant, _render(variant, inner))}")
         chunks.append(_trailing_comment(parts))
     return "".join(chunks)
@@ -201,7 +201,7 @@ def _plain_property(label: str, value: JsonValue, prop: Schema, indent: str) -> 
     rendered = _nullable(value, _render(value, indent + _PROPERTY_STEP))
     comment = ""
     if "oneOf" not in prop and "default" in prop:
-        comment = " // default: " + _raw_enum_default(prop["default"], prop)
+        comment = " // default: " + _default(prop["default"], prop)
     return f"{indent}{label}: {rendered},{comment}\n"
 
 
@@ -217,11 +217,11 @@ def _one_of_property(label: str, prop: Schema, variants: list[JsonValue], indent
     if above:
         out.append(f"{indent}// {own}\n")
     if "default" in prop:
-        out.append(f"{indent}// default: {_raw_enum_default(prop['default'], prop)}\n")
+        out.append(f"{indent}// default: {_default(prop['default'], prop)}\n")
     out.append(f"{indent}{label}:\n")
     inner = indent + _VARIANT_STEP
     for index, variant in enumerate(variants):
-        parts = _variant_comment_parts(variant, own, index == 0 and above, _raw_enum_default)
+        parts = _variant_comment_parts(variant, own, index == 0 and above)
         rendered = _nullable(variant, _render(variant, inner))
         out.append(f"{indent} | {rendered}{_trailing_comment(parts)}\n")
     out.append(indent + ",\n")
@@ -243,25 +243,18 @@ def _is_enum(schema: Schema) -> bool:
     return isinstance(members, list) and bool(members)
 
 
-DefaultFormatter = Callable[[JsonValue, Schema], str]
-
-
-def _raw_enum_default(default: JsonValue, holder: Schema) -> str:
-    """Property rule: quoted-raw string, bare raw string if enum, else JSON."""
-    if isinstance(default, str):
-        return default if _is_enum(holder) else f'"{default}"'
-    return emit_serde_json(default)
-
-
-def _json_enum_default(default: JsonValue, holder: Schema) -> str:
-    """Top-level oneOf rule: like the property rule but enum strings are JSON."""
-    if isinstance(default, str):
-        return emit_serde_json(default) if _is_enum(holder) else f'"{default}"'
-    return emit_serde_json(default)
+def _default(default: JsonValue, holder: Schema, json_enum: bool = False) -> str:
+    """A default as the reference writes it: a string quoted raw, or bare in an enum
+    (as JSON under a top-level oneOf, ``json_enum``); anything else as JSON."""
+    if not isinstance(default, str):
+        return emit_serde_json(default)
+    if not _is_enum(holder):
+        return f'"{default}"'
+    return emit_serde_json(default) if json_enum else default
 
 
 def _variant_comment_parts(
-    variant: JsonValue, parent_description: str | None, hidden: bool, fmt: DefaultFormatter
+    variant: JsonValue, parent_description: str | None, hidden: bool, *, json_enum: bool = False
 ) -> list[str]:
     """Comment texts after a oneOf variant: its description, then its default.
 
@@ -275,7 +268,7 @@ def _variant_comment_parts(
     if isinstance(description, str) and not hidden and description != parent_description:
         parts.append(description)
     if "default" in variant:
-        parts.append("default: " + fmt(variant["default"], variant))
+        parts.append("default: " + _default(variant["default"], variant, json_enum))
     return parts
 
 

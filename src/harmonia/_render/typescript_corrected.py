@@ -297,8 +297,7 @@ def _named(name: str) -> TypeHandler:
     return lambda schema, indent, context: rendered
 
 
-def _type_unknown(schema: Schema, indent: str, context: _Context) -> _Ts:
-    return _ANY
+_type_unknown = _named("any")
 
 
 def _type_array(schema: Schema, indent: str, context: _Context) -> _Ts:

@@ -28,12 +28,6 @@ _engines: dict[str, BpeEngine] = {}
 
 
 def _build(name: str) -> BpeEngine:
-    if name == "quicktok":
-        try:
-            classes = unicode_classes()
-        except VocabularyError:  # quicktok can still load its own copy
-            return QuicktokEngine(None, None)
-        return QuicktokEngine(classes, lambda: get_engine("python"))
     if name == "tiktoken":
         return TiktokenEngine(ordinary_ranks())
     try:
@@ -41,7 +35,10 @@ def _build(name: str) -> BpeEngine:
     except VocabularyError:
         if name == "python":
             raise
-        return get_engine("quicktok")  # auto without the class table: quicktok at once
+        # quicktok can still load its own copy; auto without the table is quicktok at once.
+        return QuicktokEngine(None, None) if name == "quicktok" else get_engine("quicktok")
+    if name == "quicktok":
+        return QuicktokEngine(classes, lambda: get_engine("python"))
     python = PythonBpe(ordinary_ranks(), classes)
     if name == "python":
         return python

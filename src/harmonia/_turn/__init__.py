@@ -1,12 +1,6 @@
 """The turn layer: a turn of model output read into items, streaming.
 
-:mod:`.assembler` reads the tokens a model sampled after ``<|start|>assistant``
-into items (reasoning, text, tool calls) with streaming events and a summary of
-how the turn ended; :mod:`.items` holds those values; :mod:`.recipients` the
-recipient and channel rules shared with the OpenAI conversions and constrained
-decoding, and :func:`~.recipients.classify`, the one reading of a header that
-the stream, the agent loop, tool dispatch and the key rule share. The agent
-loop, the server and the OpenAI conversions stand on this layer.
+Its modules and who stands on it: docs/architecture.md (the "turn" row).
 """
 
 from .assembler import OutputAssembler
