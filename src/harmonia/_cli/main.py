@@ -419,12 +419,10 @@ def _chosen_command(argv: Sequence[str]) -> str:
 
 def command_words(args: argparse.Namespace) -> str:
     """``harmonia data build``: the words of the command that ran, for its messages."""
-    words = ["harmonia", args.command]
-    for attribute in ("data_command", "tools_command", "tools_tool"):
-        word = getattr(args, attribute, None)
-        if word:
-            words.append(word)
-    return " ".join(words)
+    subwords = (
+        getattr(args, name, None) for name in ("data_command", "tools_command", "tools_tool")
+    )
+    return " ".join(["harmonia", args.command, *filter(None, subwords)])
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:

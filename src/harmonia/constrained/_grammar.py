@@ -404,7 +404,7 @@ _JSON_SETTINGS_1_9: Final = _JSON_SETTINGS_1_7 | {"json_allow_general_unicode_es
 #: The oldest llguidance harmonia writes grammars for (vLLM 0.32 and 0.33 pin 1.7.x).
 OLDEST_LLGUIDANCE: Final = (1, 7)
 _JSON_LINE: Final = re.compile(
-    r"^(?P<head>[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?: %json )(?P<json>.*)$"
+    r"^(?P<head>[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?: %json )(?P<json>.*)$", re.MULTILINE
 )
 
 
@@ -456,13 +456,7 @@ def grammar_for_llguidance(lark: str, version: str | tuple[int, int]) -> str:
     """
     new = parse_llguidance_version(version) >= (1, 9)
     known = _JSON_SETTINGS_1_9 if new else _JSON_SETTINGS_1_7
-    lines = []
-    for line in lark.split("\n"):
-        match = _JSON_LINE.match(line)
-        if match is not None:
-            line = match["head"] + _json_for(match["json"], known)
-        lines.append(line)
-    return "\n".join(lines)
+    return _JSON_LINE.sub(lambda match: match["head"] + _json_for(match["json"], known), lark)
 
 
 def _json_for(text: str, known: frozenset[str]) -> str:

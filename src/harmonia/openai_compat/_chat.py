@@ -27,6 +27,7 @@ from ._common import (
     as_list,
     as_mapping,
     assemble_conversation,
+    calls_ahead,
     function_tool,
     join_text,
     opt_str,
@@ -83,7 +84,7 @@ def chat_request_to_conversation(
     effort = reasoning_effort(_effort_value(request), "reasoning_effort")
     instructions: list[str] = []
     transcript = Transcript()
-    preamble = _preamble_flags(messages)
+    preamble = calls_ahead(messages, _turn_role)
     for i, raw in enumerate(messages):
         path = f"messages[{i}]"
         message = as_mapping(raw, path)
@@ -195,19 +196,10 @@ def _formats(request: Mapping[str, Any]) -> list[ResponseFormat]:
     return [] if fmt is None else [fmt]
 
 
-def _preamble_flags(messages: Sequence[Any]) -> list[bool]:
-    """For each message: is an assistant text here followed by a tool call in its turn?"""
-    flags = [False] * len(messages)
-    call_ahead = False
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        role = message.get("role") if isinstance(message, Mapping) else None
-        if role == "user":
-            call_ahead = False
-        elif role == "assistant" and message.get("tool_calls"):
-            call_ahead = True
-        flags[i] = call_ahead
-    return flags
+def _turn_role(message: Mapping[str, Any]) -> str | None:
+    if message.get("role") == "user":
+        return "user"
+    return "call" if message.get("role") == "assistant" and message.get("tool_calls") else None
 
 
 def _reasoning(message: Mapping[str, Any], path: str) -> str:

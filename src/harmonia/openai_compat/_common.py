@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -336,6 +336,20 @@ def render_prompt(
     """The completion prompt for the assistant's next turn, with ``cot_policy`` applied."""
     config = RenderConversationConfig(cot_policy=cot_policy)
     return encoding.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
+
+
+def calls_ahead(
+    items: Sequence[Any], role: Callable[[Mapping[str, Any]], str | None]
+) -> list[bool]:
+    """For each history item: does a tool call follow it in its turn (before the next user
+    message)? Then an assistant text there is a preamble. ``role`` says which items are
+    ``"user"`` messages and which are (or carry) a ``"call"``."""
+    flags, ahead = [], False
+    for item in reversed(items):
+        kind = role(item) if isinstance(item, Mapping) else None
+        ahead = kind == "call" or (ahead and kind != "user")
+        flags.append(ahead)
+    return flags[::-1]
 
 
 def unique_tools(tools: Sequence[ToolDescription], paths: Sequence[str]) -> None:
