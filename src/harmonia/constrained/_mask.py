@@ -371,15 +371,13 @@ class TurnMatcher:
         tokens after the turn's stop token are ignored.
         """
         seen = self._tokens
-        n = len(seen)
-        if len(tokens) >= n and list(tokens[:n]) == seen:
-            common = n
-        else:
-            common = 0
-            limit = min(n, len(tokens))
-            while common < limit and tokens[common] == seen[common]:
-                common += 1
-            self.rollback(n - common)
+        common = len(seen)
+        if list(tokens[:common]) != seen:  # a rewind: the usual step only appends
+            diverge = (
+                i for i, (new, old) in enumerate(zip(tokens, seen, strict=False)) if new != old
+            )
+            common = next(diverge, len(tokens))
+            self.rollback(len(seen) - common)
         for token in tokens[common:]:
             if self.is_finished:
                 break

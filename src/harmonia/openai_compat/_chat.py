@@ -36,7 +36,6 @@ from ._common import (
     render_prompt,
     req_str,
     response_format,
-    type_name,
     unique_tools,
 )
 from ._errors import RequestError, UnsupportedContentError
@@ -205,11 +204,9 @@ def _turn_role(message: Mapping[str, Any]) -> str | None:
 def _reasoning(message: Mapping[str, Any], path: str) -> str:
     found: tuple[str, str] | None = None
     for key in _REASONING_KEYS:
-        value = message.get(key)
-        if value is None or value == "":
+        value = opt_str(message, key, path)
+        if not value:
             continue
-        if not isinstance(value, str):
-            raise RequestError(f"expected a string, got {type_name(value)}", f"{path}.{key}")
         if found is not None and found[1] != value:
             raise RequestError(f"differs from {found[0]}: give the reasoning once", f"{path}.{key}")
         found = (key, value)

@@ -206,11 +206,7 @@ def tool_name(value: object, path: str) -> str:
 def function_tool(spec: Mapping[str, Any], path: str) -> ToolDescription:
     """The function ``spec`` declares (``description`` and ``parameters`` are optional)."""
     checked = tool_name(spec.get("name"), f"{path}.name")
-    description, parameters = spec.get("description"), spec.get("parameters")
-    if description is not None and not isinstance(description, str):
-        raise RequestError(
-            f"expected a string, got {type_name(description)}", f"{path}.description"
-        )
+    description, parameters = opt_str(spec, "description", path), spec.get("parameters")
     if parameters is not None:
         parameters = dict(as_mapping(parameters, f"{path}.parameters"))
         _check_json(parameters, f"{path}.parameters")
