@@ -146,7 +146,7 @@ def _tools(request: Mapping[str, Any]) -> list[ToolDescription]:
     raw = request.get("tools")
     if raw is None:
         return []
-    tools, paths = [], []
+    declared = []
     for i, entry in enumerate(as_list(raw, "tools")):
         path = f"tools[{i}]"
         entry = as_mapping(entry, path)
@@ -156,10 +156,10 @@ def _tools(request: Mapping[str, Any]) -> list[ToolDescription]:
                 f"{path}.type",
             )
         fn_path = f"{path}.function"
-        tools.append(function_tool(as_mapping(entry.get("function"), fn_path), fn_path))
-        paths.append(f"{fn_path}.name")
-    unique_tools(tools, paths)
-    return tools
+        declared.append(
+            (fn_path, function_tool(as_mapping(entry.get("function"), fn_path), fn_path))
+        )
+    return unique_tools(declared)
 
 
 def _offered_tools(choice: object, tools: list[ToolDescription]) -> list[ToolDescription]:

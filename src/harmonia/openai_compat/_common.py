@@ -348,9 +348,11 @@ def calls_ahead(
     return flags[::-1]
 
 
-def unique_tools(tools: Sequence[ToolDescription], paths: Sequence[str]) -> None:
+def unique_tools(declared: Sequence[tuple[str, ToolDescription]]) -> list[ToolDescription]:
+    """The tools of ``(path, tool)`` pairs, refusing a name declared twice (at its path)."""
     seen: set[str] = set()
-    for tool, path in zip(tools, paths, strict=True):
+    for path, tool in declared:
         if tool.name in seen:
-            raise RequestError(f"tool {tool.name!r} is declared twice", path)
+            raise RequestError(f"tool {tool.name!r} is declared twice", f"{path}.name")
         seen.add(tool.name)
+    return [tool for _, tool in declared]

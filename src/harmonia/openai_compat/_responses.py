@@ -145,8 +145,7 @@ def _tools(
     """Function tools, the built-in tools (``browser``, ``python``) asked for, and the
     ``namespace`` tools (each a harmony namespace of its own)."""
     raw = request.get("tools")
-    tools: list[ToolDescription] = []
-    paths: list[str] = []
+    functions: list[tuple[str, ToolDescription]] = []
     builtins: list[str] = []
     namespaces: list[ToolNamespaceConfig] = []
     for i, entry in enumerate(as_list(raw, "tools") if raw is not None else ()):
@@ -154,8 +153,7 @@ def _tools(
         entry = as_mapping(entry, path)
         kind = entry.get("type")
         if kind == "function":
-            tools.append(function_tool(entry, path))
-            paths.append(f"{path}.name")
+            functions.append((path, function_tool(entry, path)))
         elif isinstance(kind, str) and kind.startswith("web_search"):
             builtins.append(BROWSER)
         elif kind == "code_interpreter":
@@ -168,8 +166,7 @@ def _tools(
                 "(function, namespace, web_search, code_interpreter)",
                 f"{path}.type",
             )
-    unique_tools(tools, paths)
-    return tools, builtins, namespaces
+    return unique_tools(functions), builtins, namespaces
 
 
 def _namespace(
@@ -185,8 +182,7 @@ def _namespace(
     if any(ns.name == name for ns in earlier):
         raise RequestError(f"namespace {name!r} is declared twice", f"{path}.name")
     description = opt_str(entry, "description", path)
-    functions: list[ToolDescription] = []
-    paths: list[str] = []
+    functions: list[tuple[str, ToolDescription]] = []
     for j, raw in enumerate(as_list(entry.get("tools"), f"{path}.tools")):
         inner = f"{path}.tools[{j}]"
         tool = as_mapping(raw, inner)
@@ -195,10 +191,8 @@ def _namespace(
                 f"tool type {tool.get('type')!r} is not supported in a namespace (function)",
                 f"{inner}.type",
             )
-        functions.append(function_tool(tool, inner))
-        paths.append(f"{inner}.name")
-    unique_tools(functions, paths)
-    return ToolNamespaceConfig(name, description, functions)
+        functions.append((inner, function_tool(tool, inner)))
+    return ToolNamespaceConfig(name, description, unique_tools(functions))
 
 
 def _offered(
