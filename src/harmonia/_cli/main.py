@@ -41,8 +41,9 @@ from .._render.prompt_text import tools_section
 from .._render.schema_check import check_schema
 from .._tokenizer.special_tokens import STOP_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
+from ..openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
-from .io import FORMAT_NAMES, INPUT_FORMATS, detect_format, load_conversation, read_json
+from .io import INPUT_FORMATS, read_json
 from .tokens import completion_role, progress, read_tokens
 
 

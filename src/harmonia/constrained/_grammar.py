@@ -45,7 +45,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
 from .._errors import InputError
@@ -77,8 +77,8 @@ _JSON_WHITESPACE: Final = "[\\x20\\x0A\\x0D\\x09]"
 # A recipient is one header word: no whitespace (it would split the word) and no
 # special-token text (the parser reads headers as text).
 _BAD_RECIPIENT: Final = re.compile(r"\s|<\|")
-_PLACEMENTS: Final = ("both", "role", "channel")
-_TOOL_CHOICES: Final = ("auto", "required", "none")
+_PLACEMENTS: Final = get_args(RecipientPlacement)
+_TOOL_CHOICES: Final = get_args(ToolChoice)
 
 
 @dataclass(frozen=True, slots=True)
