@@ -22,7 +22,7 @@ from .._content import (
 from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
 from .._message import Conversation, Message, RenderConversationConfig
-from .._names import BROWSER, BUILTIN_NAMESPACES, FUNCTIONS, CotPolicyName
+from .._names import BROWSER, BUILTIN_NAMESPACES, FUNCTIONS, PYTHON, CotPolicyName
 from .._names import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
 from .._turn import is_builtin_name
 from ._errors import RequestError, UnsupportedContentError
@@ -32,8 +32,6 @@ from ._errors import RequestError, UnsupportedContentError
 compact_json: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 JsonDict = dict[str, Any]
-
-BUILTIN_TOOLS: Final = BUILTIN_NAMESPACES
 
 _EFFORTS: Final[dict[str, ReasoningEffort]] = {
     "none": ReasoningEffort.LOW,
@@ -66,9 +64,9 @@ class PromptOptions:
 
     def __post_init__(self) -> None:
         for name in self.builtin_tools:
-            if name not in BUILTIN_TOOLS:
+            if name not in BUILTIN_NAMESPACES:
                 raise RequestError(
-                    f"unknown built-in tool {name!r}: choose from {', '.join(BUILTIN_TOOLS)}",
+                    f"unknown built-in tool {name!r}: choose from {', '.join(BUILTIN_NAMESPACES)}",
                     "builtin_tools",
                 )
 
@@ -275,12 +273,11 @@ def system_message(
         effort = reasoning_effort(options.reasoning_effort, "reasoning_effort")
     if effort is not None:
         content.with_reasoning_effort(effort)
-    for name in BUILTIN_TOOLS:
-        if name in builtins or name in options.builtin_tools:
-            if name == BROWSER:
-                content.with_browser_tool()
-            else:
-                content.with_python_tool()
+    asked = {*builtins, *options.builtin_tools}
+    if BROWSER in asked:
+        content.with_browser_tool()
+    if PYTHON in asked:
+        content.with_python_tool()
     return Message.from_role_and_content(Role.SYSTEM, content)
 
 
