@@ -428,21 +428,15 @@ def command_words(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
-    try:
-        return _main(argv, stdout)
-    except KeyboardInterrupt:  # before a command started (while importing)
-        print("harmonia: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-
-
-def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
-    out = stdout if stdout is not None else sys.stdout
     words_in = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser(_chosen_command(words_in))
     try:
+        parser = _build_parser(_chosen_command(words_in))
         args, extra = parser.parse_known_args(words_in)
         if extra:  # said by the command they were given to, not by "harmonia"
             _innermost(parser, words_in).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
-    return run_command(args, out, command_words(args))
+    except KeyboardInterrupt:  # before a command started (while importing)
+        print("harmonia: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return run_command(args, stdout if stdout is not None else sys.stdout, command_words(args))
