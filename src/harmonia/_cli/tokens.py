@@ -148,7 +148,6 @@ def read_tokens(
                 f"{describe(path)} is not a list of token ids "
                 "(a JSON list, or ids separated by spaces or commas); drop --ids to read text"
             )
-    if not text:
         _refuse_conversation_json(path, content)
     # The newline an editor (or echo) puts at the end of a file is not model output:
     # after a stop token it would be one more token, which strict parsing refuses.

@@ -371,9 +371,8 @@ def _check_key_names(schema: object, label: str) -> None:
         return
     if not isinstance(schema, dict):
         return
-    named = (
-        list(schema.get("properties") or ()) if isinstance(schema.get("properties"), dict) else []
-    )
+    properties = schema.get("properties")
+    named = list(properties) if isinstance(properties, dict) else []
     if isinstance(schema.get("required"), list):
         named += [n for n in schema["required"] if isinstance(n, str)]
     for name in named:
