@@ -4,7 +4,8 @@
 subparsers (its handler takes ``(args, out)`` and returns the exit status);
 :func:`main` runs it alone (``python -m harmonia.agent``). Exit status: 0 when
 the last run ended in an answer (or the session was left), 1 when harmonia
-refused the input or a run failed, 2 for a usage or file error.
+refused the input, a file could not be read or written, or a run failed, 2 for a
+usage error.
 """
 
 from __future__ import annotations
