@@ -1,4 +1,4 @@
-"""Input helpers for the command line: reading files, JSON and conversations.
+"""Input helpers for the command line: reading files and JSON.
 
 Every problem with an input becomes an :class:`InputError` whose text names the
 file (or standard input), what is wrong and how to fix it, so the command can
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from .._errors import InputError
 from .._files import describe, not_utf8, read_text_file
-from ..openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 
 InputFormat = Literal["auto", "harmony", "chat"]
-INPUT_FORMATS: Final[tuple[InputFormat, ...]] = ("auto", "harmony", "chat")
+INPUT_FORMATS: Final[tuple[InputFormat, ...]] = get_args(InputFormat)
 
 
 def read_input(path: str) -> str:
@@ -37,14 +36,3 @@ def read_json(path: str) -> Any:
         raise InputError(
             f"{describe(path)} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-
-
-__all__ = [
-    "FORMAT_NAMES",
-    "INPUT_FORMATS",
-    "InputFormat",
-    "detect_format",
-    "load_conversation",
-    "read_input",
-    "read_json",
-]

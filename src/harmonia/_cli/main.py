@@ -41,8 +41,9 @@ from .._render.prompt_text import tools_section
 from .._render.schema_check import check_schema
 from .._tokenizer.special_tokens import STOP_TOKENS
 from ..openai_compat._common import DEFAULT_COT_POLICY
+from ..openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
 from .inspect import HUGE_PAGE, PAGE_BYTES_PER_TOKEN, Totals, walk, write_html, write_terminal
-from .io import FORMAT_NAMES, INPUT_FORMATS, detect_format, load_conversation, read_json
+from .io import INPUT_FORMATS, read_json
 from .tokens import completion_role, progress, read_tokens
 
 
@@ -419,31 +420,23 @@ def _chosen_command(argv: Sequence[str]) -> str:
 
 def command_words(args: argparse.Namespace) -> str:
     """``harmonia data build``: the words of the command that ran, for its messages."""
-    words = ["harmonia", args.command]
-    for attribute in ("data_command", "tools_command", "tools_tool"):
-        word = getattr(args, attribute, None)
-        if word:
-            words.append(word)
-    return " ".join(words)
+    subwords = (
+        getattr(args, name, None) for name in ("data_command", "tools_command", "tools_tool")
+    )
+    return " ".join(["harmonia", args.command, *filter(None, subwords)])
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
-    try:
-        return _main(argv, stdout)
-    except KeyboardInterrupt:  # before a command started (while importing)
-        print("harmonia: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-
-
-def _main(argv: Sequence[str] | None, stdout: TextIO | None) -> int:
-    out = stdout if stdout is not None else sys.stdout
     words_in = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser(_chosen_command(words_in))
     try:
+        parser = _build_parser(_chosen_command(words_in))
         args, extra = parser.parse_known_args(words_in)
         if extra:  # said by the command they were given to, not by "harmonia"
             _innermost(parser, words_in).error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exc:  # argparse exits on --help, --version and usage errors
         return int(exc.code or 0)
-    return run_command(args, out, command_words(args))
+    except KeyboardInterrupt:  # before a command started (while importing)
+        print("harmonia: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return run_command(args, stdout if stdout is not None else sys.stdout, command_words(args))

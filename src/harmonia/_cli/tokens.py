@@ -25,6 +25,7 @@ from .io import read_input
 _HEADER_SCAN: Final = 4096
 
 _INT_LIST = re.compile(r"^[\s\[\],0-9-]*$")
+_ID: Final = re.compile(r"-?[0-9]+")
 
 
 _CHUNK: Final = 1 << 16  # characters read at a time from a token file
@@ -116,12 +117,7 @@ def _looks_like_ids(first: str) -> bool:
     pieces = [p for p in _SEPARATORS.split(first) if p]
     if len(first) == _CHUNK:  # the chunk may end inside a number
         pieces.pop()
-    try:
-        for piece in pieces:
-            int(piece)
-    except ValueError:  # "2024-06-01" is text
-        return False
-    return True
+    return all(_ID.fullmatch(piece) for piece in pieces)  # "2024-06-01" is text
 
 
 def read_tokens(
@@ -152,7 +148,6 @@ def read_tokens(
                 f"{describe(path)} is not a list of token ids "
                 "(a JSON list, or ids separated by spaces or commas); drop --ids to read text"
             )
-    if not text:
         _refuse_conversation_json(path, content)
     # The newline an editor (or echo) puts at the end of a file is not model output:
     # after a stop token it would be one more token, which strict parsing refuses.

@@ -4,7 +4,8 @@
 subparsers (its handler takes ``(args, out)`` and returns the exit status);
 :func:`main` runs it alone (``python -m harmonia.agent``). Exit status: 0 when
 the last run ended in an answer (or the session was left), 1 when harmonia
-refused the input or a run failed, 2 for a usage or file error.
+refused the input, a file could not be read or written, or a run failed, 2 for a
+usage error.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from harmonia._options import (
     flags_of,
     force,
     from_args,
+    run_command,
 )
 from harmonia.engines import EngineSpec, SamplingParams
 from harmonia.openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
@@ -137,27 +139,24 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error (already printed)
         return int(exc.code or 0)
-    return _cmd_chat(args, stdout if stdout is not None else sys.stdout)
+    args.func = _cmd_chat
+    return run_command(args, stdout if stdout is not None else sys.stdout, "harmonia chat")
 
 
 def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
     if args.json and not args.prompt:
         print("harmonia chat: --json needs --prompt (one message, one answer)", file=sys.stderr)
         return 2
+    # Failures end as every command's do (run_command); an error names the flags that set
+    # what it names.
     try:
         _check_flags(args)
         return asyncio.run(_session(args, out))
     except HarmonyError as exc:
-        print(f"harmonia chat: {flag_words(str(exc), _FLAG_NAMES)}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a missing --load file is a refused input too
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"harmonia chat: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat
+        raise InputError(flag_words(str(exc), _FLAG_NAMES)) from None
+    except KeyboardInterrupt:  # Ctrl-C at the prompt leaves the chat, off the prompt's line
         print(file=out)
-        print("harmonia chat: interrupted", file=sys.stderr)
-        return 130
+        raise
 
 
 #: The settings an error may name, as the flags that set them.

@@ -31,13 +31,10 @@ raises :class:`harmonia.InputError`.
 
 What the loop does at each step:
 
-* **Renders** the conversation for the next assistant turn with the harmony
-  guide's rule for reasoning (``cot_policy="guide"``): the analysis of the
-  current turn stays in the prompt through its tool calls; the analysis of
-  turns that ended in a final answer is dropped. A final answer is kept in
-  history as the renderer writes it, ending in ``<|end|>`` where the model
-  sampled ``<|return|>``: the message is the same, only its terminator is the
-  one history uses.
+* **Renders** the conversation for the next assistant turn with ``cot_policy``
+  (the guide's rule by default; docs/agent.md, "Reasoning in the prompt, and the
+  history", says what each turn keeps and why a sampled ``<|return|>`` is kept
+  as ``<|end|>``).
 * **Parses** the sampled ids with a strict :class:`harmonia.StreamableParser`
   and reads each header with the turn layer's ``classify``, as API streams and
   ``is_tool_call`` do: reasoning, a preamble, the answer or a tool call. A caller
@@ -57,7 +54,6 @@ from typing import Any, Final, cast
 
 import harmonia
 from harmonia import (
-    COT_POLICIES,
     Author,
     ContentDelta,
     Conversation,
@@ -73,6 +69,7 @@ from harmonia import (
     StreamableParser,
     TextContent,
 )
+from harmonia._render.cot import check_policy
 from harmonia._turn import OutputEvent, OutputItem, Reading, classify
 from harmonia.engines import Constraint, Finish, FinishReason, SamplingParams, Usage
 from harmonia.vocabulary import COMMENTARY
@@ -193,22 +190,8 @@ _Handler = Callable[["AgentLoop", object], State]
 
 
 class AgentLoop:
-    """The sans-IO agent loop (see the module docstring for the states).
-
-    >>> import harmonia
-    >>> enc = harmonia.load_harmony_encoding("HarmonyGptOss")
-    >>> chat = Conversation.from_messages([Message.from_role_and_content(Role.USER, "Hi")])
-    >>> loop = AgentLoop(enc, chat)
-    >>> step = loop.send(Start())
-    >>> type(step.action).__name__, loop.state.value
-    ('Sample', 'sampling')
-    >>> ids = enc.encode("<|channel|>final<|message|>Hello!<|return|>", allowed_special="all")
-    >>> [type(e).__name__ for e in loop.send(TokensSampled(tuple(ids))).events]
-    ['FinalDelta', 'FinalDelta', 'MessageCompleted']
-    >>> result = loop.send(GenerationFinished(Finish(FinishReason.STOP, ids[-1]))).action.result
-    >>> result.stop_reason.value, result.answer, result.usage.completion_tokens
-    ('final', 'Hello!', 6)
-    """
+    """The sans-IO agent loop (see the module docstring for the states, and docs/agent.md,
+    "The state machine underneath", for a run step by step)."""
 
     def __init__(
         self,
@@ -230,11 +213,7 @@ class AgentLoop:
         self._params = params or SamplingParams()
         self._limits = limits or AgentLimits()
         self._constraint = constraint
-        if cot_policy not in COT_POLICIES:  # refused now rather than at the first render
-            raise InputError(
-                f"AgentLoop: unknown cot_policy {cot_policy!r}; choose one of "
-                f"{', '.join(COT_POLICIES)}"
-            )
+        check_policy(cot_policy)  # refused now rather than at the first render
         self._config = RenderConversationConfig(cot_policy=cast(Any, cot_policy))
         # <|call|> ends a step that calls a tool; <|return|> (the other one) ends the turn.
         self._call_id = max(encoding.stop_tokens_for_assistant_actions())

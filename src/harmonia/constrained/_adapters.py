@@ -24,7 +24,6 @@ configure the engine to stop on those tokens
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Sequence
 from typing import Any, Final, TypeVar
 
@@ -33,10 +32,10 @@ import numpy as np
 from .._errors import InputError, InputTypeError
 from ._mask import (
     MASK_WORDS,
-    ConstrainedUnavailableError,
     TurnMatcher,
     _mask_bits,
     apply_mask,
+    optional_module,
 )
 
 #: The ``SamplingParams.extra_args`` key that carries a request's grammar (Lark text).
@@ -56,7 +55,7 @@ def mask_logits(logits: Logits, mask: np.ndarray[Any, np.dtype[np.int32]]) -> Lo
         return logits
     if not type(logits).__module__.startswith("torch"):
         raise InputTypeError(f"logits must be a numpy array or a torch tensor, not {type(logits)}")
-    torch = _import("torch", "torch")
+    torch = optional_module("torch", "this adapter needs torch installed")
     tensor: Any = logits
     bits = torch.from_numpy(_mask_bits(mask, tensor.shape[-1])).to(tensor.device)
     known = _torch_float_bits(torch).get(tensor.dtype)
@@ -82,15 +81,6 @@ def _torch_float_bits(torch: Any) -> dict[Any, tuple[Any, int]]:
         (torch.float64, torch.int64),
     )
     return {f: (i, int(torch.tensor(float("-inf"), dtype=f).view(i).item())) for f, i in pairs}
-
-
-def _import(module: str, package: str) -> Any:
-    # importlib, not an import statement: these packages are optional and heavy,
-    # and only code that already holds their objects gets here.
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConstrainedUnavailableError(f"this adapter needs {package} installed") from exc
 
 
 class HarmonyLogitsProcessor:
@@ -154,7 +144,8 @@ def vllm_logits_processor_class() -> type:
     ``LLM(..., logits_processors=[cls])`` or
     ``vllm serve ... --logits-processors harmonia.constrained.vllm:HarmonyLogitsProcessor``.
     """
-    base = _import("vllm.v1.sample.logits_processor", "vllm").AdapterLogitsProcessor
+    module = optional_module("vllm.v1.sample.logits_processor", "this adapter needs vllm installed")
+    base = module.AdapterLogitsProcessor
 
     class HarmonyVllmLogitsProcessor(base):  # type: ignore[misc, valid-type]
         """Masks every request that carries a harmonia turn grammar."""

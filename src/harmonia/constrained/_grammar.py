@@ -45,7 +45,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
 from .._errors import InputError
@@ -77,8 +77,8 @@ _JSON_WHITESPACE: Final = "[\\x20\\x0A\\x0D\\x09]"
 # A recipient is one header word: no whitespace (it would split the word) and no
 # special-token text (the parser reads headers as text).
 _BAD_RECIPIENT: Final = re.compile(r"\s|<\|")
-_PLACEMENTS: Final = ("both", "role", "channel")
-_TOOL_CHOICES: Final = ("auto", "required", "none")
+_PLACEMENTS: Final = get_args(RecipientPlacement)
+_TOOL_CHOICES: Final = get_args(ToolChoice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,9 +371,8 @@ def _check_key_names(schema: object, label: str) -> None:
         return
     if not isinstance(schema, dict):
         return
-    named = (
-        list(schema.get("properties") or ()) if isinstance(schema.get("properties"), dict) else []
-    )
+    properties = schema.get("properties")
+    named = list(properties) if isinstance(properties, dict) else []
     if isinstance(schema.get("required"), list):
         named += [n for n in schema["required"] if isinstance(n, str)]
     for name in named:
@@ -404,7 +403,7 @@ _JSON_SETTINGS_1_9: Final = _JSON_SETTINGS_1_7 | {"json_allow_general_unicode_es
 #: The oldest llguidance harmonia writes grammars for (vLLM 0.32 and 0.33 pin 1.7.x).
 OLDEST_LLGUIDANCE: Final = (1, 7)
 _JSON_LINE: Final = re.compile(
-    r"^(?P<head>[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?: %json )(?P<json>.*)$"
+    r"^(?P<head>[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?: %json )(?P<json>.*)$", re.MULTILINE
 )
 
 
@@ -456,13 +455,7 @@ def grammar_for_llguidance(lark: str, version: str | tuple[int, int]) -> str:
     """
     new = parse_llguidance_version(version) >= (1, 9)
     known = _JSON_SETTINGS_1_9 if new else _JSON_SETTINGS_1_7
-    lines = []
-    for line in lark.split("\n"):
-        match = _JSON_LINE.match(line)
-        if match is not None:
-            line = match["head"] + _json_for(match["json"], known)
-        lines.append(line)
-    return "\n".join(lines)
+    return _JSON_LINE.sub(lambda match: match["head"] + _json_for(match["json"], known), lark)
 
 
 def _json_for(text: str, known: frozenset[str]) -> str:

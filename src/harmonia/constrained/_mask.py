@@ -19,6 +19,7 @@ and only the id 200007 ends a message.
 from __future__ import annotations
 
 import copy
+import importlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -103,14 +104,20 @@ _tokenizer: llguidance.LLTokenizer | None = None
 _templates: OrderedDict[str, llguidance.LLMatcher] = OrderedDict()
 
 
-def _llguidance() -> Any:
+def optional_module(module: str, why: str) -> Any:
+    """``module``, imported now; :class:`ConstrainedUnavailableError` saying ``why`` if it
+    is not installed. (importlib, not an import statement: these packages are optional
+    and heavy, and only code that needs them gets here.)"""
     try:
-        import llguidance
+        return importlib.import_module(module)
     except ImportError as exc:
-        raise ConstrainedUnavailableError(
-            f"constrained decoding needs llguidance: {install_hint('constrained')}"
-        ) from exc
-    return llguidance
+        raise ConstrainedUnavailableError(why) from exc
+
+
+def _llguidance() -> Any:
+    return optional_module(
+        "llguidance", f"constrained decoding needs llguidance: {install_hint('constrained')}"
+    )
 
 
 class _Vocabulary:
@@ -371,15 +378,13 @@ class TurnMatcher:
         tokens after the turn's stop token are ignored.
         """
         seen = self._tokens
-        n = len(seen)
-        if len(tokens) >= n and list(tokens[:n]) == seen:
-            common = n
-        else:
-            common = 0
-            limit = min(n, len(tokens))
-            while common < limit and tokens[common] == seen[common]:
-                common += 1
-            self.rollback(n - common)
+        common = len(seen)
+        if list(tokens[:common]) != seen:  # a rewind: the usual step only appends
+            diverge = (
+                i for i, (new, old) in enumerate(zip(tokens, seen, strict=False)) if new != old
+            )
+            common = next(diverge, len(tokens))
+            self.rollback(len(seen) - common)
         for token in tokens[common:]:
             if self.is_finished:
                 break

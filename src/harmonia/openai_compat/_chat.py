@@ -27,6 +27,7 @@ from ._common import (
     as_list,
     as_mapping,
     assemble_conversation,
+    calls_ahead,
     function_tool,
     join_text,
     opt_str,
@@ -35,7 +36,6 @@ from ._common import (
     render_prompt,
     req_str,
     response_format,
-    type_name,
     unique_tools,
 )
 from ._errors import RequestError, UnsupportedContentError
@@ -83,7 +83,7 @@ def chat_request_to_conversation(
     effort = reasoning_effort(_effort_value(request), "reasoning_effort")
     instructions: list[str] = []
     transcript = Transcript()
-    preamble = _preamble_flags(messages)
+    preamble = calls_ahead(messages, _turn_role)
     for i, raw in enumerate(messages):
         path = f"messages[{i}]"
         message = as_mapping(raw, path)
@@ -146,7 +146,7 @@ def _tools(request: Mapping[str, Any]) -> list[ToolDescription]:
     raw = request.get("tools")
     if raw is None:
         return []
-    tools, paths = [], []
+    declared = []
     for i, entry in enumerate(as_list(raw, "tools")):
         path = f"tools[{i}]"
         entry = as_mapping(entry, path)
@@ -156,10 +156,10 @@ def _tools(request: Mapping[str, Any]) -> list[ToolDescription]:
                 f"{path}.type",
             )
         fn_path = f"{path}.function"
-        tools.append(function_tool(as_mapping(entry.get("function"), fn_path), fn_path))
-        paths.append(f"{fn_path}.name")
-    unique_tools(tools, paths)
-    return tools
+        declared.append(
+            (fn_path, function_tool(as_mapping(entry.get("function"), fn_path), fn_path))
+        )
+    return unique_tools(declared)
 
 
 def _offered_tools(choice: object, tools: list[ToolDescription]) -> list[ToolDescription]:
@@ -195,29 +195,18 @@ def _formats(request: Mapping[str, Any]) -> list[ResponseFormat]:
     return [] if fmt is None else [fmt]
 
 
-def _preamble_flags(messages: Sequence[Any]) -> list[bool]:
-    """For each message: is an assistant text here followed by a tool call in its turn?"""
-    flags = [False] * len(messages)
-    call_ahead = False
-    for i in range(len(messages) - 1, -1, -1):
-        message = messages[i]
-        role = message.get("role") if isinstance(message, Mapping) else None
-        if role == "user":
-            call_ahead = False
-        elif role == "assistant" and message.get("tool_calls"):
-            call_ahead = True
-        flags[i] = call_ahead
-    return flags
+def _turn_role(message: Mapping[str, Any]) -> str | None:
+    if message.get("role") == "user":
+        return "user"
+    return "call" if message.get("role") == "assistant" and message.get("tool_calls") else None
 
 
 def _reasoning(message: Mapping[str, Any], path: str) -> str:
     found: tuple[str, str] | None = None
     for key in _REASONING_KEYS:
-        value = message.get(key)
-        if value is None or value == "":
+        value = opt_str(message, key, path)
+        if not value:
             continue
-        if not isinstance(value, str):
-            raise RequestError(f"expected a string, got {type_name(value)}", f"{path}.{key}")
         if found is not None and found[1] != value:
             raise RequestError(f"differs from {found[0]}: give the reasoning once", f"{path}.{key}")
         found = (key, value)

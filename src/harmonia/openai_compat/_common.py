@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,7 +22,7 @@ from .._content import (
 from .._encoding import HarmonyEncoding
 from .._enums import ReasoningEffort, Role
 from .._message import Conversation, Message, RenderConversationConfig
-from .._names import BROWSER, BUILTIN_NAMESPACES, FUNCTIONS, CotPolicyName
+from .._names import BROWSER, BUILTIN_NAMESPACES, FUNCTIONS, PYTHON, CotPolicyName
 from .._names import DEFAULT_COT_POLICY as DEFAULT_COT_POLICY
 from .._turn import is_builtin_name
 from ._errors import RequestError, UnsupportedContentError
@@ -32,8 +32,6 @@ from ._errors import RequestError, UnsupportedContentError
 compact_json: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 JsonDict = dict[str, Any]
-
-BUILTIN_TOOLS: Final = BUILTIN_NAMESPACES
 
 _EFFORTS: Final[dict[str, ReasoningEffort]] = {
     "none": ReasoningEffort.LOW,
@@ -66,9 +64,9 @@ class PromptOptions:
 
     def __post_init__(self) -> None:
         for name in self.builtin_tools:
-            if name not in BUILTIN_TOOLS:
+            if name not in BUILTIN_NAMESPACES:
                 raise RequestError(
-                    f"unknown built-in tool {name!r}: choose from {', '.join(BUILTIN_TOOLS)}",
+                    f"unknown built-in tool {name!r}: choose from {', '.join(BUILTIN_NAMESPACES)}",
                     "builtin_tools",
                 )
 
@@ -206,11 +204,7 @@ def tool_name(value: object, path: str) -> str:
 def function_tool(spec: Mapping[str, Any], path: str) -> ToolDescription:
     """The function ``spec`` declares (``description`` and ``parameters`` are optional)."""
     checked = tool_name(spec.get("name"), f"{path}.name")
-    description, parameters = spec.get("description"), spec.get("parameters")
-    if description is not None and not isinstance(description, str):
-        raise RequestError(
-            f"expected a string, got {type_name(description)}", f"{path}.description"
-        )
+    description, parameters = opt_str(spec, "description", path), spec.get("parameters")
     if parameters is not None:
         parameters = dict(as_mapping(parameters, f"{path}.parameters"))
         _check_json(parameters, f"{path}.parameters")
@@ -279,12 +273,11 @@ def system_message(
         effort = reasoning_effort(options.reasoning_effort, "reasoning_effort")
     if effort is not None:
         content.with_reasoning_effort(effort)
-    for name in BUILTIN_TOOLS:
-        if name in builtins or name in options.builtin_tools:
-            if name == BROWSER:
-                content.with_browser_tool()
-            else:
-                content.with_python_tool()
+    asked = {*builtins, *options.builtin_tools}
+    if BROWSER in asked:
+        content.with_browser_tool()
+    if PYTHON in asked:
+        content.with_python_tool()
     return Message.from_role_and_content(Role.SYSTEM, content)
 
 
@@ -338,9 +331,25 @@ def render_prompt(
     return encoding.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
 
 
-def unique_tools(tools: Sequence[ToolDescription], paths: Sequence[str]) -> None:
+def calls_ahead(
+    items: Sequence[Any], role: Callable[[Mapping[str, Any]], str | None]
+) -> list[bool]:
+    """For each history item: does a tool call follow it in its turn (before the next user
+    message)? Then an assistant text there is a preamble. ``role`` says which items are
+    ``"user"`` messages and which are (or carry) a ``"call"``."""
+    flags, ahead = [], False
+    for item in reversed(items):
+        kind = role(item) if isinstance(item, Mapping) else None
+        ahead = kind == "call" or (ahead and kind != "user")
+        flags.append(ahead)
+    return flags[::-1]
+
+
+def unique_tools(declared: Sequence[tuple[str, ToolDescription]]) -> list[ToolDescription]:
+    """The tools of ``(path, tool)`` pairs, refusing a name declared twice (at its path)."""
     seen: set[str] = set()
-    for tool, path in zip(tools, paths, strict=True):
+    for path, tool in declared:
         if tool.name in seen:
-            raise RequestError(f"tool {tool.name!r} is declared twice", path)
+            raise RequestError(f"tool {tool.name!r} is declared twice", f"{path}.name")
         seen.add(tool.name)
+    return [tool for _, tool in declared]

@@ -100,10 +100,6 @@ class Transcript:
         message.with_recipient(ASSISTANT).with_channel(call.channel)
         self._pending.append((call.seq, message))
 
-    def unanswered(self) -> list[str]:
-        """Ids of calls without a result (legal: e.g. the client chose not to run them)."""
-        return [i for i in self._calls if i not in self._answered]
-
     def finish(self) -> list[Message]:
         self._flush()
         return self.messages

@@ -35,6 +35,7 @@ from ._common import (
     as_list,
     as_mapping,
     assemble_conversation,
+    calls_ahead,
     function_tool,
     join_text,
     opt_str,
@@ -81,13 +82,13 @@ def responses_request_to_conversation(
     instructions = [opt_str(request, "instructions", "request") or ""]
     transcript = Transcript()
     items = _input_items(request.get("input"))
-    phases = _phases(items)
+    ahead = calls_ahead(items, _turn_role)
     for i, raw in enumerate(items):
         path = f"input[{i}]"
         item = as_mapping(raw, path)
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
-            _message(transcript, instructions, item, path, phases[i])
+            _message(transcript, instructions, item, path, ahead[i])
         elif kind == "reasoning":
             transcript.reasoning(_reasoning_text(item, path))
         elif kind == "function_call":
@@ -144,8 +145,7 @@ def _tools(
     """Function tools, the built-in tools (``browser``, ``python``) asked for, and the
     ``namespace`` tools (each a harmony namespace of its own)."""
     raw = request.get("tools")
-    tools: list[ToolDescription] = []
-    paths: list[str] = []
+    functions: list[tuple[str, ToolDescription]] = []
     builtins: list[str] = []
     namespaces: list[ToolNamespaceConfig] = []
     for i, entry in enumerate(as_list(raw, "tools") if raw is not None else ()):
@@ -153,8 +153,7 @@ def _tools(
         entry = as_mapping(entry, path)
         kind = entry.get("type")
         if kind == "function":
-            tools.append(function_tool(entry, path))
-            paths.append(f"{path}.name")
+            functions.append((path, function_tool(entry, path)))
         elif isinstance(kind, str) and kind.startswith("web_search"):
             builtins.append(BROWSER)
         elif kind == "code_interpreter":
@@ -167,8 +166,7 @@ def _tools(
                 "(function, namespace, web_search, code_interpreter)",
                 f"{path}.type",
             )
-    unique_tools(tools, paths)
-    return tools, builtins, namespaces
+    return unique_tools(functions), builtins, namespaces
 
 
 def _namespace(
@@ -184,8 +182,7 @@ def _namespace(
     if any(ns.name == name for ns in earlier):
         raise RequestError(f"namespace {name!r} is declared twice", f"{path}.name")
     description = opt_str(entry, "description", path)
-    functions: list[ToolDescription] = []
-    paths: list[str] = []
+    functions: list[tuple[str, ToolDescription]] = []
     for j, raw in enumerate(as_list(entry.get("tools"), f"{path}.tools")):
         inner = f"{path}.tools[{j}]"
         tool = as_mapping(raw, inner)
@@ -194,10 +191,8 @@ def _namespace(
                 f"tool type {tool.get('type')!r} is not supported in a namespace (function)",
                 f"{inner}.type",
             )
-        functions.append(function_tool(tool, inner))
-        paths.append(f"{inner}.name")
-    unique_tools(functions, paths)
-    return ToolNamespaceConfig(name, description, functions)
+        functions.append((inner, function_tool(tool, inner)))
+    return ToolNamespaceConfig(name, description, unique_tools(functions))
 
 
 def _offered(
@@ -221,9 +216,7 @@ def _offered(
 
 def _formats(request: Mapping[str, Any]) -> list[ResponseFormat]:
     text = request.get("text")
-    if text is None:
-        return []
-    fmt = as_mapping(text, "text").get("format")
+    fmt = None if text is None else as_mapping(text, "text").get("format")
     if fmt is None:
         return []
     parsed = response_format(as_mapping(fmt, "text.format"), "text.format", nested=False)
@@ -238,24 +231,11 @@ def _input_items(raw: object) -> Sequence[Any]:
     return as_list(raw, "input")
 
 
-def _phases(items: Sequence[Any]) -> list[str]:
-    """The channel of each assistant text: ``commentary`` if a call follows in its turn."""
-    out = [FINAL] * len(items)
-    call_ahead = False
-    for i in range(len(items) - 1, -1, -1):
-        item = items[i] if isinstance(items[i], Mapping) else {}
-        kind = item.get("type", "message" if "role" in item else None)
-        if kind == "message" and item.get("role") == "user":
-            call_ahead = False
-        elif kind in _CALL_ITEMS:
-            call_ahead = True
-        phase = item.get("phase")
-        out[i] = (
-            _PHASES.get(phase, FINAL)
-            if isinstance(phase, str)
-            else (COMMENTARY if call_ahead else FINAL)
-        )
-    return out
+def _turn_role(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message" and item.get("role") == "user":
+        return "user"
+    return "call" if kind in _CALL_ITEMS else None
 
 
 # -- items ----------------------------------------------------------------------------
@@ -266,8 +246,10 @@ def _message(
     instructions: list[str],
     item: Mapping[str, Any],
     path: str,
-    channel: str,
+    call_ahead: bool,
 ) -> None:
+    """``call_ahead``: a tool call follows in this turn (an assistant text without a
+    ``phase`` is then a ``commentary`` preamble)."""
     role = item.get("role")
     content = item.get("content")
     if role in ("system", "developer"):
@@ -275,6 +257,9 @@ def _message(
     elif role == "user":
         transcript.user(join_text(content, f"{path}.content", _MESSAGE_PARTS))
     elif role == "assistant":
+        phase = item.get("phase")
+        default = COMMENTARY if call_ahead else FINAL
+        channel = _PHASES.get(phase, FINAL) if isinstance(phase, str) else default
         transcript.assistant_text(join_text(content, f"{path}.content", _ASSISTANT_PARTS), channel)
     else:
         raise RequestError(f"unknown role {role!r}", f"{path}.role")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from .._encoding import HarmonyEncoding
 from .._errors import InputError
@@ -79,7 +79,7 @@ class ResponseBuilder:
         prompt_tokens: int | None,
         builtin_calls: BuiltinCalls,
     ) -> None:
-        if builtin_calls not in ("function_call", "native"):
+        if builtin_calls not in get_args(BuiltinCalls):
             raise InputError(
                 f"builtin_calls must be 'function_call' or 'native': {builtin_calls!r}"
             )
