@@ -146,7 +146,7 @@ def test_harmonia_keeps_its_import_contract() -> None:
         # The data model importing the package root (the facade above it).
         ("harmonia._message", "from harmonia import Role", "a higher layer"),
         # Render and parse are siblings.
-        ("harmonia._render.renderer", "from .._parse import parse_tokens", "a sibling block"),
+        ("harmonia._render.renderer", "from .._parse import parse_completion", "a sibling block"),
         # Integrations are siblings too.
         ("harmonia.constrained._mask", "import harmonia.openai_compat", "a sibling block"),
         # A type-only import counts.
