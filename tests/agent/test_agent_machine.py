@@ -112,3 +112,25 @@ def test_the_callers_conversation_is_never_changed(enc: HarmonyEncoding, turns: 
 def test_an_unknown_cot_policy_is_refused_at_once(enc: HarmonyEncoding) -> None:
     with pytest.raises(InputError, match="unknown cot_policy 'forget'.*guide"):
         AgentLoop(enc, new_conversation("?"), cot_policy="forget")
+
+
+@pytest.mark.parametrize("deltas", [True, False])
+def test_without_deltas_the_loop_makes_no_text_events_and_the_same_run(
+    enc: HarmonyEncoding, turns: Any, deltas: bool
+) -> None:
+    from harmonia.agent import FinalDelta, ReasoningDelta
+
+    loop = AgentLoop(enc, new_conversation("hi"), deltas=deltas)
+    loop.send(Start())
+    tokens = turns(
+        "<|channel|>analysis<|message|>think<|end|><|start|>assistant"
+        "<|channel|>final<|message|>Hello there<|return|>"
+    )
+    events = [event for token in tokens for event in loop.send(TokensSampled((token,))).events]
+    step = loop.send(GenerationFinished(Finish(FinishReason.STOP, tokens[-1])))
+    texts = [e for e in events if isinstance(e, (FinalDelta, ReasoningDelta))]
+    assert bool(texts) is deltas
+    if deltas:
+        assert "".join(e.text for e in texts) == "thinkHello there"
+    assert isinstance(step.action, Finished)
+    assert [m.content[0].text for m in step.action.result.messages] == ["think", "Hello there"]

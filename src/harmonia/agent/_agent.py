@@ -107,8 +107,15 @@ class Agent:
         self.on_tool_call = on_tool_call
         self.cot_policy = cot_policy
 
-    def loop(self, conversation: Conversation, *, prompt: Sequence[int] | None = None) -> AgentLoop:
-        """A fresh state machine for one run over ``conversation`` (``prompt``: its first)."""
+    def loop(
+        self,
+        conversation: Conversation,
+        *,
+        prompt: Sequence[int] | None = None,
+        deltas: bool = True,
+    ) -> AgentLoop:
+        """A fresh state machine for one run over ``conversation`` (``prompt``: its first;
+        ``deltas=False``: no text delta events)."""
         return AgentLoop(
             self.encoding,
             conversation,
@@ -117,6 +124,7 @@ class Agent:
             constraint=self.constraint,
             cot_policy=self.cot_policy,
             prompt=prompt,
+            deltas=deltas,
         )
 
     def run(
@@ -236,7 +244,8 @@ class AgentRun:
         events: bool = True,
     ) -> None:
         self._agent = agent
-        self._machine = agent.loop(conversation, prompt=prompt)
+        # Without events nothing reads the loop's text deltas: it makes none.
+        self._machine = agent.loop(conversation, prompt=prompt, deltas=events)
         self._hooks = hooks or RunHooks()
         # None: events=False, nothing is kept (see Agent.run).
         self._queue: asyncio.Queue[AgentEvent] | None = asyncio.Queue() if events else None

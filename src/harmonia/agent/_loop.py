@@ -203,8 +203,12 @@ class AgentLoop:
         constraint: ConstraintFactory | None = None,
         cot_policy: str = DEFAULT_COT_POLICY,
         prompt: Sequence[int] | None = None,
+        deltas: bool = True,
     ) -> None:
         self._enc = encoding
+        # False: no text delta events, for a caller that follows the text elsewhere (a
+        # server's run; one object per streamed token that nothing read).
+        self._deltas = deltas
         # The caller's own ids for the first step (a server's, spliced onto the ids an earlier
         # response sampled, so the engine's prefix cache holds): rendering again would differ.
         self._first_prompt = None if prompt is None else tuple(prompt)
@@ -362,7 +366,8 @@ class AgentLoop:
 
     def _started(self, read: Reading | OutputItem) -> None:
         self._calls = read.kind == "call"  # a call's body is shown whole when it is complete
-        self._header_kind = _DELTAS.get(COMMENTARY if read.phase == COMMENTARY else read.kind)
+        kind = COMMENTARY if read.phase == COMMENTARY else read.kind
+        self._header_kind = _DELTAS.get(kind) if self._deltas else None
 
     def _delta(self, text: str) -> None:
         if self._header_kind is not None:
