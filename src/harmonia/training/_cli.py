@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 import shutil
 import sys
@@ -302,27 +303,21 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise InputError(f"--compression {problem}")
 
 
-def _options_of(args: argparse.Namespace) -> InputOptions:
-    return from_args(InputOptions, args)
-
-
 # -- commands ---------------------------------------------------------------------
 
 
-def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
-    """Lines as bytes, as ``build`` reads them (a line that is not UTF-8 is an E104)."""
-    numbers: list[int] = []
-    rows: list[bytes] = []
+def _numbered(path: Path) -> Iterator[tuple[int, bytes]]:
+    """An input's lines as bytes, numbered from 1, as ``build`` reads them (a line
+    that is not UTF-8 is an E104 of that line alone)."""
     with named_input(path), open_input(path) as handle:
-        for n, line in enumerate(handle, 1):
-            if line.strip():
-                numbers.append(n)
-                rows.append(line)
-            if len(rows) == _CHUNK:
-                yield numbers, rows
-                numbers, rows = [], []
-    if rows:
-        yield numbers, rows
+        yield from enumerate(handle, 1)
+
+
+def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
+    """The non-blank lines in chunks of :data:`_CHUNK`: (line numbers, lines)."""
+    lines = ((n, line) for n, line in _numbered(path) if line.strip())
+    while chunk := list(itertools.islice(lines, _CHUNK)):
+        yield [n for n, _ in chunk], [line for _, line in chunk]
 
 
 @contextlib.contextmanager
@@ -346,7 +341,7 @@ def _stdin_spooled(paths: Sequence[str]) -> Iterator[list[str]]:
 
 def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     """Render every row without writing; problems go to ``out`` and ``--rejects``."""
-    policy, options = _policy_of(args), _options_of(args)
+    policy, options = _policy_of(args), from_args(InputOptions, args)
     stats = Stats()
     rejects_path = getattr(args, "rejects", None)
     report_path = getattr(args, "report", None)
@@ -454,10 +449,15 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 _OUR_FILES = (MANIFEST, ".progress.json", "pack.json", "tokens.u32")
 
 
+def _empty_folder(folder: Path) -> bool:
+    """An empty folder is as good as none: no output refuses it, none needs --force."""
+    return folder.is_dir() and not any(folder.iterdir())
+
+
 def _refuse_output_folder(path: str, force: bool, *, also: str = "") -> None:
     folder = Path(path)
-    if folder.is_dir() and not any(folder.iterdir()):
-        return  # an empty folder is as good as none
+    if _empty_folder(folder):
+        return
     refuse_existing(folder, force, also=also)
     if folder.exists() and (
         not folder.is_dir() or not any((folder / name).exists() for name in _OUR_FILES)
@@ -476,7 +476,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
     if not args.resume:
         _refuse_output_folder(args.output, args.force, also="--resume continues it")
     output = Path(args.output)
-    fresh = not output.exists() or (output.is_dir() and not any(output.iterdir()))
+    fresh = not output.exists() or _empty_folder(output)
     # The command line's auto: a redrawn line on a terminal, quiet in a log.
     quiet = progress_on_terminal(args.progress, sys.stderr) is None
     options = replace(from_args(BuildOptions, args), progress="none" if quiet else args.progress)
@@ -490,7 +490,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
                 inputs,
                 args.output,
                 policy=_policy_of(args),
-                input_options=_options_of(args),
+                input_options=from_args(InputOptions, args),
                 options=options,
             )
     except Exception:
@@ -544,7 +544,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError(
             f"{name}:{args.row}: E101 not JSON: {exc.msg} at column {exc.colno}"
         ) from None
-    options = _options_of(args)
+    options = from_args(InputOptions, args)
     enc = default_encoding()
     if options.dialect == "hf":
         date = row_date(row, options) or ""
@@ -597,14 +597,10 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 def _line(path: Path, number: int, name: str) -> str:
     shown = "standard input" if name == STDIN else name
-    # Bytes: another line that is not UTF-8 is no matter.
-    with named_input(path), open_input(path) as handle:
-        for n, line in enumerate(handle, 1):
-            if n == number:
-                try:
-                    return line.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise InputError(
-                        f"{shown}:{number}: E104 not UTF-8 at byte {exc.start}"
-                    ) from None
+    for n, line in _numbered(path):
+        if n == number:
+            try:
+                return line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{shown}:{number}: E104 not UTF-8 at byte {exc.start}") from None
     raise InputError(f"{shown} has no line {number}")
