@@ -24,7 +24,6 @@ from harmonia import InputError
 from harmonia._files import (
     atomic_file,
     atomic_folder,
-    cannot_read,
     check_output_file,
     refuse_existing,
     refuse_same,
@@ -56,6 +55,7 @@ from ._runner import (
     MANIFEST,
     BuildOptions,
     build,
+    check_inputs,
     compression_problem,
     missing_manifest,
     named_input,
@@ -351,8 +351,7 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     for written in (rejects_path, report_path):
         if written:
             check_output_file(written, args.force)
-    for path in paths:  # every input before the first row: the outputs are not begun
-        _readable(path)
+    check_inputs(paths)  # every input before the first row: the outputs are not begun
     with contextlib.ExitStack() as stack:
         rejects = stack.enter_context(atomic_file(rejects_path)) if rejects_path else None
         with _stdin_spooled(paths) as files:
@@ -403,16 +402,11 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
         for name, count in stats.get(key, {}).items():
             out.write(f"{prefix + name:>15}: {count}\n")
     if stats.get("lengths"):
-        buckets = ", ".join(f"<={k}: {v}" for k, v in _by_length(stats["lengths"]).items())
+        buckets = ", ".join(f"<={k}: {v}" for k, v in stats["lengths"].items())
         out.write(f"{'lengths':>15}: {buckets}\n")
     if stats["formats"]:
         chosen = ", ".join(f"{k} ({v})" for k, v in stats["formats"].items())
         out.write(f"{'formats':>15}: {chosen}\n")
-
-
-def _by_length(lengths: dict[str, int]) -> dict[str, int]:
-    """Length buckets in order of length (a manifest's JSON keeps them as strings)."""
-    return {k: lengths[k] for k in sorted(lengths, key=int)}
 
 
 def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
@@ -420,19 +414,6 @@ def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
     if not stats["rows"]:
         names = ", ".join("standard input" if p == STDIN else p for p in inputs)
         raise InputError(f"no rows in {names}: nothing to do (give JSONL, one row per line)")
-
-
-def _readable(path: str) -> None:
-    """Refuse an input that is not a readable file, in the one wording of every command."""
-    if path == STDIN:
-        return
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    if Path(path).is_dir():
-        raise InputError(f"cannot read {path}: it is a folder; give a file")
 
 
 def _validate(args: argparse.Namespace, out: TextIO) -> int:
@@ -471,8 +452,7 @@ def _refuse_output_folder(path: str, force: bool, *, also: str = "") -> None:
 def _build(args: argparse.Namespace, out: TextIO) -> int:
     _check_flags(args)
     refuse_same({"-o": args.output}, {f"the input {p}": p for p in args.inputs})
-    for path in args.inputs:
-        _readable(path)
+    check_inputs(args.inputs)
     if not args.resume:
         _refuse_output_folder(args.output, args.force, also="--resume continues it")
     output = Path(args.output)
@@ -518,10 +498,11 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
         if not (first / MANIFEST).is_file():
             raise missing_manifest(first)
         stats = json.loads((first / MANIFEST).read_text(encoding="utf-8"))["stats"]
+        # Length buckets in order of length (the manifest's JSON sorts them as strings).
+        lengths = stats.get("lengths", {})
+        stats["lengths"] = {k: lengths[k] for k in sorted(lengths, key=int)}
     else:
         stats = _scan(args, args.paths, io.StringIO()).to_dict()
-    if stats.get("lengths"):
-        stats["lengths"] = _by_length(stats["lengths"])
     if args.json:
         out.write(json.dumps(stats, indent=1) + "\n")
     else:
@@ -534,7 +515,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     if args.html:
         refuse_same({"--html": args.html}, {"the input": args.input})
         check_output_file(args.html, args.force)
-    _readable(args.input)
+    check_inputs([args.input])
     with _stdin_spooled([args.input]) as [path]:
         line = _line(Path(path), args.row, args.input)
     name = "<stdin>" if args.input == STDIN else args.input

@@ -433,13 +433,10 @@ def _ruled_out_first(
     """Per message, why ``only`` or ``expanded`` leaves it untrained (or ``None``)."""
     if only is None and not expanded:
         return None
-    out: list[str | None] = [None] * n
-    for i in range(n):
-        if only is not None and i not in only:
-            out[i] = OTHER_TURN
-        elif i in expanded:
-            out[i] = EXPANDED
-    return out
+    return [
+        OTHER_TURN if only is not None and i not in only else EXPANDED if i in expanded else None
+        for i in range(n)
+    ]
 
 
 def _ruled_out_then(
