@@ -10,7 +10,7 @@ import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Final
 
@@ -87,14 +87,12 @@ class Stats:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Stats:
-        stats = cls()
-        for item in fields(stats):
-            mine = getattr(stats, item.name)
-            if isinstance(mine, Counter):
-                mine.update(data.get(item.name, {}))
-            else:
-                setattr(stats, item.name, data[item.name])
-        return stats
+        # The counters are the fields with a default_factory (and may be absent).
+        values: dict[str, Any] = {
+            f.name: data[f.name] if f.default is not MISSING else Counter(data.get(f.name, {}))
+            for f in fields(cls)
+        }
+        return cls(**values)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 import shutil
 import sys
@@ -23,7 +24,6 @@ from harmonia import InputError
 from harmonia._files import (
     atomic_file,
     atomic_folder,
-    cannot_read,
     check_output_file,
     refuse_existing,
     refuse_same,
@@ -55,6 +55,7 @@ from ._runner import (
     MANIFEST,
     BuildOptions,
     build,
+    check_inputs,
     compression_problem,
     missing_manifest,
     named_input,
@@ -302,27 +303,21 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise InputError(f"--compression {problem}")
 
 
-def _options_of(args: argparse.Namespace) -> InputOptions:
-    return from_args(InputOptions, args)
-
-
 # -- commands ---------------------------------------------------------------------
 
 
-def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
-    """Lines as bytes, as ``build`` reads them (a line that is not UTF-8 is an E104)."""
-    numbers: list[int] = []
-    rows: list[bytes] = []
+def _numbered(path: Path) -> Iterator[tuple[int, bytes]]:
+    """An input's lines as bytes, numbered from 1, as ``build`` reads them (a line
+    that is not UTF-8 is an E104 of that line alone)."""
     with named_input(path), open_input(path) as handle:
-        for n, line in enumerate(handle, 1):
-            if line.strip():
-                numbers.append(n)
-                rows.append(line)
-            if len(rows) == _CHUNK:
-                yield numbers, rows
-                numbers, rows = [], []
-    if rows:
-        yield numbers, rows
+        yield from enumerate(handle, 1)
+
+
+def _chunks(path: Path) -> Iterator[tuple[list[int], list[bytes]]]:
+    """The non-blank lines in chunks of :data:`_CHUNK`: (line numbers, lines)."""
+    lines = ((n, line) for n, line in _numbered(path) if line.strip())
+    while chunk := list(itertools.islice(lines, _CHUNK)):
+        yield [n for n, _ in chunk], [line for _, line in chunk]
 
 
 @contextlib.contextmanager
@@ -346,7 +341,7 @@ def _stdin_spooled(paths: Sequence[str]) -> Iterator[list[str]]:
 
 def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     """Render every row without writing; problems go to ``out`` and ``--rejects``."""
-    policy, options = _policy_of(args), _options_of(args)
+    policy, options = _policy_of(args), from_args(InputOptions, args)
     stats = Stats()
     rejects_path = getattr(args, "rejects", None)
     report_path = getattr(args, "report", None)
@@ -356,8 +351,7 @@ def _scan(args: argparse.Namespace, paths: Sequence[str], out: TextIO) -> Stats:
     for written in (rejects_path, report_path):
         if written:
             check_output_file(written, args.force)
-    for path in paths:  # every input before the first row: the outputs are not begun
-        _readable(path)
+    check_inputs(paths)  # every input before the first row: the outputs are not begun
     with contextlib.ExitStack() as stack:
         rejects = stack.enter_context(atomic_file(rejects_path)) if rejects_path else None
         with _stdin_spooled(paths) as files:
@@ -408,16 +402,11 @@ def _print_stats(stats: dict[str, Any], out: TextIO) -> None:
         for name, count in stats.get(key, {}).items():
             out.write(f"{prefix + name:>15}: {count}\n")
     if stats.get("lengths"):
-        buckets = ", ".join(f"<={k}: {v}" for k, v in _by_length(stats["lengths"]).items())
+        buckets = ", ".join(f"<={k}: {v}" for k, v in stats["lengths"].items())
         out.write(f"{'lengths':>15}: {buckets}\n")
     if stats["formats"]:
         chosen = ", ".join(f"{k} ({v})" for k, v in stats["formats"].items())
         out.write(f"{'formats':>15}: {chosen}\n")
-
-
-def _by_length(lengths: dict[str, int]) -> dict[str, int]:
-    """Length buckets in order of length (a manifest's JSON keeps them as strings)."""
-    return {k: lengths[k] for k in sorted(lengths, key=int)}
 
 
 def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
@@ -425,19 +414,6 @@ def _no_rows(stats: dict[str, Any], inputs: Sequence[str]) -> None:
     if not stats["rows"]:
         names = ", ".join("standard input" if p == STDIN else p for p in inputs)
         raise InputError(f"no rows in {names}: nothing to do (give JSONL, one row per line)")
-
-
-def _readable(path: str) -> None:
-    """Refuse an input that is not a readable file, in the one wording of every command."""
-    if path == STDIN:
-        return
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as exc:
-        raise cannot_read(path, exc) from None
-    if Path(path).is_dir():
-        raise InputError(f"cannot read {path}: it is a folder; give a file")
 
 
 def _validate(args: argparse.Namespace, out: TextIO) -> int:
@@ -454,10 +430,15 @@ def _validate(args: argparse.Namespace, out: TextIO) -> int:
 _OUR_FILES = (MANIFEST, ".progress.json", "pack.json", "tokens.u32")
 
 
+def _empty_folder(folder: Path) -> bool:
+    """An empty folder is as good as none: no output refuses it, none needs --force."""
+    return folder.is_dir() and not any(folder.iterdir())
+
+
 def _refuse_output_folder(path: str, force: bool, *, also: str = "") -> None:
     folder = Path(path)
-    if folder.is_dir() and not any(folder.iterdir()):
-        return  # an empty folder is as good as none
+    if _empty_folder(folder):
+        return
     refuse_existing(folder, force, also=also)
     if folder.exists() and (
         not folder.is_dir() or not any((folder / name).exists() for name in _OUR_FILES)
@@ -471,12 +452,11 @@ def _refuse_output_folder(path: str, force: bool, *, also: str = "") -> None:
 def _build(args: argparse.Namespace, out: TextIO) -> int:
     _check_flags(args)
     refuse_same({"-o": args.output}, {f"the input {p}": p for p in args.inputs})
-    for path in args.inputs:
-        _readable(path)
+    check_inputs(args.inputs)
     if not args.resume:
         _refuse_output_folder(args.output, args.force, also="--resume continues it")
     output = Path(args.output)
-    fresh = not output.exists() or (output.is_dir() and not any(output.iterdir()))
+    fresh = not output.exists() or _empty_folder(output)
     # The command line's auto: a redrawn line on a terminal, quiet in a log.
     quiet = progress_on_terminal(args.progress, sys.stderr) is None
     options = replace(from_args(BuildOptions, args), progress="none" if quiet else args.progress)
@@ -490,7 +470,7 @@ def _build(args: argparse.Namespace, out: TextIO) -> int:
                 inputs,
                 args.output,
                 policy=_policy_of(args),
-                input_options=_options_of(args),
+                input_options=from_args(InputOptions, args),
                 options=options,
             )
     except Exception:
@@ -518,10 +498,11 @@ def _stats(args: argparse.Namespace, out: TextIO) -> int:
         if not (first / MANIFEST).is_file():
             raise missing_manifest(first)
         stats = json.loads((first / MANIFEST).read_text(encoding="utf-8"))["stats"]
+        # Length buckets in order of length (the manifest's JSON sorts them as strings).
+        lengths = stats.get("lengths", {})
+        stats["lengths"] = {k: lengths[k] for k in sorted(lengths, key=int)}
     else:
         stats = _scan(args, args.paths, io.StringIO()).to_dict()
-    if stats.get("lengths"):
-        stats["lengths"] = _by_length(stats["lengths"])
     if args.json:
         out.write(json.dumps(stats, indent=1) + "\n")
     else:
@@ -534,7 +515,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
     if args.html:
         refuse_same({"--html": args.html}, {"the input": args.input})
         check_output_file(args.html, args.force)
-    _readable(args.input)
+    check_inputs([args.input])
     with _stdin_spooled([args.input]) as [path]:
         line = _line(Path(path), args.row, args.input)
     name = "<stdin>" if args.input == STDIN else args.input
@@ -544,7 +525,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         raise InputError(
             f"{name}:{args.row}: E101 not JSON: {exc.msg} at column {exc.colno}"
         ) from None
-    options = _options_of(args)
+    options = from_args(InputOptions, args)
     enc = default_encoding()
     if options.dialect == "hf":
         date = row_date(row, options) or ""
@@ -597,14 +578,10 @@ def _export(args: argparse.Namespace, out: TextIO) -> int:
 
 def _line(path: Path, number: int, name: str) -> str:
     shown = "standard input" if name == STDIN else name
-    # Bytes: another line that is not UTF-8 is no matter.
-    with named_input(path), open_input(path) as handle:
-        for n, line in enumerate(handle, 1):
-            if n == number:
-                try:
-                    return line.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise InputError(
-                        f"{shown}:{number}: E104 not UTF-8 at byte {exc.start}"
-                    ) from None
+    for n, line in _numbered(path):
+        if n == number:
+            try:
+                return line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{shown}:{number}: E104 not UTF-8 at byte {exc.start}") from None
     raise InputError(f"{shown} has no line {number}")

@@ -359,12 +359,9 @@ def _assistant(
     ``later_final``: a final answer follows it in the row."""
     content = message.get("content")
     thinking = message.get("thinking")
-    for value in (content, thinking):
-        if isinstance(value, str) and (
-            f"{CHANNEL_TEXT}{ANALYSIS}{MESSAGE_TEXT}" in value
-            or f"{CHANNEL_TEXT}{FINAL}{MESSAGE_TEXT}" in value
-        ):
-            raise RowError("E150", f"messages[{source}] holds <|channel|> tags in its text")
+    tags = [f"{CHANNEL_TEXT}{channel}{MESSAGE_TEXT}" for channel in (ANALYSIS, FINAL)]
+    if any(isinstance(v, str) and any(t in v for t in tags) for v in (content, thinking)):
+        raise RowError("E150", f"messages[{source}] holds <|channel|> tags in its text")
 
     def reasoning(text: str, shown: bool) -> None:
         analysis = Message.from_role_and_content(Role.ASSISTANT, text).with_channel(ANALYSIS)

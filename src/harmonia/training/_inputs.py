@@ -351,13 +351,11 @@ def _chat_weights(messages: Sequence[Any], conversation: Conversation) -> list[f
     if not any(isinstance(m, Mapping) and ("weight" in m or "train" in m) for m in messages):
         return None
     per_message: list[tuple[int, float | None]] = []
-    any_weight = False
     for m in messages:
         if not isinstance(m, Mapping) or m.get("role") != "assistant":
             continue
         weight = m.get("weight", m.get("train"))
         if weight is not None:
-            any_weight = True
             if isinstance(weight, bool):
                 weight = 1.0 if weight else 0.0
             if not isinstance(weight, (int, float)):
@@ -366,7 +364,7 @@ def _chat_weights(messages: Sequence[Any], conversation: Conversation) -> list[f
         text = bool(m.get("content") or m.get("refusal"))
         calls = m.get("tool_calls") or ()
         per_message.append((int(reasoning) + int(text) + len(calls), weight))
-    if not any_weight:
+    if all(w is None for _, w in per_message):
         return None
     spread = [w for count, w in per_message for _ in range(count)]
     assistant = [i for i, m in enumerate(conversation.messages) if m.author.role is Role.ASSISTANT]

@@ -41,6 +41,16 @@ def _shards(build_dir: Path) -> list[Path]:
     return [build_dir / shard["file"] for shard in data["shards"]]
 
 
+def _flat(table: Any) -> tuple[Any, Any, Any]:
+    """A shard's ids and mask as flat numpy arrays, and where each sample starts in them
+    (from 0, one more entry than samples)."""
+    ids = table.column("input_ids").combine_chunks()
+    mask = table.column("loss_mask").combine_chunks().flatten()
+    starts = ids.offsets.to_numpy() - ids.offsets[0].as_py()
+    flat_ids = ids.flatten().to_numpy(zero_copy_only=False)
+    return flat_ids, mask.to_numpy(zero_copy_only=False), starts
+
+
 def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int]]:
     """Rows of sample indices, each row's lengths summing to at most ``capacity``."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
@@ -82,11 +92,7 @@ def pack(
         lengths = table.column("length").to_pylist()
         fits = [i for i, n in enumerate(lengths) if n <= seq_len]
         totals["too_long"] += len(lengths) - len(fits)
-        ids = table.column("input_ids").combine_chunks()
-        mask = table.column("loss_mask").combine_chunks()
-        flat_ids = ids.flatten().to_numpy(zero_copy_only=False)
-        flat_mask = mask.flatten().to_numpy(zero_copy_only=False)
-        starts = ids.offsets.to_numpy() - ids.offsets[0].as_py()
+        flat_ids, flat_mask, starts = _flat(table)
         rows = best_fit_decreasing([lengths[i] for i in fits], seq_len)
         row_ids: list[Any] = []
         row_mask: list[Any] = []
@@ -132,11 +138,9 @@ def export_memmap(build_dir: str | os.PathLike[str], out_dir: str | os.PathLike[
     with (out / "tokens.u32").open("wb") as tokens, (out / "mask.u8").open("wb") as masks:
         for shard in _shards(Path(build_dir)):
             table = pa.parquet.read_table(shard, columns=["input_ids", "loss_mask"])
-            ids = table.column("input_ids").combine_chunks()
-            mask = table.column("loss_mask").combine_chunks()
-            tokens.write(ids.flatten().to_numpy(zero_copy_only=False).astype("<u4").tobytes())
-            masks.write(mask.flatten().to_numpy(zero_copy_only=False).astype(np.uint8).tobytes())
-            local = ids.offsets.to_numpy().astype(np.int64)
-            offsets += (local[1:] - local[0] + offsets[-1]).tolist()
+            ids, mask, starts = _flat(table)
+            tokens.write(ids.astype("<u4").tobytes())
+            masks.write(mask.astype(np.uint8).tobytes())
+            offsets += (starts[1:].astype(np.int64) + offsets[-1]).tolist()
     np.asarray(offsets, dtype="<i8").tofile(out / "offsets.i64")
     return len(offsets) - 1

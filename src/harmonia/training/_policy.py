@@ -18,13 +18,10 @@ from harmonia.vocabulary import COT_POLICY_NAMES, FINAL, CotPolicyName
 
 from ._problems import check_choice
 
-#: The CoT policies are the renderer's (``harmonia._render.cot`` defines each).
-CotRule = CotPolicyName
 TurnsMode = Literal["faithful", "expand", "all", "last"]
 FinalEnd = Literal["return", "end"]
 Overflow = Literal["drop", "truncate", "trim-history", "error"]
 
-COT_RULES: Final[tuple[CotRule, ...]] = COT_POLICY_NAMES
 TURNS_MODES: Final[tuple[TurnsMode, ...]] = get_args(TurnsMode)
 FINAL_ENDS: Final[tuple[FinalEnd, ...]] = get_args(FinalEnd)
 OVERFLOWS: Final[tuple[Overflow, ...]] = get_args(Overflow)
@@ -78,7 +75,7 @@ class TrainPolicy:
     terminators: bool = True
     end_after_final: bool = False
     final_end: FinalEnd = "return"
-    cot: CotRule = "guide"
+    cot: CotPolicyName = "guide"  # the renderer's policies (harmonia._render.cot)
     turns: TurnsMode = "faithful"
     weights: bool = True
     full_sequence: bool = False
@@ -86,7 +83,7 @@ class TrainPolicy:
     overflow: Overflow = "drop"
 
     def __post_init__(self) -> None:
-        check_choice(self.cot, COT_RULES, "cot")
+        check_choice(self.cot, COT_POLICY_NAMES, "cot")
         check_choice(self.turns, TURNS_MODES, "turns")
         check_choice(self.final_end, FINAL_ENDS, "final_end")
         check_choice(self.overflow, OVERFLOWS, "overflow")

@@ -29,15 +29,15 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, BinaryIO, Final, TextIO, cast
 
 from harmonia import InputError
-from harmonia._files import write_text
-from harmonia._options import ProgressMode
+from harmonia._files import cannot_read, write_text
+from harmonia._options import STDIN, ProgressMode
 
 from ._arrow import Profile, batch_table, require_pyarrow, write_parquet
 from ._batch import Stats, default_encoding, render_batch
@@ -89,6 +89,21 @@ def compression_problem(name: str) -> str | None:
     if name.lower() != "none" and not pa.Codec.is_available(name.lower()):
         return f"this pyarrow was built without {name!r}; choose another codec"
     return None
+
+
+def check_inputs(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Refuse an input that is not a readable file, in the one wording of every command
+    (``-``, standard input, is the caller's to read)."""
+    for path in paths:
+        if str(path) == STDIN:
+            continue
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise cannot_read(path, exc) from None
+        if Path(path).is_dir():  # where opening a folder is no error
+            raise InputError(f"cannot read {path}: it is a folder; give a file")
 
 
 def missing_manifest(build_dir: Path) -> InputError:
@@ -149,11 +164,7 @@ def build(
     options = options or BuildOptions()
     out = Path(out_dir)
     files = [Path(p) for p in inputs]
-    for f in files:  # before the output folder exists: a refused input leaves none
-        if f.is_dir():
-            raise InputError(f"cannot read {f}: it is a folder; give a file")
-        if not f.is_file():
-            raise InputError(f"cannot read {f}: No such file or directory")
+    check_inputs(files)  # before the output folder exists: a refused input leaves none
     tasks, described = _plan(files, options.shard_rows)
     out.mkdir(parents=True, exist_ok=True)
     config = {

@@ -93,18 +93,7 @@ def render_for_training(
     weight 0 is never trained. Most policies give one sample; ``turns="expand"``
     gives one more per turn whose reasoning the full sequence leaves out. A sample
     longer than ``max_length`` is dropped (an empty list when it was the only one),
-    truncated or refused, as ``overflow`` says.
-
-    >>> from harmonia import load_harmony_encoding
-    >>> enc = load_harmony_encoding("HarmonyGptOss")
-    >>> conv = [
-    ...     Message.from_role_and_content(Role.USER, "2+2?"),
-    ...     Message.from_role_and_content(Role.ASSISTANT, "Easy.").with_channel("analysis"),
-    ...     Message.from_role_and_content(Role.ASSISTANT, "4").with_channel("final"),
-    ... ]
-    >>> [sample] = render_for_training(conv, enc)
-    >>> enc.decode([t for t, m in zip(sample.input_ids, sample.loss_mask) if m])
-    '<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>4<|return|>'
+    truncated or refused, as ``overflow`` says (docs/training.md has a worked example).
     """
     policy = resolve_policy(policy)
     if not isinstance(conversation, Conversation):
@@ -433,13 +422,10 @@ def _ruled_out_first(
     """Per message, why ``only`` or ``expanded`` leaves it untrained (or ``None``)."""
     if only is None and not expanded:
         return None
-    out: list[str | None] = [None] * n
-    for i in range(n):
-        if only is not None and i not in only:
-            out[i] = OTHER_TURN
-        elif i in expanded:
-            out[i] = EXPANDED
-    return out
+    return [
+        OTHER_TURN if only is not None and i not in only else EXPANDED if i in expanded else None
+        for i in range(n)
+    ]
 
 
 def _ruled_out_then(

@@ -44,7 +44,7 @@ def _runs(
         yield (*style, run)
 
 
-def describe(message: Message) -> str:
+def _describe(message: Message) -> str:
     role = message.author.role
     who = (message.author.name or "") if role is Role.TOOL else role.value
     if message.channel:
@@ -52,6 +52,17 @@ def describe(message: Message) -> str:
     if message.recipient and message.recipient != "all":
         who += f" to={message.recipient}"
     return who
+
+
+def _heading(sample: TrainSample) -> str:
+    return (
+        f"sample {sample.sample_index}: {len(sample.input_ids)} tokens, {sample.n_trained} trained"
+    )
+
+
+def _reasons(sample: TrainSample, messages: Sequence[Message]) -> list[str]:
+    """One line per message: who wrote it and why it is, or is not, trained."""
+    return [f"[{i}] {_describe(messages[i])}: {why}" for i, why in enumerate(sample.reasons)]
 
 
 def terminal_view(
@@ -62,10 +73,7 @@ def terminal_view(
 ) -> str:
     out: list[str] = []
     for sample in samples:
-        out.append(
-            f"sample {sample.sample_index}: {len(sample.input_ids)} tokens, "
-            f"{sample.n_trained} trained" + (" (truncated)" if sample.truncated else "")
-        )
+        out.append(_heading(sample) + (" (truncated)" if sample.truncated else ""))
         runs = [(t, c, s, encoding.decode(run)) for t, c, s, run in _runs(sample, messages)]
         if color:  # context dim (2), trained in its channel's colour, specials bold (1)
             text = [
@@ -78,8 +86,7 @@ def terminal_view(
                 piece = "".join(r[3] for r in group)
                 text.append(f"⟦{piece}⟧" if trained else piece)
         out.append("".join(text))
-        for i, reason in enumerate(sample.reasons):
-            out.append(f"  [{i}] {describe(messages[i])}: {reason}")
+        out += ("  " + line for line in _reasons(sample, messages))
     return "\n".join(out) + "\n"
 
 
@@ -104,10 +111,7 @@ def html_view(
         + ".</p>",
     ]
     for sample in samples:
-        parts.append(
-            f"<h2>sample {sample.sample_index}: {len(sample.input_ids)} tokens, "
-            f"{sample.n_trained} trained</h2><pre>"
-        )
+        parts.append(f"<h2>{_heading(sample)}</h2><pre>")
         for trained, channel, special, run in _runs(sample, messages):
             classes = ("sp " if special else "") + ("" if trained else "ctx")
             style = f" style='color:{_CSS[channel]}'" if trained else ""
@@ -115,9 +119,6 @@ def html_view(
                 f"<span class='{classes.strip()}'{style}>{html.escape(encoding.decode(run))}</span>"
             )
         parts.append("</pre><ul>")
-        for i, reason in enumerate(sample.reasons):
-            parts.append(
-                f"<li>[{i}] {html.escape(describe(messages[i]))}: {html.escape(reason)}</li>"
-            )
+        parts += (f"<li>{html.escape(line)}</li>" for line in _reasons(sample, messages))
         parts.append("</ul>")
     return "\n".join(parts) + "\n"
