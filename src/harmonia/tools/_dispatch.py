@@ -90,18 +90,19 @@ class Toolbox(ClosedOnExit):
                 f"a toolbox holds tool runtimes (harmonia.tools.Tool), not "
                 f"{type(tool).__name__}: wrap functions with @function_tool"
             )
-        namespace = tool.namespace
-        if namespace in self._tools or namespace in self._declared:
-            raise InputError(f"namespace {namespace!r} is already registered in this toolbox")
-        self._tools[namespace] = tool
+        self._tools[self._free(tool.namespace)] = tool
         if timeout != "default":
-            self._timeouts[namespace] = timeout
+            self._timeouts[tool.namespace] = timeout
 
     def declare(self, config: ToolNamespaceConfig) -> None:
         """Declare a namespace whose calls the caller runs: ``dispatch`` returns ``None``."""
-        if config.name in self._tools or config.name in self._declared:
-            raise InputError(f"namespace {config.name!r} is already registered in this toolbox")
-        self._declared[config.name] = config
+        self._declared[self._free(config.name)] = config
+
+    def _free(self, namespace: str) -> str:
+        """``namespace``, once checked that neither a runtime nor a declaration holds it."""
+        if namespace in self._tools or namespace in self._declared:
+            raise InputError(f"namespace {namespace!r} is already registered in this toolbox")
+        return namespace
 
     @property
     def namespaces(self) -> list[str]:

@@ -266,9 +266,7 @@ def _harmonize(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
         return _harmonize(merged, defs, (*seen, name))
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key == "default" and value is None:
+        if (key == "title" and isinstance(value, str)) or (key == "default" and value is None):
             continue
         if key == "properties" and isinstance(value, dict):
             out[key] = {k: _harmonize(v, defs, seen) for k, v in value.items()}

@@ -295,14 +295,11 @@ class _AnnotatingWriter:
 def _session_key(ctx: Any) -> str:
     request = getattr(ctx, "request", None)
     headers = getattr(request, "headers", None)
-    if headers is not None:
-        value = headers.get(SESSION_HEADER)
-        if value:
-            return f"h:{value}"
-        # Without it, one session per MCP connection. Streamable HTTP names its sessions.
-        value = headers.get(MCP_SESSION_HEADER)
-        if value:
-            return f"m:{value}"
+    # vLLM's session header first; without it, one session per MCP connection
+    # (Streamable HTTP names its sessions).
+    for header, prefix in ((SESSION_HEADER, "h"), (MCP_SESSION_HEADER, "m")):
+        if headers is not None and (value := headers.get(header)):
+            return f"{prefix}:{value}"
     # An SSE stream or stdio: the SDK builds a session object per request, but its
     # connection's outbound channel lasts as long as the connection. The key is a
     # fresh id kept on that channel (an object's id() may be reused by a later

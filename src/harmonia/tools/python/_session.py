@@ -88,17 +88,6 @@ def _stat(pid: int) -> tuple[int, bytes] | None:
     return (int(fields[1]), fields[0]) if len(fields) > 1 else None
 
 
-def _parents() -> dict[int, int]:
-    """pid -> parent pid of every process the host can see."""
-    out: dict[int, int] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            found = _stat(int(entry.name))
-            if found is not None:
-                out[int(entry.name)] = found[0]
-    return out
-
-
 _HAS_CHILDREN_FILES = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
@@ -126,9 +115,10 @@ def descendants(pid: int, *, live_only: bool = False) -> list[int]:
     """
     children_of: Callable[[int], list[int]] = _children
     if not _HAS_CHILDREN_FILES:
-        tree: dict[int, list[int]] = {}
-        for child, parent in _parents().items():
-            tree.setdefault(parent, []).append(child)
+        tree: dict[int, list[int]] = {}  # parent pid -> children, of every process in sight
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
+                tree.setdefault(st[0], []).append(int(entry.name))
         children_of = lambda parent: tree.get(parent, [])  # noqa: E731
     found: list[int] = []
     todo = [pid]

@@ -230,8 +230,7 @@ class PythonTool(ClosedOnExit):
                 self._kernel = None
                 self._pending_note = (
                     "[WARN] The previous call was cancelled, so the Python kernel was "
-                    "restarted: all variables and imports from earlier calls were lost "
-                    f"(files in {self._shown_data_dir()} are kept).\n"
+                    f"restarted: {self._lost(' from earlier calls')}\n"
                 )
                 raise
             finally:
@@ -276,9 +275,8 @@ class PythonTool(ClosedOnExit):
         line = (
             f"[ERROR] This session's processes together held {reading / _MIB:,.0f} MiB of "
             f"memory, more than its limit of {limit / _MIB:,.0f} MiB, so all of them were "
-            "stopped, the Python kernel too: all variables and imports were lost (files in "
-            f"{self._shown_data_dir()} are kept). A fresh kernel starts with the next call; "
-            "hold less in memory at once."
+            f"stopped, the Python kernel too: {self._lost()} A fresh kernel starts with the "
+            "next call; hold less in memory at once."
         )
         kept = [
             text
@@ -309,6 +307,11 @@ class PythonTool(ClosedOnExit):
 
     def _shown_data_dir(self) -> str:
         return SANDBOX_DATA_DIR if self._sandboxed else str(self._data)
+
+    def _lost(self, which: str = "") -> str:
+        """What a kernel restart costs the model, said the same way in every message."""
+        drive = self._shown_data_dir()
+        return f"all variables and imports{which} were lost (files in {drive} are kept)."
 
     def _set_up_session(self, sandboxed: bool) -> None:
         """Once per session: identity, cgroup, data drive, the data directory's fd."""
@@ -356,8 +359,7 @@ class PythonTool(ClosedOnExit):
             self._kernel = None
             note = (
                 f"[WARN] The Python kernel had stopped (exit status {status}) and was restarted: "
-                "all variables and imports from earlier calls were lost (files in "
-                f"{self._shown_data_dir()} are kept).\n"
+                f"{self._lost(' from earlier calls')}\n"
             )
         if self._kernel is None:
             from ._kernel import Kernel  # jupyter_client: imported only when needed
@@ -394,7 +396,7 @@ class PythonTool(ClosedOnExit):
                 "ended and were stopped: processes do not outlive the call that starts them."
             )
         timeout = _seconds(self._config.timeout)
-        drive = self._shown_data_dir()
+        lost = self._lost()
         status_line = {
             "ok": None,
             "interrupted": (
@@ -403,19 +405,16 @@ class PythonTool(ClosedOnExit):
             ),
             "restarted": (
                 f"[ERROR] Execution timed out after {timeout} seconds and did not stop when "
-                "interrupted, so the Python kernel was restarted: all variables and imports "
-                f"were lost (files in {drive} are kept)."
+                f"interrupted, so the Python kernel was restarted: {lost}"
             ),
             "lost": (
                 "[ERROR] The kernel sent a message larger than the "
                 f"{self._config.max_message_bytes} bytes the tool accepts, so the rest of this "
-                "call's output was lost and the Python kernel was restarted: all variables and "
-                f"imports were lost (files in {drive} are kept)."
+                f"call's output was lost and the Python kernel was restarted: {lost}"
             ),
             "died": (
                 f"[ERROR] The Python kernel died while running this code (exit status "
-                f"{result.exit_status}): all variables and imports were lost (files in {drive} "
-                "are kept). A fresh kernel starts with the next call."
+                f"{result.exit_status}): {lost} A fresh kernel starts with the next call."
             ),
         }[result.outcome]
         if status_line is not None:

@@ -280,30 +280,27 @@ class LocalCorpusBackend:
     def fetch_sync(self, url: str) -> Page:
         """:meth:`fetch` without the event loop."""
         with self._lock:
-            return self._fetch(url)
-
-    def _fetch(self, url: str) -> Page:
-        self._ensure_indexed()
-        view_source = url.startswith(VIEW_SOURCE_PREFIX)
-        if view_source:
-            url = url[len(VIEW_SOURCE_PREFIX) :]
-        relpath = self._relpath(url)
-        row = None
-        if relpath is not None:
-            row = self._db.execute(
-                "SELECT title, body, links FROM pages WHERE path = ?", (relpath,)
-            ).fetchone()
-        if relpath is None or row is None:
-            raise ToolError(
-                f"`{url}` is not in the local corpus; open a search result or a link "
-                f"of a corpus page (corpus URLs start with {self.base_url})."
-            )
-        title, body, links = row
-        url = self.url_of(relpath)  # canonical: no fragment or query
-        if view_source:
-            raw = (self.root / relpath).read_text(encoding="utf-8", errors="replace")
-            return text_to_page(raw, VIEW_SOURCE_PREFIX + url, title)
-        return Page(url, title, body, {int(k): v for k, v in json.loads(links).items()})
+            self._ensure_indexed()
+            view_source = url.startswith(VIEW_SOURCE_PREFIX)
+            if view_source:
+                url = url[len(VIEW_SOURCE_PREFIX) :]
+            relpath = self._relpath(url)
+            row = None
+            if relpath is not None:
+                row = self._db.execute(
+                    "SELECT title, body, links FROM pages WHERE path = ?", (relpath,)
+                ).fetchone()
+            if relpath is None or row is None:
+                raise ToolError(
+                    f"`{url}` is not in the local corpus; open a search result or a link "
+                    f"of a corpus page (corpus URLs start with {self.base_url})."
+                )
+            title, body, links = row
+            url = self.url_of(relpath)  # canonical: no fragment or query
+            if view_source:
+                raw = (self.root / relpath).read_text(encoding="utf-8", errors="replace")
+                return text_to_page(raw, VIEW_SOURCE_PREFIX + url, title)
+            return Page(url, title, body, {int(k): v for k, v in json.loads(links).items()})
 
     async def fetch(self, url: str) -> Page:
         """The stored page of the corpus file at ``url`` (``view-source:`` for its source)."""
