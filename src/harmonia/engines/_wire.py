@@ -292,11 +292,12 @@ class _Body:
                     break
                 size_text = bytes(data[position:end]).split(b";", 1)[0].strip()
                 try:
-                    self._need = int(size_text, 16)
-                    if self._need < 0:
-                        raise ValueError(size_text)
+                    need = int(size_text, 16)
                 except ValueError:
-                    raise WireError("protocol", f"bad chunk size {size_text!r}") from None
+                    need = -1
+                if need < 0:
+                    raise WireError("protocol", f"bad chunk size {size_text!r}")
+                self._need = need
                 position = end + 2
                 if self._need == 0:
                     self._last = True
