@@ -28,7 +28,6 @@ ALLOWED = {
     ("constrained/vllm.py", "AttributeError"): "a module __getattr__ must raise AttributeError",
     ("_parse/header.py", "IndexError"): "an internal signal: header_strict catches it and "
     "reports the header as undecodable",
-    ("_parse/header.py", "AssertionError"): "unreachable (pragma: no cover); a broken invariant",
     ("_parse/content.py", "AssertionError"): "unreachable (pragma: no cover); a broken invariant",
     ("tools/python/_launcher.py", "SystemExit"): "runs inside the sandbox as a standalone "
     "script before the kernel starts: exiting with a message is how it fails",
