@@ -228,10 +228,21 @@ PROGRESS: Final = flag(
 #: ``--color {auto,always,never}``.
 COLOR: Final = flag(
     "--color",
-    "colour the terminal view (auto: when stdout is a terminal)",
+    "colour the terminal view (auto: when stdout is a terminal and NO_COLOR is not set)",
     choices=("auto", "always", "never"),
     default="auto",
 )
+
+
+def use_color(stream: TextIO, choice: str = "auto") -> bool:
+    """What ``--color`` means for ``stream``, the same in every command: ``always``,
+    ``never``, or ``auto``: a terminal, unless ``NO_COLOR`` is set (no-color.org)."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def cot_policy(*, default: str | None, help: str) -> Option:

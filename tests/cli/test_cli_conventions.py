@@ -175,3 +175,53 @@ def test_the_readme_command_lines_run() -> None:
         )
         assert result.returncode == 0, (line, result.stderr)
         assert result.stdout.strip(), line
+
+
+def _on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """What ``python -m harmonia ARGV`` writes to a pseudo-terminal."""
+    import os
+    import pty
+    import sys
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdout is the terminal
+        os.execve(sys.executable, [sys.executable, "-m", "harmonia", *argv], env)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
+
+
+def test_color_auto_means_the_same_in_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``--color auto``: colour on a terminal unless NO_COLOR is set; ``inspect`` coloured
+    # a terminal whatever NO_COLOR said while ``chat`` followed it (one rule now).
+    from harmonia._options import use_color
+
+    text = tmp_path / "out.txt"
+    text.write_text("<|channel|>final<|message|>Hi<|return|>")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    base = {**os.environ, "PYTHONPATH": src, "TERM": "xterm"}
+    base.pop("NO_COLOR", None)
+    argv = ["inspect", "--text", "--progress", "none", str(text)]
+    coloured = _on_a_terminal(argv, base)
+    plain = _on_a_terminal(argv, {**base, "NO_COLOR": "1"})
+    assert "\x1b[" in coloured and "Hi" in coloured
+    assert "\x1b[" not in plain and "Hi" in plain
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_color(Tty(), "auto") and not use_color(Tty(), "never")
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_color(Tty(), "auto") and use_color(Tty(), "always")

@@ -34,6 +34,7 @@ from .._options import (
     force,
     progress_on_terminal,
     run_command,
+    use_color,
 )
 from .._parse import parse_completion
 from .._render import typescript_converter
@@ -201,8 +202,7 @@ def _cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     totals = Totals()
     events = walk(enc, tokens, role, totals)
     if not args.html:
-        colour = args.color == "always" or (args.color == "auto" and out.isatty())
-        write_terminal(events, totals, out, colour=colour, ids=args.show_ids)
+        write_terminal(events, totals, out, colour=use_color(out, args.color), ids=args.show_ids)
         return 0
     if expected is not None and expected * PAGE_BYTES_PER_TOKEN > HUGE_PAGE:
         _note(

@@ -6,8 +6,10 @@ and a :class:`harmonia.tools.Toolbox`, async (:meth:`Agent.run`) or blocking
 (:meth:`Agent.run_sync`). See ``docs/agent.md``.
 """
 
+from harmonia._options import use_color
+
 from ._agent import Agent, AgentRun, RunHooks, ToolCallback
-from ._chat_ui import TerminalView, use_color
+from ._chat_ui import TerminalView
 from ._conversation import new_conversation
 from ._events import (
     AgentEvent,

@@ -43,6 +43,7 @@ from harmonia._options import (
     force,
     from_args,
     run_command,
+    use_color,
 )
 from harmonia.engines import EngineSpec, SamplingParams
 from harmonia.openai_compat._detect import FORMAT_NAMES, detect_format, load_conversation
@@ -51,7 +52,7 @@ from harmonia.tools._spec import CHAT_SCOPE
 from harmonia.vocabulary import DEFAULT_COT_POLICY
 
 from ._agent import Agent
-from ._chat_ui import TerminalView, use_color
+from ._chat_ui import TerminalView
 from ._conversation import new_conversation
 from ._events import AgentResult, StopReason
 from ._limits import DEFAULT_MAX_TOKENS, AgentLimits

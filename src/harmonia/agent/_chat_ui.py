@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Protocol, TextIO
 
 from ._events import (
@@ -34,16 +33,6 @@ class CitationSource(Protocol):
     """A browser tool: ``citation_stream()`` converts one streamed answer's citations."""
 
     def citation_stream(self) -> CitationStream: ...
-
-
-def use_color(stream: TextIO, choice: str = "auto") -> bool:
-    """``always``/``never``, or ``auto``: a terminal, unless ``NO_COLOR`` is set."""
-    if choice != "auto":
-        return choice == "always"
-    if os.environ.get("NO_COLOR"):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
 
 
 class TerminalView:

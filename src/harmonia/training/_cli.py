@@ -43,6 +43,7 @@ from harmonia._options import (
     from_args,
     progress_on_terminal,
     run_command,
+    use_color,
 )
 
 from ._arrow import PROFILES
@@ -540,8 +541,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> int:
         samples = render_for_training(messages, enc, _policy_of(args), weights=converted.weights)
         chosen = f"format {converted.format}"
     out.write(f"{name}:{args.row}: {chosen}, policy {args.policy}\n")
-    color = args.color == "always" or (args.color == "auto" and out.isatty())
-    out.write(terminal_view(enc, samples, messages, color))
+    out.write(terminal_view(enc, samples, messages, use_color(out, args.color)))
     if args.html:
         write_text(args.html, html_view(enc, samples, messages, f"{name}:{args.row}"))
     return 0
