@@ -85,6 +85,20 @@ def test_harmonize_schema_like_vllm_and_more() -> None:
     }
 
 
+def test_any_of_type_lists_merge_into_one_list() -> None:
+    # A member that is itself a type list: its kinds join the others', not a list in a list.
+    schema = {
+        "type": "object",
+        "properties": {
+            "v": {"anyOf": [{"type": ["string", "integer"]}, {"type": "boolean"}]},
+            "w": {"anyOf": [{"type": ["string", "null"]}, {"type": "integer"}, {"type": "null"}]},
+        },
+    }
+    props = harmonize_schema(schema)["properties"]
+    assert props["v"] == {"type": ["string", "integer", "boolean"]}
+    assert props["w"] == {"type": ["string", "null", "integer"]}
+
+
 def test_recursive_refs_stop() -> None:
     schema = {
         "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}},

@@ -289,7 +289,14 @@ def _merge_any_of(out: dict[str, Any], members: list[Any]) -> dict[str, Any]:
         merged = {**non_null[0], **out}
         return _add_null(merged) if nullable else merged
     if all(isinstance(m, dict) and set(m) == {"type"} for m in non_null):
-        kinds = [m["type"] for m in non_null]
-        return {**out, "type": [*kinds, "null"] if nullable else kinds}
+        # A member's own type list joins the others' (a list inside "type" is no schema).
+        kinds: list[Any] = []
+        for m in non_null:
+            for kind in m["type"] if isinstance(m["type"], list) else [m["type"]]:
+                if kind not in kinds:
+                    kinds.append(kind)
+        if nullable and "null" not in kinds:
+            kinds.append("null")
+        return {**out, "type": kinds}
     merged = {**out, "oneOf": non_null}
     return _add_null(merged) if nullable else merged
