@@ -746,3 +746,25 @@ def test_round_trip_final_answer(enc: HarmonyEncoding) -> None:
     valid_completion(data)
     assert data["choices"][0]["message"] == {**turn, "refusal": None}
     assert data["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_request_error_says_its_kind_by_type() -> None:
+    # Training maps these to its row codes (E110, E134) by type, not by message words.
+    from harmonia.openai_compat import (
+        ConflictingReasoningError,
+        RequestError,
+        UnknownRoleError,
+        chat_request_to_conversation,
+        responses_request_to_conversation,
+    )
+
+    with pytest.raises(UnknownRoleError, match="unknown role 'robot'"):
+        chat_request_to_conversation({"messages": [{"role": "robot", "content": "hi"}]})
+    with pytest.raises(UnknownRoleError):
+        responses_request_to_conversation(
+            {"input": [{"type": "message", "role": "robot", "content": "hi"}]}
+        )
+    two = {"role": "assistant", "content": "x", "reasoning_content": "a", "reasoning": "b"}
+    with pytest.raises(ConflictingReasoningError) as info:
+        chat_request_to_conversation({"messages": [{"role": "user", "content": "q"}, two]})
+    assert isinstance(info.value, RequestError) and info.value.path.endswith(".reasoning")

@@ -16,7 +16,13 @@ from .._turn import (
 from ._chat import chat_completion_from_tokens, chat_request_to_conversation, render_chat_request
 from ._chat_stream import ChatCompletionStream
 from ._common import PromptOptions
-from ._errors import RequestError, ToolCallMatchError, UnsupportedContentError
+from ._errors import (
+    ConflictingReasoningError,
+    RequestError,
+    ToolCallMatchError,
+    UnknownRoleError,
+    UnsupportedContentError,
+)
 from ._ids import IdGenerator, seed_from_tokens
 from ._responses import render_responses_request, responses_request_to_conversation
 from ._responses_output import BuiltinCalls, response_from_tokens
@@ -25,6 +31,7 @@ from ._responses_stream import ResponseStream, ending_events
 __all__ = [
     "BuiltinCalls",
     "ChatCompletionStream",
+    "ConflictingReasoningError",
     "IdGenerator",
     "ItemAdded",
     "ItemDelta",
@@ -37,6 +44,7 @@ __all__ = [
     "RequestError",
     "ResponseStream",
     "ToolCallMatchError",
+    "UnknownRoleError",
     "UnsupportedContentError",
     "chat_completion_from_tokens",
     "chat_request_to_conversation",

@@ -38,7 +38,12 @@ from ._common import (
     response_format,
     unique_tools,
 )
-from ._errors import RequestError, UnsupportedContentError
+from ._errors import (
+    ConflictingReasoningError,
+    RequestError,
+    UnknownRoleError,
+    UnsupportedContentError,
+)
 from ._finish import checked_finish_reason
 from ._finish import finish_reason as reason_for
 from ._history import Transcript
@@ -106,7 +111,7 @@ def chat_request_to_conversation(
                 "legacy function messages are not supported; use tool messages", f"{path}.role"
             )
         else:
-            raise RequestError(f"unknown role {role!r}", f"{path}.role")
+            raise UnknownRoleError(f"unknown role {role!r}", f"{path}.role")
     developer = (instructions, offered, formats)
     return assemble_conversation(options, effort, (), developer, transcript.finish())
 
@@ -208,7 +213,9 @@ def _reasoning(message: Mapping[str, Any], path: str) -> str:
         if not value:
             continue
         if found is not None and found[1] != value:
-            raise RequestError(f"differs from {found[0]}: give the reasoning once", f"{path}.{key}")
+            raise ConflictingReasoningError(
+                f"differs from {found[0]}: give the reasoning once", f"{path}.{key}"
+            )
         found = (key, value)
     return "" if found is None else found[1]
 

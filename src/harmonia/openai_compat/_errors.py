@@ -28,5 +28,14 @@ class UnsupportedContentError(RequestError):
     """Content harmony cannot carry (images, audio, files, unknown item types)."""
 
 
+class UnknownRoleError(RequestError):
+    """A message whose role is none of the API's (``user``, ``assistant``, ``system``,
+    ``developer``, ``tool``)."""
+
+
+class ConflictingReasoningError(RequestError):
+    """An assistant message whose reasoning fields disagree: give the reasoning once."""
+
+
 class ToolCallMatchError(RequestError):
     """Tool calls and tool results that do not match: missing, unknown or repeated ids."""

@@ -48,7 +48,7 @@ from ._common import (
     tool_name,
     unique_tools,
 )
-from ._errors import RequestError, UnsupportedContentError
+from ._errors import RequestError, UnknownRoleError, UnsupportedContentError
 from ._history import Transcript
 
 _MESSAGE_PARTS: Final = {"input_text": "text", "output_text": "text", "text": "text"}
@@ -262,7 +262,7 @@ def _message(
         channel = _PHASES.get(phase, FINAL) if isinstance(phase, str) else default
         transcript.assistant_text(join_text(content, f"{path}.content", _ASSISTANT_PARTS), channel)
     else:
-        raise RequestError(f"unknown role {role!r}", f"{path}.role")
+        raise UnknownRoleError(f"unknown role {role!r}", f"{path}.role")
 
 
 def _reasoning_text(item: Mapping[str, Any], path: str) -> str:

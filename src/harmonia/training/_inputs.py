@@ -26,9 +26,11 @@ from harmonia import Conversation, InputError, Role
 from harmonia import vocabulary as v
 from harmonia._options import option
 from harmonia.openai_compat import (
+    ConflictingReasoningError,
     PromptOptions,
     RequestError,
     ToolCallMatchError,
+    UnknownRoleError,
     chat_request_to_conversation,
     responses_request_to_conversation,
 )
@@ -200,11 +202,11 @@ def convert_row(row: object, options: InputOptions) -> Row:
         raise
     except ToolCallMatchError as exc:
         raise RowError("E130", str(exc)) from None
+    except UnknownRoleError as exc:
+        raise RowError("E110", str(exc)) from None
+    except ConflictingReasoningError as exc:
+        raise RowError("E134", str(exc)) from None
     except RequestError as exc:
-        if "unknown role" in exc.reason:
-            raise RowError("E110", str(exc)) from None
-        if "give the reasoning once" in exc.reason:
-            raise RowError("E134", str(exc)) from None
         raise RowError("E150", str(exc)) from None
     except InputError as exc:
         raise RowError("E150", str(exc)) from None
