@@ -235,27 +235,7 @@ class _Body:
             self._left -= len(piece)
             self.ended = self._left <= 0
             return piece
-        if self._data or self._need is not None or self._skip or self._last:
-            return self._dechunk(data)  # in the middle of a chunk
-        # The common case: a read of whole chunks (an engine writes one per event).
-        pieces: list[bytes] = []
-        position, size = 0, len(data)
-        while position < size:
-            end = data.find(b"\r\n", position)
-            if end < 0:
-                break
-            try:
-                need = int(data[position:end], 16)
-            except ValueError:  # an extension, or bad: the general path says which
-                break
-            start = end + 2
-            if need <= 0 or data[start + need : start + need + 2] != b"\r\n":
-                break  # the last chunk, or one that is not all here
-            pieces.append(data[start : start + need])
-            position = start + need + 2
-        if position < size:
-            pieces.append(self._dechunk(data[position:]))
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return self._dechunk(data)
 
     def closed(self) -> None:
         """The server closed the connection: the end of the body, or a broken one."""
