@@ -175,3 +175,48 @@ def test_a_run_with_events_gives_the_same_result(turns):
 
     result, kinds = asyncio.run(main())
     assert result.answer == "Done." and kinds[-1] == "Done" and "FinalDelta" in kinds
+
+
+class Reading(RunHooks):
+    """Reads the ids as a server does (an OutputAssembler) and hands the loop its events."""
+
+    def __init__(self) -> None:
+        self.assembler: Any = None
+
+    def sampled(self, generation: Generation, ids: Sequence[int], start: int) -> Sequence[Any]:
+        if start == 0:
+            from harmonia import OutputAssembler, load_harmony_encoding
+
+            self.assembler = OutputAssembler(load_harmony_encoding("HarmonyGptOss"))
+        return [event for token in ids for event in self.assembler.feed(token)]
+
+
+LONG = "<|channel|>final<|message|>" + "many words " * 20 + "<|return|>"
+
+
+@pytest.mark.parametrize("stall", [None, 12])
+def test_a_quiet_run_counts_every_id_of_text_it_did_not_send_to_the_loop(turns, stall):
+    # A run without events hands the loop no read that holds only text (the loop would
+    # make nothing of it but a count): the count still reaches the result, also when
+    # the run is cancelled in the middle of the text.
+    def run(events: bool) -> Any:
+        engine = ScriptedEngine([Script(turns(LONG), chunk_size=1, stall_after=stall)])
+
+        async def main() -> Any:
+            run = Agent(engine).run(chat(), hooks=Reading(), events=events)
+            if stall is None:
+                return await run.result()
+            run.begin()
+            for _ in range(200):  # until the engine has sent all it will (no timing)
+                await asyncio.sleep(0)
+            run.cancel()
+            return await run.result()
+
+        return asyncio.run(main())
+
+    quiet, loud = run(False), run(True)
+    expected = len(turns(LONG)) if stall is None else stall
+    assert quiet.usage.completion_tokens == loud.usage.completion_tokens == expected
+    assert quiet.stop_reason is loud.stop_reason
+    assert quiet.stop_reason is (StopReason.FINAL if stall is None else StopReason.CANCELLED)
+    assert quiet.answer == loud.answer

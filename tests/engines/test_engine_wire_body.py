@@ -5,10 +5,13 @@ however the bytes are split, and a broken body is a ``WireError``."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from harmonia.engines._wire import Wire, WireError, _Body
+from harmonia.engines._wire import Wire, WireError, _Body, decode_all
 
 
 def chunked(*payloads: bytes) -> bytes:
@@ -216,3 +219,22 @@ def test_a_large_read_yields_to_the_event_loop_before_the_next() -> None:
     assert small == []  # a small read: nothing paused
     assert calls == ["pause", "resume"]
     assert restored == "the stream reader's"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(_JSON, st.sampled_from(["", " ", "\n", "\ufeff"]), st.sampled_from(["", " ", "x", ",1"]))
+def test_one_payload_decodes_as_json_loads_would(value: object, before: str, after: str) -> None:
+    # One event per read is the common case and skips json.loads's own steps: what it
+    # reads must be what json.loads reads, and what json.loads refuses is refused.
+    raw = (before + json.dumps(value, ensure_ascii=False) + after).encode()
+    try:
+        expected: list[object] | None = [json.loads(raw)]
+    except ValueError:
+        expected = None
+    assert decode_all([raw]) == expected

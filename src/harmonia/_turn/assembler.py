@@ -151,7 +151,11 @@ class OutputAssembler:
             self._unattributed += 1
         else:
             owner.tokens += 1
-        if self._parser.state is StreamState.CONTENT and st.is_special_token(token):
+        # The id's range first: a chained compare, where the parser's state is a call.
+        if (
+            st.FIRST_SPECIAL <= token <= st.LAST_SPECIAL
+            and self._parser.state is StreamState.CONTENT
+        ):
             if token in _ENDS_CONTENT:
                 self._note(DiagnosticKind.MISSING_END, "a message ended without <|end|>", index)
                 self._handle(self._parser.feed(st.END), out)

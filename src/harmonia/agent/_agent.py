@@ -22,6 +22,7 @@ from harmonia import (
     HarmonyEncodingName,
     HarmonyError,
     InputError,
+    ItemDelta,
     Message,
     OutputEvent,
     load_harmony_encoding,
@@ -46,10 +47,12 @@ from ._loop import (
     ConstraintFactory,
     Finished,
     GenerationFinished,
+    Input,
     ItemsSampled,
     RunTool,
     Sample,
     Start,
+    State,
     Step,
     TokensSampled,
     ToolResult,
@@ -401,13 +404,27 @@ class AgentRun:
                 generation = self._generate(action)
             except EngineError as exc:  # refused before anything ran (a constraint it cannot take)
                 return machine.send(_failed(exc))
-        started, start = generation, 0
+        started, start, unsent = generation, 0, 0
+        quiet = self._queue is None  # the loop makes no text delta events (see __init__)
 
         def follow(ids: tuple[int, ...]) -> bool:  # in the engine's task: no switch per chunk
-            nonlocal start, step
+            nonlocal start, step, unsent
             read = self._hooks.sampled(started, ids, start)
             start += len(ids)
-            sampled = TokensSampled(ids) if read is None else ItemsSampled(len(ids), tuple(read))
+            text_only = (
+                quiet
+                and read is not None
+                and (not read or (len(read) == 1 and type(read[0]) is ItemDelta))
+            )
+            if text_only:
+                # Text only, which a quiet loop turns into nothing but a count: counted
+                # here and sent with the next input (one less object per streamed token).
+                unsent += len(ids)
+                return False
+            if read is None:
+                sampled: Input = TokensSampled(ids)
+            else:
+                sampled, unsent = ItemsSampled(unsent + len(ids), tuple(read)), 0
             step = machine.send(sampled)
             if isinstance(step.action, Finished):
                 return True  # the model wrote something that is not harmony
@@ -423,6 +440,8 @@ class AgentRun:
                 if step is not None and isinstance(step.action, Finished):
                     return step
         finally:
+            if unsent and machine.state is State.SAMPLING:  # every id is counted, however it ended
+                machine.send(ItemsSampled(unsent, ()))
             self._hooks.generated(generation)
         finish = generation.finish or Finish(FinishReason.CANCELLED)
         return machine.send(GenerationFinished(finish))

@@ -100,6 +100,10 @@ class State(enum.Enum):
     TOOLS = "tools"
     DONE = "done"
 
+    # Looked up with the input's type once per input (``_TRANSITIONS``): the identity
+    # hash is C code, Enum's own ``__hash__`` a Python call per streamed token.
+    __hash__ = object.__hash__
+
 
 # -- inputs ------------------------------------------------------------------------------
 

@@ -172,7 +172,7 @@ class Generation:
             return
         if self._ended is not None:  # a producer that swallowed _Ended and went on
             raise _Ended(self._ended)
-        ids = [int(token) for token in ids]
+        ids = list(map(int, ids))
         scores = self._check_logprobs(ids, logprobs) if self._want_logprobs else None
         chunk: list[int] = []
         ended: Finish | None = None

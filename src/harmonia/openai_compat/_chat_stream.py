@@ -76,7 +76,6 @@ class ChatCompletionStream(AssembledStream):
         self._prompt_tokens = prompt_tokens
         self._reasoning_field = reasoning_field
         self._call_ids: list[str] = []
-        self._started = False
         self._written: set[str] = set()  # fields that already hold text
         self._fresh: set[int] = set()  # items that have not written yet
         self._override: str | None = None
@@ -123,28 +122,32 @@ class ChatCompletionStream(AssembledStream):
         from a template of its fixed fields around the escaped text, the rest by
         the JSON encoder: a server encodes one chunk per streamed token.
         """
-        choices = chunk.get("choices")
-        if (
-            len(chunk) == 5
-            and chunk.get("id") is self._id
-            and chunk.get("model") is self._model
-            and chunk.get("created") is self._created
-            and type(choices) is list
-            and len(choices) == 1
-        ):
-            choice = choices[0]
+        # Subscripts in a try, not get(): a missing key is a chunk of another shape.
+        try:
+            choices = chunk["choices"]
             if (
-                type(choice) is dict
-                and len(choice) == 4
-                and choice.get("finish_reason", 0) is None
-                and choice.get("logprobs", 0) is None
+                len(chunk) == 5
+                and chunk["id"] is self._id
+                and chunk["model"] is self._model
+                and chunk["created"] is self._created
+                and type(choices) is list
+                and len(choices) == 1
             ):
-                delta = choice.get("delta")
-                if type(delta) is dict and len(delta) == 1:
-                    ((field, text),) = delta.items()
-                    head = self._templates().get(field)
-                    if head is not None and type(text) is str:
-                        return head + encode_basestring(text).encode() + _DELTA_TAIL
+                choice = choices[0]
+                if (
+                    type(choice) is dict
+                    and len(choice) == 4
+                    and choice["finish_reason"] is None
+                    and choice["logprobs"] is None
+                ):
+                    delta = choice["delta"]
+                    if type(delta) is dict and len(delta) == 1:
+                        ((field, text),) = delta.items()
+                        head = (self._heads or self._templates()).get(field)
+                        if head is not None and type(text) is str:
+                            return head + encode_basestring(text).encode() + _DELTA_TAIL
+        except (KeyError, TypeError, IndexError):
+            pass
         return compact_json(chunk).encode()
 
     def _templates(self) -> dict[str, bytes]:
@@ -228,7 +231,7 @@ class ChatCompletionStream(AssembledStream):
             }
             return [self._chunk({"tool_calls": [call]}, None)]
         if isinstance(event, ItemDelta):
-            shown = self._logprobs_of(item, event.text)
+            shown = self._logprobs_of(item, event.text) if self._logprobs else None
             return [self._chunk(self._delta(item, event.text), None, shown)]
         left = self._logprobs_of(item)
         if left:  # tokens that added no text of their own (yet): still reported

@@ -94,7 +94,6 @@ class ResponseStream(AssembledStream):
             builtin_calls=builtin_calls,
         )
         self._seq = 0
-        self._started = False
         self._output: list[JsonDict] = []
         self._override: str | None = None
 
@@ -168,7 +167,8 @@ class ResponseStream(AssembledStream):
                 return []
             extra: JsonDict = {}
             if kind == "message":
-                extra["logprobs"] = _event_logprobs(self._take_logprobs(item, event.text))
+                taken = self._take_logprobs(item, event.text) if self._logprobs else []
+                extra["logprobs"] = _event_logprobs(taken)
             part = {"content_index": 0} if kind in ("reasoning", "message") else {}
             return [self._event(name, **at, **part, delta=event.text, **extra)]
         return self._done(item, kind, at)

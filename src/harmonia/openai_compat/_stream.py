@@ -74,6 +74,7 @@ class AssembledStream(ABC):
         # without <|message|>), in order.
         self._runs: list[list[JsonDict | None]] = []
         self._run_open = False
+        self._started = False  # the opening was sent (a subclass's _opening sets it)
 
     @property
     def logprobs(self) -> bool:
@@ -113,6 +114,15 @@ class AssembledStream(ABC):
         """
         out: list[JsonDict] = []
         events: list[OutputEvent] = []
+        if logprobs is None and not self._logprobs:  # most reads: one call per streamed token
+            feed, translate = self._assembler.feed, self._translate
+            for token in tokens:
+                if not self._started:
+                    out += self._opening()
+                for event in feed(token):
+                    events.append(event)
+                    out += translate(event)
+            return out, events
         for token, logprob in self._paired(tokens, logprobs):
             out += self._opening()
             self._note_logprob(token, logprob)

@@ -78,6 +78,8 @@ def _encoder(stream: ChatCompletionStream) -> Callable[[list[dict[str, Any]]], b
     encode_chunk = stream.encode_chunk  # text deltas from a template: one per streamed token
 
     def encode(chunks: list[dict[str, Any]]) -> bytes:
+        if len(chunks) == 1:  # most batches: one streamed token's chunk
+            return sse_frame(encode_chunk(chunks[0]))
         return b"".join([sse_frame(encode_chunk(chunk)) for chunk in chunks])
 
     return encode

@@ -498,6 +498,8 @@ class _Encoder:
     def __call__(self, batch: list[JsonDict]) -> bytes:
         if batch:
             self.last = batch[-1]["sequence_number"]
+        if len(batch) == 1:  # most batches: one streamed token's delta
+            return frame(batch[0])
         return b"".join([frame(event) for event in batch])
 
 
