@@ -151,6 +151,22 @@ class SandboxUnavailableError(ToolError):
     """The python tool's sandbox cannot start here; the message says why and how to fix it."""
 
 
+def check_int(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    """Refuse ``value`` unless it is an int (not a bool) >= ``minimum``, or ``None`` if optional.
+
+    >>> check_int("limit", None, minimum=1, optional=True)
+    >>> check_int("limit", 0, minimum=1, optional=True)
+    Traceback (most recent call last):
+    ...
+    harmonia._errors.InputError: limit must be None or an int >= 1, not 0
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        allowed = f"None or an int >= {minimum}" if optional else f"an int >= {minimum}"
+        raise InputError(f"{name} must be {allowed}, not {value!r}")
+
+
 #: The hint of each extra, worked out once per process (see :func:`install_hint`).
 _HINTS: dict[str, str] = {}
 
