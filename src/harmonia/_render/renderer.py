@@ -16,7 +16,7 @@ from typing import Any, Final, TypeVar
 
 from .._content import Content, DeveloperContent, SystemContent, TextContent
 from .._enums import NAMED_ROLES, Role
-from .._errors import InputError, RenderError
+from .._errors import RenderError, check_choice
 from .._message import (
     DEFAULT_TYPESCRIPT_MODE,
     Author,
@@ -57,17 +57,12 @@ def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
 
 
 def _import_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
+    check_choice(mode, TYPESCRIPT_MODES, "typescript mode", error=RenderError)
+    from . import typescript
+
     if mode == TYPESCRIPT_REFERENCE:
-        from .typescript import schema_to_typescript
-
-        return schema_to_typescript
-    if mode == TYPESCRIPT_CORRECTED:
-        from .typescript import schema_to_typescript_corrected
-
-        return schema_to_typescript_corrected
-    raise RenderError(
-        f"unknown typescript mode {mode!r}: choose one of {', '.join(map(repr, TYPESCRIPT_MODES))}"
-    )
+        return typescript.schema_to_typescript
+    return typescript.schema_to_typescript_corrected
 
 
 # Filled on first use, so that importing the renderer does not import the converters.
@@ -457,10 +452,7 @@ class Renderer:
         ``drop`` names the messages to leave out instead of the CoT policy's choice
         (the training pipeline's own rules use it).
         """
-        if mode not in RENDER_MODES:
-            raise InputError(
-                f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
-            )
+        check_choice(mode, RENDER_MODES, "render mode")
         spans: list[SpanRecord] = []
         chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
         ids, dropped = self.render(conversation, config, mode, next_turn_role, spans, chosen)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
-from .._errors import InputError, check_int
+from .._errors import InputError, check_choice, check_int
 from .._message import Conversation
 from .._names import ANALYSIS, CODE, COMMENTARY, CONSTRAIN, CONSTRAIN_JSON, FINAL
 from .._tokenizer import special_tokens as st
@@ -112,11 +112,7 @@ class GrammarOptions:
     lenient_schemas: bool = False
 
     def __post_init__(self) -> None:
-        if self.recipient_placement not in _PLACEMENTS:
-            raise InputError(
-                f"recipient_placement must be one of {_PLACEMENTS}, "
-                f"not {self.recipient_placement!r}"
-            )
+        check_choice(self.recipient_placement, _PLACEMENTS, "recipient_placement")
         if not isinstance(self.tool_choice, str) or not self.tool_choice:
             raise InputError(
                 f"tool_choice must be one of {_TOOL_CHOICES} or a tool's name, "
