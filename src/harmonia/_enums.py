@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Final
 
 from ._errors import InputError
 from ._names import WordEnum
@@ -22,6 +23,10 @@ class Role(str, Enum):
         # The reference's words first (code matches on them), then the fix.
         valid = ", ".join(r.value for r in cls)
         raise InputError(f"Unknown role: {value!r} (use one of: {valid})")
+
+
+#: The roles written as a word, or ``role:name`` (a tool is written as its name).
+NAMED_ROLES: Final[dict[str, Role]] = {r.value: r for r in Role if r is not Role.TOOL}
 
 
 class ReasoningEffort(str, Enum):

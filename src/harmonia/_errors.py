@@ -32,6 +32,8 @@ fault it is and where it happened, so a server can answer 400 for a bad request
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 
 class HarmonyError(RuntimeError):
     """Root of every error raised by harmonia."""
@@ -149,6 +151,42 @@ class EngineError(HarmonyError):
 
 class SandboxUnavailableError(ToolError):
     """The python tool's sandbox cannot start here; the message says why and how to fix it."""
+
+
+def check_choice(
+    value: object,
+    allowed: Collection[str],
+    name: str,
+    *,
+    error: type[HarmonyError] = InputError,
+    hint: str = "",
+) -> None:
+    """Refuse ``value`` unless it is one of ``allowed``, with an ``error`` that lists them.
+
+    >>> check_choice("xml", ("json", "jsonl"), "input format")
+    Traceback (most recent call last):
+    ...
+    harmonia._errors.InputError: unknown input format 'xml': choose one of 'json', 'jsonl'
+    """
+    if value not in allowed:
+        choices = ", ".join(map(repr, allowed))
+        raise error(f"unknown {name} {value!r}: choose one of {choices}{hint}")
+
+
+def check_int(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    """Refuse ``value`` unless it is an int (not a bool) >= ``minimum``, or ``None`` if optional.
+
+    >>> check_int("limit", None, minimum=1, optional=True)
+    >>> check_int("limit", 0, minimum=1, optional=True)
+    Traceback (most recent call last):
+    ...
+    harmonia._errors.InputError: limit must be None or an int >= 1, not 0
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        allowed = f"None or an int >= {minimum}" if optional else f"an int >= {minimum}"
+        raise InputError(f"{name} must be {allowed}, not {value!r}")
 
 
 #: The hint of each extra, worked out once per process (see :func:`install_hint`).

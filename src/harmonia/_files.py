@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ._errors import InputError
 
@@ -71,6 +72,15 @@ def read_text_file(path: str | os.PathLike[str]) -> str:
         raise InputError(not_utf8(path, exc)) from None
     except OSError as exc:
         raise cannot_read(path, exc) from None
+
+
+def parse_json(text: str, path: str | os.PathLike[str], fix: str = "") -> Any:
+    """``text``, read from ``path``, as JSON; anything else is an InputError saying where."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise InputError(f"{describe(path)} is not JSON: {where}{fix}") from None
 
 
 def check_output_file(path: str | os.PathLike[str], force: bool, *, also: str = "") -> None:

@@ -60,7 +60,7 @@ GPT_OSS_VOCAB_SIZE: Final = _st.LAST_SPECIAL
 #: The ids that end a message (``<|return|>``, ``<|end|>``, ``<|call|>``).
 STOP_IDS: Final = _st.STOP_TOKENS
 #: The ids that end an assistant turn needing action, in id order: ``<|return|>``, ``<|call|>``.
-ACTION_STOP_IDS: Final = (_st.RETURN, _st.CALL)
+ACTION_STOP_IDS: Final = tuple(sorted(_st.STOP_TOKENS_FOR_ASSISTANT_ACTIONS))
 # Their texts, for code that writes format text to encode with ``allowed_special``.
 START_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.START]
 CHANNEL_TEXT: Final = _st.SPECIAL_TOKEN_TEXT[_st.CHANNEL]

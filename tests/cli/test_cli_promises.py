@@ -65,6 +65,19 @@ def test_chat_refuses_a_binary_file_in_one_line(
     assert line.startswith(f"harmonia chat: {blob} is not UTF-8 text (byte 0x80 at offset 128)")
 
 
+def test_chat_load_says_what_a_file_that_is_not_json_should_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    line = refused(capsys, "chat", "--engine", "scripted", "--load", str(bad), "--prompt", "Hi")
+    assert line == (
+        f"harmonia chat: {bad} is not JSON: Expecting property name enclosed in double quotes "
+        "at line 1 column 2; --load takes a conversation (harmony JSON, as --save writes, "
+        "or a Chat request)"
+    )
+
+
 def test_serve_refuses_a_binary_script_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

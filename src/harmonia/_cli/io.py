@@ -7,12 +7,11 @@ print it as one line.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Final, Literal, get_args
 
 from .._errors import InputError
-from .._files import describe, not_utf8, read_text_file
+from .._files import not_utf8, parse_json, read_text_file
 
 InputFormat = Literal["auto", "harmony", "chat"]
 INPUT_FORMATS: Final[tuple[InputFormat, ...]] = get_args(InputFormat)
@@ -29,10 +28,4 @@ def read_input(path: str) -> str:
 
 
 def read_json(path: str) -> Any:
-    text = read_input(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{describe(path)} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    return parse_json(read_input(path), path)

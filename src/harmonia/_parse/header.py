@@ -75,7 +75,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from .._enums import Role
+from .._enums import NAMED_ROLES, Role
 from .._message import Author
 from .._names import CHANNELS, CONSTRAIN, is_tool_name
 from .._tokenizer import special_tokens as st
@@ -99,8 +99,6 @@ _LEADING_WS: Final = re.compile(f"[{re.escape(_RUST_WS)}]*")
 _SPECIAL_SPELLING: Final = re.compile(r"<\|[A-Za-z0-9_]+\|>")
 
 _ROLES: Final[dict[str, Role]] = {r.value: r for r in Role}
-# Roles that the renderer writes as ``role:name`` (a tool is written as its name).
-_NAMED_ROLES: Final[dict[str, Role]] = {r.value: r for r in Role if r is not Role.TOOL}
 
 
 class HeaderError(Exception):
@@ -168,7 +166,7 @@ def _take_channel_strict(text: str) -> tuple[str | None, str]:
 def _named_role(word: str) -> tuple[Role, str] | None:
     """F3: ``user:Bob`` -> (USER, "Bob"); ``None`` for anything else."""
     head, colon, name = word.partition(":")
-    role = _NAMED_ROLES.get(head) if colon else None
+    role = NAMED_ROLES.get(head) if colon else None
     return None if role is None else (role, name)
 
 
@@ -578,7 +576,7 @@ def _recover_role(
 
 
 # Roles a junk first word may start with (a tool is written as its name).
-_GLUED_ROLES: Final = tuple(_NAMED_ROLES.values())
+_GLUED_ROLES: Final = tuple(NAMED_ROLES.values())
 
 
 def _recover_fields(

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from .._enums import Role
-from .._errors import InputError
+from .._errors import check_choice
 from .._message import Message, RenderConversationConfig
 from .._names import ANALYSIS, COT_POLICY_NAMES, FINAL, CotPolicyName
 
@@ -52,8 +52,7 @@ def resolve_policy(config: RenderConversationConfig | None) -> CotPolicyName:
 
 def check_policy(policy: object) -> None:
     """Refuse a name that is not one of :data:`COT_POLICIES`."""
-    if policy not in COT_POLICIES:
-        raise InputError(f"unknown cot_policy {policy!r}: choose one of {', '.join(COT_POLICIES)}")
+    check_choice(policy, COT_POLICIES, "cot_policy")
 
 
 def dropped_indices(

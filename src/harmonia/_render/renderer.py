@@ -15,8 +15,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final, TypeVar
 
 from .._content import Content, DeveloperContent, SystemContent, TextContent
-from .._enums import Role
-from .._errors import InputError, RenderError
+from .._enums import NAMED_ROLES, Role
+from .._errors import RenderError, check_choice
 from .._message import (
     DEFAULT_TYPESCRIPT_MODE,
     Author,
@@ -57,17 +57,12 @@ def typescript_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
 
 
 def _import_converter(mode: TypeScriptMode) -> Callable[[Any], str]:
+    check_choice(mode, TYPESCRIPT_MODES, "typescript mode", error=RenderError)
+    from . import typescript
+
     if mode == TYPESCRIPT_REFERENCE:
-        from .typescript import schema_to_typescript
-
-        return schema_to_typescript
-    if mode == TYPESCRIPT_CORRECTED:
-        from .typescript import schema_to_typescript_corrected
-
-        return schema_to_typescript_corrected
-    raise RenderError(
-        f"unknown typescript mode {mode!r}: choose one of {', '.join(map(repr, TYPESCRIPT_MODES))}"
-    )
+        return typescript.schema_to_typescript
+    return typescript.schema_to_typescript_corrected
 
 
 # Filled on first use, so that importing the renderer does not import the converters.
@@ -104,9 +99,7 @@ class Renderer:
         # So are the headers made of them alone (a role, perhaps a channel the
         # format defines): `<|start|>user<|message|>` is no caller's text, and
         # clear_caches keeps them as it keeps the roles.
-        for role in Role:
-            if role is Role.TOOL:
-                continue  # a tool's header is its name: always the caller's
+        for role in NAMED_ROLES.values():  # a tool's header is its name: the caller's
             for channel in (None, *CHANNELS):
                 header = Message(Author(role), [], channel=channel)
                 self._new_header((role, None, None, channel, None), header, None)
@@ -459,10 +452,7 @@ class Renderer:
         ``drop`` names the messages to leave out instead of the CoT policy's choice
         (the training pipeline's own rules use it).
         """
-        if mode not in RENDER_MODES:
-            raise InputError(
-                f"unknown render mode {mode!r}: choose one of {', '.join(RENDER_MODES)}"
-            )
+        check_choice(mode, RENDER_MODES, "render mode")
         spans: list[SpanRecord] = []
         chosen = drop if drop is None or isinstance(drop, frozenset) else frozenset(drop)
         ids, dropped = self.render(conversation, config, mode, next_turn_role, spans, chosen)
@@ -512,7 +502,6 @@ _EMPTY_CHANNEL_TYPE: Final = (
 # A header field is one word: whitespace would split it, and "<" would end a
 # channel or start (the text of) a special token when the header is parsed back.
 _NOT_ONE_WORD: Final = re.compile(r"\s|<")
-_ROLE_WORDS: Final = frozenset(role.value for role in Role if role is not Role.TOOL)
 
 
 def _check_header(message: Message, index: int | None) -> None:
@@ -541,7 +530,7 @@ def _check_tool_name(name: object, index: int | None) -> None:
     # reads back as that role, and the strict parser reads only tool names of
     # the `namespace.name` shape (see `_names.is_tool_name`) as tools.
     word = _check_word(name, index, "author.name", "tool name")
-    if word.partition(":")[0] in _ROLE_WORDS:
+    if word.partition(":")[0] in NAMED_ROLES:
         raise RenderError(
             f"a tool named {name!r} would read back as a role: rename the tool",
             message_index=index,

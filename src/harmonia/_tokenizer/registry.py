@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Final
 
-from .._errors import VocabularyError
+from .._errors import VocabularyError, check_choice
 from .._names import ENGINE_NAMES, EngineName
 from .auto_engine import BpeEngine, TieredEngine
 from .engines import QuicktokEngine, TiktokenEngine
@@ -58,11 +58,8 @@ def get_engine(name: EngineName | str | None = None) -> BpeEngine:
     engine = _engines.get(name)
     if engine is not None:
         return engine
-    if name not in ENGINES:
-        raise VocabularyError(
-            f"unknown BPE engine {name!r}: choose one of {', '.join(map(repr, ENGINES))} "
-            f"(argument engine= or the {ENGINE_ENV_VAR} environment variable)"
-        )
+    hint = f" (argument engine= or the {ENGINE_ENV_VAR} environment variable)"
+    check_choice(name, ENGINES, "BPE engine", error=VocabularyError, hint=hint)
     with _engines_lock:
         engine = _engines.get(name)
         if engine is None:

@@ -30,7 +30,7 @@ from harmonia import (
     Role,
     load_harmony_encoding,
 )
-from harmonia._files import check_output_file, read_text_file, refuse_same, write_text
+from harmonia._files import check_output_file, parse_json, read_text_file, refuse_same, write_text
 from harmonia._options import (
     COLOR,
     Commands,
@@ -289,14 +289,8 @@ async def _read_line(prompt: str) -> str | None:
 def _load(path: str) -> Conversation:
     """The conversation of a ``--load`` file: harmony JSON (as ``--save`` writes it) or a
     Chat Completions request, told apart as ``harmonia render`` does."""
-    text = read_text_file(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "--load takes a conversation (harmony JSON, as --save writes, or a Chat request)"
-        ) from None
+    fix = "; --load takes a conversation (harmony JSON, as --save writes, or a Chat request)"
+    data = parse_json(read_text_file(path), path, fix)
     kind, why = detect_format(data)
     if kind == "chat":  # said, as render says it: its system text and tools are kept
         print(f"harmonia chat: read {path} as {FORMAT_NAMES[kind]} ({why})", file=sys.stderr)

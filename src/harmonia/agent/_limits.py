@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harmonia import InputError
+from harmonia._errors import InputError, check_int
 from harmonia._options import option
 from harmonia._runtime import TIMEOUTS
 
@@ -46,12 +46,9 @@ class AgentLimits:
     context_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_tokens", "context_tokens"):
-            value = getattr(self, name)
-            if name == "context_tokens" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"AgentLimits.{name} must be an int >= 1, not {value!r}")
+        check_int("AgentLimits.max_steps", self.max_steps, minimum=1)
+        check_int("AgentLimits.max_tokens", self.max_tokens, minimum=1)
+        check_int("AgentLimits.context_tokens", self.context_tokens, minimum=1, optional=True)
         seconds = self.max_seconds
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 from .._content import DEFAULT_CHANNELS, DeveloperContent, SystemContent, ToolNamespaceConfig
-from .._errors import InputError
+from .._errors import InputError, check_choice, check_int
 from .._message import Conversation
 from .._names import ANALYSIS, CODE, COMMENTARY, CONSTRAIN, CONSTRAIN_JSON, FINAL
 from .._tokenizer import special_tokens as st
@@ -112,25 +112,14 @@ class GrammarOptions:
     lenient_schemas: bool = False
 
     def __post_init__(self) -> None:
-        if self.recipient_placement not in _PLACEMENTS:
-            raise InputError(
-                f"recipient_placement must be one of {_PLACEMENTS}, "
-                f"not {self.recipient_placement!r}"
-            )
+        check_choice(self.recipient_placement, _PLACEMENTS, "recipient_placement")
         if not isinstance(self.tool_choice, str) or not self.tool_choice:
             raise InputError(
                 f"tool_choice must be one of {_TOOL_CHOICES} or a tool's name, "
                 f"not {self.tool_choice!r}"
             )
-        _check_bound("analysis_max_tokens", self.analysis_max_tokens, minimum=1)
-        _check_bound("json_max_whitespace", self.json_max_whitespace, minimum=0)
-
-
-def _check_bound(name: str, value: int | None, *, minimum: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{name} must be None or an int >= {minimum}, not {value!r}")
+        check_int("analysis_max_tokens", self.analysis_max_tokens, minimum=1, optional=True)
+        check_int("json_max_whitespace", self.json_max_whitespace, minimum=0, optional=True)
 
 
 @dataclass(frozen=True, slots=True)

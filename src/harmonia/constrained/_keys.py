@@ -52,8 +52,6 @@ _MARKER_LINE: Final = re.compile(r"^// harmonia-json-content:(.*)$", re.MULTILIN
 _QUOTE: Final = 0x22
 _BACKSLASH: Final = 0x5C
 _HEADER, _CONTENT, _BETWEEN = 0, 1, 2
-#: The ids that end a message's content: <|end|>, <|call|>, <|return|>.
-_ENDS: Final = frozenset({st.END, st.CALL, st.RETURN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +199,7 @@ class KeyGuard:
             self._mode = _CONTENT
             self.in_json = self._holds_json(bytes(self.header))
             self._reset_json()
-        elif token in _ENDS:
+        elif token in st.STOP_TOKENS:  # <|end|>, <|call|>, <|return|>
             self._mode, self.in_json = _BETWEEN, False
         elif self._mode == _HEADER:  # <|channel|>, <|constrain|>
             self.header += st.SPECIAL_TOKEN_TEXT[token].encode()

@@ -42,12 +42,8 @@ if TYPE_CHECKING:
 VOCAB_SIZE: Final = st.N_VOCAB
 #: Number of int32 words in a mask.
 MASK_WORDS: Final = (VOCAB_SIZE + 31) // 32
-#: The stop tokens that end a turn.
-TURN_STOP_TOKENS: Final = frozenset({st.CALL, st.RETURN})
 #: The special tokens a turn may contain; a mask never allows any other special token.
-HARMONY_SPECIAL_TOKENS: Final = frozenset(
-    {st.START, st.CHANNEL, st.CONSTRAIN, st.MESSAGE, st.END, st.CALL, st.RETURN}
-)
+HARMONY_SPECIAL_TOKENS: Final = st.STOP_TOKENS | {st.START, st.CHANNEL, st.CONSTRAIN, st.MESSAGE}
 
 _TEMPLATE_CACHE_LIMIT: Final = 32
 T = TypeVar("T")
@@ -281,7 +277,7 @@ class TurnMatcher:
     @property
     def is_finished(self) -> bool:
         """True once the turn is complete (``<|call|>`` or ``<|return|>`` consumed)."""
-        return bool(self._tokens) and self._tokens[-1] in TURN_STOP_TOKENS
+        return bool(self._tokens) and self._tokens[-1] in st.STOP_TOKENS_FOR_ASSISTANT_ACTIONS
 
     @property
     def stop_token(self) -> int | None:
@@ -290,7 +286,9 @@ class TurnMatcher:
 
     def can_end(self) -> bool:
         """True when the next token may end the turn (a stop token is allowed now)."""
-        return not self.is_finished and any(self.allows(t) for t in TURN_STOP_TOKENS)
+        return not self.is_finished and any(
+            self.allows(t) for t in st.STOP_TOKENS_FOR_ASSISTANT_ACTIONS
+        )
 
     def allows(self, token: int) -> bool:
         """Whether ``token`` may come next: exactly the bit :meth:`fill_mask` sets for it.

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from harmonia import InputError
-from harmonia._errors import install_hint
+from harmonia._errors import check_choice, install_hint
 
-from ._problems import check_choice
 from ._sample import IGNORE_INDEX
 
 if TYPE_CHECKING:

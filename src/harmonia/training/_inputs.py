@@ -24,6 +24,7 @@ from typing import Any, Final, Literal, TypeGuard, get_args
 
 from harmonia import Conversation, InputError, Role
 from harmonia import vocabulary as v
+from harmonia._errors import check_choice
 from harmonia._options import option
 from harmonia.openai_compat import (
     ConflictingReasoningError,
@@ -36,7 +37,7 @@ from harmonia.openai_compat import (
 )
 from harmonia.vocabulary import ANALYSIS, FINAL
 
-from ._problems import RowError, check_choice
+from ._problems import RowError
 
 InputFormat = Literal[
     "auto", "openai", "sharegpt", "harmony", "responses", "columns", "prompt-completion"

@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Final, Literal, get_args
 
 from harmonia import InputError
+from harmonia._errors import check_choice
 from harmonia.vocabulary import CHANNELS as CHANNELS
 from harmonia.vocabulary import COT_POLICY_NAMES, FINAL, CotPolicyName
-
-from ._problems import check_choice
 
 TurnsMode = Literal["faithful", "expand", "all", "last"]
 FinalEnd = Literal["return", "end"]
@@ -158,5 +157,5 @@ def resolve_policy(policy: TrainPolicy | str | None) -> TrainPolicy:
         return PRESETS["harmony"]
     if isinstance(policy, TrainPolicy):
         return policy
-    check_choice(policy, tuple(PRESETS), "policy preset")
+    check_choice(policy, PRESETS, "policy preset")
     return PRESETS[policy]

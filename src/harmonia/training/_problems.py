@@ -62,11 +62,6 @@ class Problem:
         return {**asdict(self), "name": self.name, "severity": self.severity}
 
 
-def check_choice(value: object, allowed: tuple[str, ...], name: str) -> None:
-    if value not in allowed:
-        raise InputError(f"unknown {name} {value!r}: choose one of {', '.join(allowed)}")
-
-
 class RowError(InputError):
     """A row that must be rejected, with its problem code."""
 
