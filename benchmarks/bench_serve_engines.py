@@ -104,7 +104,14 @@ def wait_health(url: str, process: subprocess.Popen[Any], workers: int) -> None:
 class Stack:
     """The fake engine and ``harmonia serve`` in front of it."""
 
-    def __init__(self, wire: str, words: int, pace: float, workers: int) -> None:
+    def __init__(
+        self,
+        wire: str,
+        words: int,
+        pace: float,
+        workers: int,
+        profile: str | None = os.environ.get("BENCH_PROFILE"),
+    ) -> None:
         self.engine_port, self.port = free_port(), free_port()
         # BENCH_SRC: another checkout's src (the code before a change), same fake engine.
         env = {**os.environ, "PYTHONPATH": os.environ.get("BENCH_SRC", str(SRC))}
@@ -116,8 +123,8 @@ class Stack:
         assert self.fake.stdout is not None and self.fake.stdout.readline().strip() == "ready"
         engine = "llama.cpp" if wire == "llama.cpp" else "vllm"
         command = [sys.executable, "-m", "harmonia.serve._cli"]
-        if os.environ.get("BENCH_PROFILE"):
-            command = [sys.executable, "-m", "cProfile", "-o", os.environ["BENCH_PROFILE"],
+        if profile:
+            command = [sys.executable, "-m", "cProfile", "-o", profile,
                        "-m", "harmonia.serve._cli"]  # fmt: skip
         command += ["--engine", engine, "--url", f"http://127.0.0.1:{self.engine_port}",
                     "--port", str(self.port), "--model", MODEL, "--store", "none",
@@ -179,6 +186,7 @@ async def one_run(
     gaps = [b - a for _, t, _, _ in results for a, b in itertools.pairwise(t)]
     ttft = [t[0] - start for start, t, _, _ in results if t]
     return {
+        "tokens": tokens,
         "us_per_token": cpu / max(tokens, 1) * 1e6,
         "delivered": tokens / elapsed,
         "offered": streams / pace if pace > 0 else float("nan"),
@@ -208,6 +216,31 @@ def bench(
         f"{median['itl50']:.1f} / {median['itl99']:.1f} |",
         flush=True,
     )
+
+
+def calls_per_token(wire: str, api: str, streams: int) -> None:
+    """Python calls per streamed event (a count, not a time: the same on any machine).
+
+    The server runs under cProfile twice, streams of 100 and of 300 words, each
+    started afresh and not warmed: start-up and first-request work is the same
+    in both, so the difference in calls over the difference in SSE events is
+    what one more streamed token costs.
+    """
+    import pstats
+    import tempfile
+
+    counted = []
+    for words in (100, 300):
+        with tempfile.TemporaryDirectory() as tmp:
+            stack = Stack(wire, words, 0.02, 1, profile=f"{tmp}/server.prof")
+            try:
+                run = asyncio.run(one_run(stack, streams, words, 0.02, api))
+            finally:
+                stack.stop()
+            stats = pstats.Stats(f"{tmp}/server.prof").stats  # type: ignore[attr-defined]
+            counted.append((sum(entry[1] for entry in stats.values()), run["tokens"]))
+    (calls_a, tokens_a), (calls_b, tokens_b) = counted
+    print(f"| {wire} | {api} | {streams} | {(calls_b - calls_a) / (tokens_b - tokens_a):.1f} |")
 
 
 async def _warm(stack: Stack, words: int, api: str) -> None:
@@ -333,7 +366,16 @@ def main() -> None:
         "without its EngineCore)",
     )
     parser.add_argument("--soak", type=int, help="this many short requests: RSS growth")
+    parser.add_argument(
+        "--calls", action="store_true", help="count Python calls per streamed token instead"
+    )
     args = parser.parse_args()
+    if args.calls:
+        print("| wire format | API | streams | Python calls per streamed token |")
+        print("| --- | --- | --- | --- |")
+        for wire, api in itertools.product(args.formats.split(","), args.api.split(",")):
+            calls_per_token(wire, api, int(args.streams.split(",")[0]))
+        return
     if args.soak:
         for workers in map(int, args.workers.split(",")):
             asyncio.run(soak(args.soak, int(args.streams.split(",")[0]), workers))

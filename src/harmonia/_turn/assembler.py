@@ -164,7 +164,11 @@ class OutputAssembler:
                 note = f"{text} inside content: dropped"
                 self._note(DiagnosticKind.SPECIAL_TOKEN_IN_CONTENT, note, index)
                 return out
-        self._handle(self._parser.feed(token), out)
+        events = self._parser.feed(token)
+        if len(events) == 1 and type(events[0]) is ContentDelta:  # most tokens: text
+            self._delta(events[0].text, out)
+        else:
+            self._handle(events, out)
         return out
 
     def finish(self, *, finished: bool | None = None) -> list[OutputEvent]:

@@ -197,9 +197,12 @@ class HttpClient:
             return result is not None
 
         def sink(piece: bytes) -> bool:
+            nonlocal result
             batch, failure, done = self._read_events(events.feed(piece), url)
-            if batch and take(batch):
-                return True
+            if batch:
+                result = on_batch(batch)
+                if result is not None:
+                    return True
             if failure is not None:
                 raise failure
             return done

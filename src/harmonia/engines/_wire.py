@@ -304,10 +304,10 @@ class _Taker(asyncio.Protocol):
     def __init__(
         self, take: Callable[[bytes], None], lost: Callable[[BaseException | None], None]
     ) -> None:
-        self._take, self._lost = take, lost
-
-    def data_received(self, data: bytes) -> None:
-        self._take(data)
+        self._lost = lost
+        # ``take`` itself, not a method that calls it: the loop looks the handler up
+        # when the protocol is set, and a read is one call less (one per streamed token).
+        self.data_received = take  # type: ignore[method-assign,assignment]
 
     def eof_received(self) -> bool:
         self._lost(None)
