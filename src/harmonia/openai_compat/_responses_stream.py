@@ -167,8 +167,9 @@ class ResponseStream(AssembledStream):
                 return []
             extra: JsonDict = {}
             if kind == "message":
-                taken = self._take_logprobs(item, event.text) if self._logprobs else []
-                extra["logprobs"] = _event_logprobs(taken)
+                extra["logprobs"] = (
+                    _event_logprobs(self._take_logprobs(item, event.text)) if self._logprobs else []
+                )
             part = {"content_index": 0} if kind in ("reasoning", "message") else {}
             return [self._event(name, **at, **part, delta=event.text, **extra)]
         return self._done(item, kind, at)
