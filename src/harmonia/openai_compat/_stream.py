@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any, TypeVar
 
 from .._encoding import HarmonyEncoding
@@ -114,21 +115,17 @@ class AssembledStream(ABC):
         """
         out: list[JsonDict] = []
         events: list[OutputEvent] = []
-        if logprobs is None and not self._logprobs:  # most reads: one call per streamed token
-            feed, translate = self._assembler.feed, self._translate
-            for token in tokens:
-                if not self._started:
-                    out += self._opening()
-                for event in feed(token):
-                    events.append(event)
-                    out += translate(event)
-            return out, events
-        for token, logprob in self._paired(tokens, logprobs):
-            out += self._opening()
-            self._note_logprob(token, logprob)
-            for event in self._assembler.feed(token):
+        # Called once per streamed token by a server: no call that would do nothing.
+        pairs = zip(tokens, repeat(None)) if logprobs is None else self._paired(tokens, logprobs)
+        feed, translate, noting = self._assembler.feed, self._translate, self._logprobs
+        for token, logprob in pairs:
+            if not self._started:
+                out += self._opening()
+            if noting:
+                self._note_logprob(token, logprob)
+            for event in feed(token):
                 events.append(event)
-                out += self._translate(event)
+                out += translate(event)
         return out, events
 
     # -- log-probabilities ----------------------------------------------------------------
