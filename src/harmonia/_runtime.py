@@ -47,6 +47,9 @@ class Timeouts:
     engine_connect: float = 10.0
     #: Silence on an HTTP engine's stream before it counts as stalled.
     engine_read: float = 60.0
+    #: After an engine's last event, how long the end of its answer (``[DONE]``, the last
+    #: chunk) may take before the connection is closed instead of kept for the next request.
+    engine_tail: float = 1.0
     #: A server's write of one response chunk to a slow client.
     client_send: float = 30.0
     #: An agent run, tool calls included (``AgentLimits.max_seconds``).

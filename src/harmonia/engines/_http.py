@@ -171,6 +171,7 @@ class HttpClient:
         on_batch: Callable[[list[dict[str, Any]]], T | None],
         *,
         not_found: type[Exception] | None = None,
+        last: Callable[[dict[str, Any]], bool] | None = None,
     ) -> T | None:
         """POST ``body`` as JSON; hand ``on_batch`` the parsed SSE ``data:`` payloads, a
         read at a time, until it returns something (returned) or the stream ends (``None``).
@@ -181,7 +182,10 @@ class HttpClient:
         stream ends at ``data: [DONE]`` or at the end of the body; the payloads
         before a bad one are handed on before its error. ``not_found``, when
         given, is raised (instead of an EngineError) on a 404, so a caller can
-        fall back to another endpoint.
+        fall back to another endpoint. ``last`` says whether a payload is the
+        engine's last event (its finish): when ``on_batch`` stops at one, or
+        raises to stop there, the connection is kept for the next request once
+        the rest of the answer has come (:meth:`Answer.close`).
         """
         url = self.base_url + path
         try:
@@ -189,6 +193,7 @@ class HttpClient:
         except WireError as exc:
             raise self._wire_error(exc, url) from None
         result: T | None = None
+        finished = False  # the engine has sent its last event
         events = Events()
 
         def take(batch: list[dict[str, Any]]) -> bool:
@@ -197,14 +202,20 @@ class HttpClient:
             return result is not None
 
         def sink(piece: bytes) -> bool:
-            nonlocal result
+            nonlocal result, finished
             batch, failure, done = self._read_events(events.feed(piece), url)
             if batch:
-                result = on_batch(batch)
+                try:
+                    result = on_batch(batch)
+                except Exception:  # the generation's stop (or an error) came with the batch
+                    finished = last is not None and any(map(last, batch))
+                    raise
                 if result is not None:
+                    finished = True
                     return True
             if failure is not None:
                 raise failure
+            finished = done
             return done
 
         try:
@@ -228,7 +239,7 @@ class HttpClient:
         except WireError as exc:
             raise self._wire_error(exc, url) from None
         finally:
-            answer.close()
+            answer.close(drain=finished)
 
     def _read_events(
         self, events: list[tuple[str, bytes]], url: str

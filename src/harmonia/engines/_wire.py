@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
+from harmonia._runtime import TIMEOUTS
+
 #: Bytes asked of the socket per read of an answer's head.
 READ_SIZE: Final = 256 * 1024
 #: Idle connections kept per engine server.
@@ -33,6 +35,8 @@ _POOL_SIZE: Final = 256
 _HEAD_LIMIT: Final = 64 * 1024
 #: A read this large means data is waiting: :meth:`Answer.follow` yields to the event loop.
 _BACKLOG: Final = 32 * 1024
+#: The most bytes of an answer's tail read to keep its connection (:meth:`Answer.close`).
+_TAIL_LIMIT: Final = 64 * 1024
 
 
 if sys.version_info >= (3, 11):
@@ -80,6 +84,7 @@ class Answer:
         self._timer: asyncio.TimerHandle | None = None  # the stall check (see _check)
         self._since = 0.0  # when the last data came
         self._following: asyncio.Future[None] | None = None  # see follow()
+        self._body: _Body | None = None  # the body follow() reads
 
     def _check(self) -> None:
         """The stall check: fail the body when no data came for the read timeout.
@@ -121,7 +126,7 @@ class Answer:
         CPU (issue 34). No data for the wire's read timeout fails it as ``stall``
         (:meth:`_check`).
         """
-        body = _Body(self.headers)
+        body = self._body = _Body(self.headers)
         self._keep_alive = self._keep_alive and body.kind != "close"
         loop = self._loop
         running = asyncio.get_running_loop()
@@ -130,8 +135,8 @@ class Answer:
         self._following = done
 
         def take(data: bytes) -> None:
-            if done.done():  # bytes after the end (or after a stop): not reusable
-                self._keep_alive = False
+            if done.done():  # bytes after a stop: the rest of the body, for close() to drain
+                self._feed_tail(data)
                 return
             self._since = loop.time()
             if len(data) >= _BACKLOG:
@@ -141,12 +146,20 @@ class Answer:
                 running.call_soon(_resume_reading, transport)
             try:
                 piece = body.feed(data)
-                stop = bool(piece) and sink(piece)
-                if body.ended:
-                    self._done = True
-            except Exception as exc:
+            except WireError as exc:
+                self._keep_alive = False
                 done.set_exception(exc)
                 return
+            try:
+                stop = bool(piece) and sink(piece)
+            except Exception as exc:
+                # A sink that raises to stop (the generation's stop id) may have been
+                # handed the body's last bytes: then the connection is reusable.
+                self._done = body.ended
+                done.set_exception(exc)
+                return
+            if body.ended:
+                self._done = True
             if stop or body.ended:
                 done.set_result(None)
 
@@ -196,13 +209,80 @@ class Answer:
         await self.follow(keep)
         return bytes(out[:limit])
 
-    def close(self) -> None:
-        """Give the connection back when the body was read to its end, else close it."""
+    def _feed_tail(self, data: bytes) -> bool:
+        """Bytes after :meth:`follow` stopped: whether the body has ended with them."""
+        body = self._body
+        if body is None or body.ended or body.kind == "close" or not self._keep_alive:
+            self._keep_alive = False  # bytes after the end, or a body that ends at the close
+            return False
+        try:
+            body.feed(data)
+        except WireError:
+            self._keep_alive = False
+            return False
+        self._done = body.ended
+        return body.ended
+
+    def close(self, *, drain: bool = False) -> None:
+        """Give the connection back when the body was read to its end, else close it.
+
+        ``drain``: the engine has sent its last event, and only the end of its
+        answer (``data: [DONE]``, the last chunk) is still on its way. Then the
+        connection is kept, in the background, until that end comes (at most
+        :data:`_TAIL_LIMIT` bytes within ``TIMEOUTS.engine_tail``) and given
+        back to the pool: a streamed request then costs no new connection, on
+        either side. Without ``drain`` (the client left, the stream went wrong,
+        the engine still generates) it is closed at once, which is how the
+        engine learns to stop.
+        """
         self._stop_timer()
-        if self._done and self._keep_alive and not self._writer.is_closing():
-            self._wire.give_back(self._reader, self._writer)
+        writer = self._writer
+        if self._done and self._keep_alive and not writer.is_closing():
+            self._wire.give_back(self._reader, writer)
+        elif drain and self._body is not None and self._keep_alive and not writer.is_closing():
+            self._drain()
         else:
-            self._writer.close()
+            writer.close()
+
+    def _drain(self) -> None:
+        transport = cast(asyncio.Transport, self._writer.transport)
+        previous = transport.get_protocol()
+        budget = _TAIL_LIMIT
+        timer: asyncio.TimerHandle | None = None
+        self._wire.draining.add(self._writer)
+
+        def end(reusable: bool) -> None:
+            if self._writer not in self._wire.draining:
+                return  # ended already
+            self._wire.draining.discard(self._writer)
+            if timer is not None:
+                timer.cancel()
+            if reusable and not transport.is_closing():
+                transport.set_protocol(previous)
+                self._wire.give_back(self._reader, self._writer)
+            else:
+                self._writer.close()
+
+        def take(data: bytes) -> None:
+            nonlocal budget
+            budget -= len(data)
+            if budget < 0:
+                end(False)
+            elif self._feed_tail(data):
+                end(True)
+            elif not self._keep_alive:
+                end(False)
+
+        # What the stream reader holds already (it came after follow() stopped) comes first.
+        held = getattr(self._reader, "_buffer", None)
+        if held:
+            data = bytes(held)
+            held.clear()
+            take(data)
+            if self._writer not in self._wire.draining:
+                return
+        transport.set_protocol(_Taker(take, lambda exc: end(False)))
+        timer = self._loop.call_at(self._loop.time() + TIMEOUTS.engine_tail, lambda: end(False))
 
 
 class _Body:
@@ -339,10 +419,13 @@ class Wire:
         lines = [f"Host: {host}", *(f"{k}: {v}" for k, v in headers.items())]
         self._headers = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        #: Connections whose answer's tail is still being read (:meth:`Answer.close`).
+        self.draining: set[asyncio.StreamWriter] = set()
+        self._closed = False
         self._ssl: ssl.SSLContext | None = ssl.create_default_context() if self.tls else None
 
     def give_back(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._idle) < _POOL_SIZE:
+        if not self._closed and len(self._idle) < _POOL_SIZE:
             self._idle.append((reader, writer))
         else:
             writer.close()
@@ -423,9 +506,13 @@ class Wire:
         return Answer(self, reader, writer, status, headers, rest, keep_alive)
 
     def close(self) -> None:
+        self._closed = True
         for _, writer in self._idle:
             writer.close()
         self._idle.clear()
+        for writer in self.draining:
+            writer.close()
+        self.draining.clear()
 
 
 _scan: Final = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]

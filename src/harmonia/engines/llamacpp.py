@@ -104,6 +104,11 @@ def completion_body(
     return body
 
 
+def _is_last(payload: dict[str, Any]) -> bool:
+    """Whether a stream event is llama-server's last (``"stop": true``)."""
+    return payload.get("stop") is True
+
+
 class LlamaCppEngine(HttpEngine):
     """A ``llama-server`` reached over HTTP (``base_url`` such as ``http://127.0.0.1:8080``).
 
@@ -190,7 +195,7 @@ class _Stream:
         return self.http.error(message, self.url)
 
     async def run(self, body: dict[str, Any]) -> Finish:
-        finish = await self.http.stream_batches(COMPLETION_PATH, body, self.read)
+        finish = await self.http.stream_batches(COMPLETION_PATH, body, self.read, last=_is_last)
         if finish is None:
             raise self.error("the stream ended before a chunk with stop: true")
         return finish

@@ -56,6 +56,14 @@ GENERATE_PATH: Final = "/inference/v1/generate"
 Api = Literal["auto", "generate", "completions"]
 
 
+def _has_finish(payload: dict[str, Any]) -> bool:
+    """Whether a stream event holds the choice's ``finish_reason`` (vLLM's last event)."""
+    choices = payload.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(choice, dict) and choice.get("finish_reason") is not None for choice in choices
+    )
+
+
 class _NotFound(Exception):
     """The endpoint is not there (HTTP 404): try the other one."""
 
@@ -217,7 +225,9 @@ class VLLMEngine(HttpEngine):
                 emit(ids)
             return None
 
-        finish = await self._http.stream_batches(path, body, on_batch, not_found=not_found)
+        finish = await self._http.stream_batches(
+            path, body, on_batch, not_found=not_found, last=_has_finish
+        )
         if finish is None:
             raise self._http.error("the stream ended without a finish_reason", url)
         return finish
