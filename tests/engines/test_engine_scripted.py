@@ -7,6 +7,8 @@ import contextlib
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harmonia import (
     Conversation,
@@ -29,6 +31,7 @@ from harmonia.engines import (
     SyncEngine,
     TokenMatcher,
 )
+from harmonia.engines._base import _check_each, check_prompt
 from random_model_steering import ForcedMatcher
 
 PROMPT = [200006, 1428, 200008, 5, 200007, 200006, 173781]
@@ -272,3 +275,29 @@ def test_a_producer_that_swallows_the_stop_is_still_stopped() -> None:
     completion = asyncio.run(main())
     assert completion.tokens == (1, 200002)
     assert completion.finish == Finish(FinishReason.STOP, stop_token=200002)
+
+
+_IDS = st.one_of(
+    st.integers(min_value=-3, max_value=201_087),
+    st.booleans(),
+    st.sampled_from(["7", 1.0, None]),
+)
+
+
+@given(st.lists(_IDS, max_size=12) | st.lists(st.integers(0, 201_087), max_size=40))
+def test_a_prompt_is_checked_as_id_by_id_whatever_its_path(prompt: list[Any]) -> None:
+    """The C-speed path for plain ints answers as the id-by-id check does, errors included."""
+
+    def outcome(check: Any) -> Any:
+        try:
+            return check(prompt, "scripted")
+        except InputError as exc:
+            return str(exc)
+
+    assert outcome(check_prompt) == outcome(_check_each)
+
+
+def test_a_prompt_of_numpy_ints_becomes_plain_ints() -> None:
+    numpy = pytest.importorskip("numpy", reason="numpy is not installed")
+    ids = check_prompt(numpy.array([200006, 17360, 0], dtype=numpy.int64), "scripted")
+    assert ids == (200006, 17360, 0) and all(type(i) is int for i in ids)

@@ -340,6 +340,16 @@ def refuse_logprobs(params: SamplingParams, engine: str) -> None:
 
 def check_prompt(prompt: Sequence[int], engine: str) -> tuple[int, ...]:
     """The prompt as a tuple of ids, or :class:`~harmonia.InputError`."""
+    given = tuple(prompt)
+    # A rendered prompt (plain non-negative ints) is checked at C speed: id by id, a
+    # prompt of 30,000 ids cost milliseconds of the server's CPU per request.
+    if given and set(map(type, given)) == {int} and min(given) >= 0:
+        return given
+    return _check_each(given, engine)
+
+
+def _check_each(prompt: Sequence[int], engine: str) -> tuple[int, ...]:
+    """:func:`check_prompt` id by id: numpy and torch ints converted, the first bad one named."""
     ids: list[int] = []
     for i, token in enumerate(prompt):
         try:
