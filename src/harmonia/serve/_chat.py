@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
@@ -17,7 +18,7 @@ from ._agent_driver import Prepared, Turn
 from ._asgi import Disconnect, dumps, json_response, stream_failed
 from ._errors import ServerShuttingDown, engine_error
 from ._request import ChatBody, chat_logprobs, read_json, validate
-from ._service import Service, log, log_diagnostics, small_body, tool_choice_option
+from ._service import Service, log, log_diagnostics, tool_choice_option
 
 
 def _strict(body: ChatBody) -> bool:
@@ -53,8 +54,7 @@ async def chat_completions(service: Service, request: Request, request_id: str) 
         body.max_completion_tokens or body.max_tokens, body.temperature, body.top_p, body.seed
     )
     params = replace(params, top_logprobs=top_logprobs)
-    light = small_body(request.headers) and not body.tools and not _strict(body)
-    prepared = await service.off_loop(light, _prepare, service, data, body)
+    prepared = await asyncio.to_thread(_prepare, service, data, body)
     stream = ChatCompletionStream(
         enc,
         model=body.model,

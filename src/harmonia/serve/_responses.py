@@ -40,7 +40,7 @@ from ._compact import compaction, summarising_request
 from ._errors import APIError, ServerShuttingDown
 from ._request import ResponsesBody, read_json, responses_logprobs, validate
 from ._responses_input import RUNNING, expand_context, get_record, prepare_responses
-from ._service import INLINE_PREPARE_BYTES, Service, builtin_recipient, log, log_diagnostics
+from ._service import Service, builtin_recipient, log, log_diagnostics
 from ._store import StoredResponse, StoreUnavailableError
 from ._tool_loop import ToolLoop
 
@@ -187,16 +187,8 @@ class Responses:
         )
         render = {k: v for k, v in data.items() if k != "previous_response_id"}
         render["input"] = context
-        # Light: a short text input of its own, nothing to constrain (Service.off_loop).
-        light = (
-            previous is None
-            and not body.tools
-            and (body.text or {}).get("format") is None
-            and isinstance(text := data.get("input"), str)
-            and len(text) + len(body.instructions or "") <= INLINE_PREPARE_BYTES
-        )
-        prepared = await service.off_loop(
-            light, prepare_responses, service, render, body, previous, tenant
+        prepared = await asyncio.to_thread(
+            prepare_responses, service, render, body, previous, tenant
         )
         echo = dict(data)
         echo["store"] = store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from harmonia import (
     Conversation,
@@ -36,20 +36,6 @@ if TYPE_CHECKING:
     from ._tool_loop import ToolLoop
 
 log = logging.getLogger("harmonia.serve")
-
-T = TypeVar("T")
-
-#: A request body at most this large, with nothing to constrain, is made ready on the
-#: event loop (:meth:`Service.off_loop`): its render (a few hundred ids at most, some
-#: 0.1-0.4 ms) costs less than the hop to a worker thread and back (about 50 us of CPU),
-#: and when hundreds of requests come at once each waited for a free thread.
-INLINE_PREPARE_BYTES: Final = 1024
-
-
-def small_body(headers: Mapping[str, str]) -> bool:
-    """Whether a request declares a body of at most :data:`INLINE_PREPARE_BYTES`."""
-    declared = headers.get("content-length", "")
-    return declared.isdigit() and int(declared) <= INLINE_PREPARE_BYTES
 
 
 class Service:
@@ -193,15 +179,6 @@ class Service:
         """The prompt for the assistant's next turn, under the configured CoT policy."""
         config = RenderConversationConfig(cot_policy=self.config.cot_policy)  # type: ignore[arg-type]
         return self.enc.render_conversation_for_completion(conversation, Role.ASSISTANT, config)
-
-    async def off_loop(self, light: bool, function: Callable[..., T], *args: Any) -> T:
-        """``function(*args)``, a request's render: in a worker thread, so that a long
-        conversation or a grammar to build does not hold up every stream; on the loop
-        when ``light`` (a small body, nothing to constrain: see
-        :data:`INLINE_PREPARE_BYTES`)."""
-        if light:
-            return function(*args)
-        return await asyncio.to_thread(function, *args)
 
     def prepare(
         self,
