@@ -96,6 +96,8 @@ class ResponseStream(AssembledStream):
         self._seq = 0
         self._output: list[JsonDict] = []
         self._override: str | None = None
+        #: Per item (by index), what each of its text deltas starts with (_delta_head).
+        self._heads: dict[int, tuple[str, JsonDict, bool] | None] = {}
 
     @property
     def request(self) -> Mapping[str, Any]:
@@ -156,23 +158,38 @@ class ResponseStream(AssembledStream):
 
     def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
+        if type(event) is ItemDelta:  # one per streamed token: its item's head is kept
+            index = item.index
+            head = self._heads[index] if index in self._heads else self._delta_head(item)
+            if head is None:  # a web search: its arguments are not streamed
+                return []
+            name, fields, message = head
+            if not message:
+                return [self._event(name, **fields, delta=event.text)]
+            logprobs = (
+                _event_logprobs(self._take_logprobs(item, event.text)) if self._logprobs else []
+            )
+            return [self._event(name, **fields, delta=event.text, logprobs=logprobs)]
         kind = self._builder.item_type(item)
         item_id, _ = self._builder.ids(item)
         at = {"item_id": item_id, "output_index": item.index}
         if isinstance(event, ItemAdded):
             return self._added(item, kind, at)
-        if isinstance(event, ItemDelta):
-            name = _DELTA.get(kind)
-            if name is None:  # a web search: its arguments are not streamed
-                return []
-            extra: JsonDict = {}
-            if kind == "message":
-                extra["logprobs"] = (
-                    _event_logprobs(self._take_logprobs(item, event.text)) if self._logprobs else []
-                )
-            part = {"content_index": 0} if kind in ("reasoning", "message") else {}
-            return [self._event(name, **at, **part, delta=event.text, **extra)]
         return self._done(item, kind, at)
+
+    def _delta_head(self, item: OutputItem) -> tuple[str, JsonDict, bool] | None:
+        """An item's delta event name, the fields before its text, whether it is a message
+        (its deltas carry log-probabilities); ``None`` for an item whose text is not streamed."""
+        kind = self._builder.item_type(item)
+        name = _DELTA.get(kind)
+        head = None
+        if name is not None:
+            fields: JsonDict = {"item_id": self._builder.ids(item)[0], "output_index": item.index}
+            if kind in ("reasoning", "message"):
+                fields["content_index"] = 0
+            head = (name, fields, kind == "message")
+        self._heads[item.index] = head
+        return head
 
     def _added(self, item: OutputItem, kind: str, at: JsonDict) -> list[JsonDict]:
         index = item.index
