@@ -218,6 +218,9 @@ class ChatCompletionStream(AssembledStream):
 
     def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
+        if type(event) is ItemDelta:  # one per streamed token: tested first
+            shown = self._logprobs_of(item, event.text) if self._logprobs else None
+            return [self._chunk(self._delta(item, event.text), None, shown)]
         if isinstance(event, ItemAdded):
             self._fresh.add(item.index)
             if item.kind != "call":
@@ -230,9 +233,6 @@ class ChatCompletionStream(AssembledStream):
                 "function": {"name": item.name, "arguments": ""},
             }
             return [self._chunk({"tool_calls": [call]}, None)]
-        if isinstance(event, ItemDelta):
-            shown = self._logprobs_of(item, event.text) if self._logprobs else None
-            return [self._chunk(self._delta(item, event.text), None, shown)]
         left = self._logprobs_of(item)
         if left:  # tokens that added no text of their own (yet): still reported
             return [self._chunk({"content": ""}, None, left)]
