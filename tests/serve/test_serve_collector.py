@@ -4,15 +4,25 @@ What start-up built is frozen (a full collection under load no longer walks
 the vocabulary's tables) and the young generation is collected less often.
 The CLI does it through ``Service.on_ready``, called once start-up succeeded,
 before ``/health`` turns green; a start-up that fails never calls it.
+
+That is only cheap while a request leaves nothing to the collector: each
+streamed request, through each HTTP engine and API, must be freed by reference
+counting alone, or its whole state waits for a collection (it did: an
+exception kept in a future, a task kept by its watcher, a run and its hooks,
+an answer and its pusher, the server's ``send`` in its own ``scope``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import socket
+import time
 from collections.abc import Iterator
 
 import pytest
+from serve_support import MODEL, FakeEngineProcess
 
 from harmonia.engines import ScriptedEngine
 from harmonia.serve import ServerConfig
@@ -64,3 +74,62 @@ def test_on_ready_is_not_called_when_start_up_fails() -> None:
     service.on_start_failure = lambda: failed.append(True)
     asyncio.run(service.start())
     assert failed == [True] and calls == [] and not service.ready
+
+
+def _stream(port: int, api: str) -> None:
+    """One streamed request over a plain socket (an HTTP client library would leave
+    cycles of its own), read to the end of the answer."""
+    if api == "chat":
+        path, fields = "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}]}
+    else:
+        path, fields = "/v1/responses", {"input": "Hi", "store": False}
+    body = json.dumps({"model": MODEL, "stream": True, "max_tokens": 30, **fields}).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(head + body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"0\r\n\r\n"), answer[-200:]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("kind", ["vllm", "llama.cpp"])
+def test_a_streamed_request_leaves_no_cycle_to_collect(make_server, api: str, kind: str) -> None:
+    from harmonia.engines.llamacpp import LlamaCppEngine
+    from harmonia.engines.vllm import VLLMEngine
+
+    fake = FakeEngineProcess(words=12, pace=0.0)
+    try:
+        engine = (
+            (lambda book: VLLMEngine(fake.url, api="generate"))
+            if kind == "vllm"
+            else (lambda book: LlamaCppEngine(fake.url))
+        )
+        server = make_server(engine, store="none")
+        service = server.app.state.service
+        port = int(server.url.rsplit(":", 1)[1])
+        _stream(port, api)  # the first: lazily made tables, the engine's pool
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for _ in range(3):
+                _stream(port, api)
+            # Until the server has let go of the three (a guard, not what is asserted).
+            for _ in range(2000):
+                if service.admission.running == 0 and service.open_streams == 0:
+                    break
+                time.sleep(0.005)
+            gc.collect()
+            left = sorted({type(obj).__qualname__ for obj in gc.garbage})
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert left == [], "a streamed request left objects to the cyclic collector"
+    finally:
+        fake.kill()

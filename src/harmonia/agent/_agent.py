@@ -14,6 +14,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
+from typing import Final
 
 from harmonia import (
     Conversation,
@@ -226,6 +227,10 @@ class RunHooks:
         """A tool call ran (one the wall-time limit cancelled never does)."""
 
 
+#: The hooks of a run that has ended (it calls none).
+_NO_HOOKS: Final = RunHooks()
+
+
 class AgentRun:
     """One run: ``async for event in run`` shows it happen; ``await run.result()`` ends it.
 
@@ -390,6 +395,9 @@ class AgentRun:
         finally:
             if timer is not None:
                 timer.cancel()
+            # Over: the hooks are let go of. A server's hooks hold this run, and the cycle
+            # left each request's state to the cyclic collector (issue 34).
+            self._hooks = _NO_HOOKS
 
     def _generate(self, action: Sample) -> Generation:
         return self._agent.engine.generate(

@@ -133,6 +133,10 @@ class Answer:
         transport = cast(asyncio.Transport, self._writer.transport)
         done: asyncio.Future[None] = running.create_future()
         self._following = done
+        # What the sink raised, raised again from here: kept out of ``done``, whose
+        # exception's traceback would hold ``take``'s frame, which holds ``done`` (a
+        # cycle that left each request's state to the cyclic collector).
+        raised: list[Exception] = []
 
         def take(data: bytes) -> None:
             if done.done():  # bytes after a stop: the rest of the body, for close() to drain
@@ -156,7 +160,8 @@ class Answer:
                 # A sink that raises to stop (the generation's stop id) may have been
                 # handed the body's last bytes: then the connection is reusable.
                 self._done = body.ended
-                done.set_exception(exc)
+                raised.append(exc)
+                done.set_result(None)
                 return
             if body.ended:
                 self._done = True
@@ -190,6 +195,8 @@ class Answer:
         try:
             take(data)
             await done
+            if raised:
+                raise raised.pop()
         finally:
             self._following = None
             if not transport.is_closing():

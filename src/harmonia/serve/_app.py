@@ -239,7 +239,12 @@ class _App(FastAPI):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         scope["harmonia.body_send"] = send
-        await super().__call__(scope, receive, send)
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # ``send`` holds the server's request cycle, which holds ``scope``: a cycle
+            # that left each request's state to the cyclic collector (issue 34).
+            del scope["harmonia.body_send"]
 
 
 class _Guard:

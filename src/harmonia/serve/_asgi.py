@@ -88,14 +88,7 @@ class Disconnect:
 
     def __init__(self, receive: Receive) -> None:
         self.event = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._watch(receive))
-
-    async def _watch(self, receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.event.set()
-                return
+        self._task = asyncio.get_running_loop().create_task(_watch(receive, self.event))
 
     def close(self) -> None:
         self._task.cancel()
@@ -128,6 +121,17 @@ class Disconnect:
         except BaseException:
             self.close()
             raise
+
+
+async def _watch(receive: Receive, event: asyncio.Event) -> None:
+    # Not a method: cancelled, the task keeps its CancelledError, whose traceback holds
+    # this frame; a frame holding the Disconnect, which holds the task, is a cycle that
+    # left each request's state to the cyclic collector.
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            event.set()
+            return
 
 
 class SSEResponse(Response):
@@ -198,6 +202,8 @@ class SSEResponse(Response):
             self._send = None  # no push from now on
             if self.on_streaming is not None:
                 self.on_streaming(False)
+                # It holds the pusher, which holds this answer: a cycle otherwise.
+                self.on_streaming = None
             for task in (stream, gone, watchdog, self._inflight):
                 if task is not None:
                     task.cancel()
