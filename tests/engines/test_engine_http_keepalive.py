@@ -84,8 +84,8 @@ class KeepAliveServer:
                     continue
                 self.requests += 1
                 await self._stream(writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client left, or the test is over (its loop cancels this handler)
         finally:
             writer.close()
 
