@@ -244,7 +244,7 @@ class _App(FastAPI):
         finally:
             # ``send`` holds the server's request cycle, which holds ``scope``: a cycle
             # that left each request's state to the cyclic collector (issue 34).
-            del scope["harmonia.body_send"]
+            scope.pop("harmonia.body_send", None)
 
 
 class _Guard:
