@@ -12,13 +12,15 @@ stop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 from http_engine_support import HANG_GUARD, PROMPT
 
-from harmonia.engines import FinishReason, SamplingParams
+from harmonia._runtime import TIMEOUTS
+from harmonia.engines import FinishReason, SamplingParams, _wire
 from harmonia.engines.llamacpp import LlamaCppEngine
 from harmonia.engines.vllm import VLLMEngine
 
@@ -146,7 +148,12 @@ async def _two_generations(
 
 
 @pytest.mark.parametrize("kind", ["vllm", "llama.cpp"])
-def test_generations_that_end_at_the_engines_finish_share_one_connection(kind: str) -> None:
+def test_generations_that_end_at_the_engines_finish_share_one_connection(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tail's bound as long as the hang guard: however slow the machine, the tail
+    # (sent 10 ms after the finish) comes within it.
+    monkeypatch.setattr(_wire, "TIMEOUTS", dataclasses.replace(TIMEOUTS, engine_tail=HANG_GUARD))
     server, finishes, _ = asyncio.run(_two_generations(kind, finishes=True))
     assert [finish.reason for finish in finishes] == [FinishReason.STOP] * 2
     assert server.requests == 2
