@@ -125,3 +125,26 @@ def test_text_joins_lazily_and_stays_correct() -> None:
     for t in [0, 5, 1, 2, 0]:
         seen += feed(d, out, [t])[0] or ""
         assert d.text() == seen
+
+
+def test_text_read_after_every_token_grows_in_place() -> None:
+    # ``current_content`` read after each token (the reference's way to follow a
+    # stream) joined the whole text again per call. Counted in memory, not time: grown
+    # in place, the traced peak is about one text; a copy per call holds two.
+    import tracemalloc
+
+    d, _ = decoder(strict=False)
+    for _ in range(50_000):
+        d.add(0)
+        d.text()
+    size = len(d.text())
+    tracemalloc.start()
+    try:
+        for _ in range(200):
+            d.add(0)
+            d.text()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert d.text() == "Hi" * 50_200
+    assert peak < 1.5 * size

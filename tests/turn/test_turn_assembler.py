@@ -186,3 +186,29 @@ def test_the_summary_is_known_after_finish(enc: HarmonyEncoding) -> None:
     asm = OutputAssembler(enc)
     with pytest.raises(InputError, match="finish"):
         _ = asm.summary
+
+
+def test_a_long_item_grows_in_place_not_by_a_copy_per_token(enc: HarmonyEncoding) -> None:
+    # A copy of the item's whole text per token made a long reasoning quadratic. Counted
+    # in memory, not time: grown in place, the traced peak is about one text (its
+    # block, moved by realloc); a copy holds the old and the new text at once, two.
+    import tracemalloc
+
+    asm = OutputAssembler(enc)
+    for token in enc.encode("<|channel|>analysis<|message|>", allowed_special="all"):
+        asm.feed(token)
+    word = enc.encode(" word")[0]
+    for _ in range(40_000):
+        asm.feed(word)
+    item = asm.items[-1]
+    size = len(item.text)
+    tracemalloc.start()
+    try:
+        for _ in range(200):
+            asm.feed(word)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(item.text) == size + 200 * len(" word")
+    assert item.text.endswith(" word word")
+    assert peak < 1.5 * size

@@ -87,11 +87,16 @@ class ContentDecoder:
 
     def text(self) -> str:
         """The text added so far (what :meth:`flush` adds not included)."""
-        # Join only the pieces added since the last call: O(new) per call.
+        # Join only the pieces added since the last call, appended in place: the slot
+        # is cleared so that the local holds the only reference (unless the caller kept
+        # the last answer) and CPython extends the string instead of copying it. A
+        # caller that reads this after every token (``current_content``) then pays
+        # O(new) per call, not O(all).
         pieces = self.pieces
         if self._joined_n < len(pieces):
-            self._joined += "".join(pieces[self._joined_n :])
-            self._joined_n = len(pieces)
+            joined, self._joined = self._joined, ""
+            joined += "".join(pieces[self._joined_n :])
+            self._joined, self._joined_n = joined, len(pieces)
         return self._joined
 
     def add(self, token: int) -> str | None:

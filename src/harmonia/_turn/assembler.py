@@ -251,7 +251,14 @@ class OutputAssembler:
         item = self._s.current
         if item is None or not text:
             return
-        item.text += text
+        # Appended in place: ``item.text += text`` would copy the whole text per token
+        # (its slot holds a second reference), quadratic in a long item (a 40,000-token
+        # reasoning doubled the cost per token). The slot is cleared first so that the
+        # local holds the only reference and CPython extends the string where it is.
+        whole = item.text
+        item.text = ""
+        whole += text
+        item.text = whole
         out.append(ItemDelta(item, text))
 
     def _done(self, event: MessageDone, out: list[OutputEvent], *, at_eos: bool) -> None:
