@@ -88,6 +88,35 @@ def test_length_limit_cuts_a_chunk() -> None:
     assert completion.finish.reason is FinishReason.LENGTH
 
 
+@given(
+    st.lists(st.sampled_from([1, 2, 3, 200002, 200012]), max_size=12),
+    st.integers(1, 4),
+    st.integers(1, 10),
+)
+def test_a_chunk_ends_where_an_id_by_id_reading_ends_it(
+    ids: list[int], chunk_size: int, max_tokens: int
+) -> None:
+    # The rule, read one id at a time: each id is kept; a stop id ends it (stop),
+    # else reaching max_tokens ends it (length); the stop wins a tie.
+    kept: list[int] = []
+    reason = None
+    for token in ids:
+        kept.append(token)
+        if token in (200002, 200012):
+            reason = FinishReason.STOP
+            break
+        if len(kept) >= max_tokens:
+            reason = FinishReason.LENGTH
+            break
+    script = Script(tuple(ids), chunk_size=chunk_size)
+    params = SamplingParams(max_tokens=max_tokens, stop_token_ids=(200002, 200012))
+    completion = asyncio.run(_result(ScriptedEngine([script]), params))
+    assert completion.tokens == tuple(kept)
+    assert completion.finish.reason is (reason or FinishReason.LENGTH)  # ran out: length
+    if reason is FinishReason.STOP:
+        assert completion.finish.stop_token == kept[-1]
+
+
 async def _result(engine: ScriptedEngine, params: SamplingParams | None = None) -> Any:
     return await engine.generate(PROMPT, params).result()
 

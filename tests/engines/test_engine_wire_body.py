@@ -28,6 +28,29 @@ def test_a_chunked_body_split_anywhere_gives_the_same_bytes(step: int) -> None:
     assert body.ended
 
 
+@given(
+    st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=6),
+    st.lists(st.booleans(), max_size=12),
+)
+def test_chunk_by_chunk_reads_and_any_other_split_give_the_same_bytes(
+    payloads: list[bytes], whole: list[bool]
+) -> None:
+    # A read of one whole chunk is sliced out on its own (the streamed token's read);
+    # mixed with split and merged reads the body must come out the same.
+    pieces = [b"%x\r\n%s\r\n" % (len(p), p) for p in payloads] + [b"0\r\n\r\n"]
+    reads: list[bytes] = []
+    for position, piece in enumerate(pieces):
+        if position < len(whole) and not whole[position]:
+            reads += [piece[:3], piece[3:]]  # split inside the chunk
+        elif reads and position % 3 == 2:
+            reads[-1] += piece  # merged with the read before
+        else:
+            reads.append(piece)
+    body = _Body({"transfer-encoding": "chunked"})
+    assert b"".join(body.feed(read) for read in reads) == b"".join(payloads)
+    assert body.ended
+
+
 def test_a_chunk_extension_and_a_trailer_are_skipped() -> None:
     body = _Body({"transfer-encoding": "chunked"})
     out = body.feed(b"3;name=value\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n")

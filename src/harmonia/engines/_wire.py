@@ -315,14 +315,24 @@ class _Body:
         """The body bytes in ``data``, the next bytes off the wire."""
         if self.ended or not data:
             return b""
+        if self.kind == "chunked":
+            if not self._data and self._need is None and not self._skip and not self._last:
+                # The common read, one whole chunk, is sliced out without the buffer (a
+                # read per streamed token); anything else takes the general way.
+                end = data.find(b"\r\n")
+                try:
+                    need = int(data[:end], 16) if end > 0 else 0
+                except ValueError:
+                    need = 0
+                if need > 0 and len(data) == end + need + 4 and data.endswith(b"\r\n"):
+                    return data[end + 2 : end + 2 + need]
+            return self._dechunk(data)
         if self.kind == "close":
             return data
-        if self.kind == "length":
-            piece = data[: self._left]
-            self._left -= len(piece)
-            self.ended = self._left <= 0
-            return piece
-        return self._dechunk(data)
+        piece = data[: self._left]
+        self._left -= len(piece)
+        self.ended = self._left <= 0
+        return piece
 
     def closed(self) -> None:
         """The server closed the connection: the end of the body, or a broken one."""
