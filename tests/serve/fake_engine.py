@@ -17,6 +17,9 @@ cost stays small). It speaks:
 
 ``--no-generate`` answers 404 on the generate endpoint, as vLLM does without
 ``--enable-scale-out``, so that harmonia falls back to ``/v1/completions``.
+``--tail-pause SECONDS`` waits that long between a stream's last event and the
+rest of its answer (``[DONE]``, the last chunk), which harmonia then reads in
+the background to keep the connection.
 
 Plain asyncio HTTP/1.1 with keep-alive and chunked bodies: no dependency, so
 that what a benchmark measures is the server in front.
@@ -76,9 +79,17 @@ def _event(payload: object) -> bytes:
 
 
 class Fake:
-    def __init__(self, ids: list[int], pace: float, generate: bool = True, slots: int = 4) -> None:
+    def __init__(
+        self,
+        ids: list[int],
+        pace: float,
+        generate: bool = True,
+        slots: int = 4,
+        tail_pause: float = 0.0,
+    ) -> None:
         self.ids = ids
         self.slots = slots
+        self.tail_pause = tail_pause
         self.ticker = Ticker(pace)
         self.paths = ("/v1/completions", "/completion") + (
             ("/inference/v1/generate",) if generate else ()
@@ -148,14 +159,18 @@ class Fake:
                     event["stop_type"] = "limit" if cut else "eos"
             writer.write(_event(event))
             await writer.drain()
+        if self.tail_pause:
+            await asyncio.sleep(self.tail_pause)
         if path != "/completion":
             writer.write(_chunk(b"data: [DONE]\n\n"))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
 
-async def main(port: int, words: int, pace: float, generate: bool, slots: int) -> None:
-    fake = Fake(answer_ids(words), pace, generate, slots)
+async def main(
+    port: int, words: int, pace: float, generate: bool, slots: int, tail_pause: float
+) -> None:
+    fake = Fake(answer_ids(words), pace, generate, slots, tail_pause)
     server = await asyncio.start_server(fake.handle, "127.0.0.1", port, backlog=4096)
     print("ready", flush=True)
     async with server:
@@ -174,5 +189,7 @@ if __name__ == "__main__":
         "server without --enable-scale-out: harmonia then uses /v1/completions)",
     )
     parser.add_argument("--slots", type=int, default=4, help="GET /props's total_slots")
+    parser.add_argument("--tail-pause", type=float, default=0.0, help="seconds before [DONE]")
     args = parser.parse_args()
-    asyncio.run(main(args.port, args.words, args.pace, not args.no_generate, args.slots))
+    generate = not args.no_generate
+    asyncio.run(main(args.port, args.words, args.pace, generate, args.slots, args.tail_pause))
