@@ -58,6 +58,9 @@ from .items import (
     OutputItem,
     TurnEnd,
     TurnSummary,
+    new_object,
+    set_delta_item,
+    set_delta_text,
 )
 from .recipients import classify
 
@@ -259,7 +262,10 @@ class OutputAssembler:
         item.text = ""
         whole += text
         item.text = whole
-        out.append(ItemDelta(item, text))
+        delta = new_object(ItemDelta)  # ItemDelta(item, text), at slot speed (items.py)
+        set_delta_item(delta, item)
+        set_delta_text(delta, text)
+        out.append(delta)
 
     def _done(self, event: MessageDone, out: list[OutputEvent], *, at_eos: bool) -> None:
         self._s.last_stop = event.stop_token

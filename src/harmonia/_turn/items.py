@@ -84,6 +84,14 @@ class ItemDelta:
     text: str
 
 
+# A frozen dataclass sets each field with object.__setattr__, a call per field;
+# the assembler makes an ItemDelta per streamed token, so it fills the slots
+# directly (as the parser does for its ContentDelta).
+new_object = object.__new__
+set_delta_item = vars(ItemDelta)["item"].__set__  # the slots' member descriptors
+set_delta_text = vars(ItemDelta)["text"].__set__
+
+
 @dataclass(frozen=True, slots=True)
 class ItemDone:
     """``item`` is complete: its ``message`` and ``stop_token`` are set."""
