@@ -67,6 +67,8 @@ OTHER_COMMANDS = {
     "VLLM_API=$!": "a step of the vLLM comparison",
     "python benchmarks/bench_serve_engines.py --formats generate,completions,llama.cpp "
     "--api chat,responses --streams 64,256 --workers 1 --repeat 3": "a benchmark",
+    "python benchmarks/bench_serve_engines.py --formats generate --api chat,responses "
+    "--streams 16 --words 20000 --pace 0.002 --repeat 1": "a benchmark (long streams)",
     "python benchmarks/bench_serve_engines.py --target-port 8000 --target-pid $! "
     "--model gpt-oss-live --streams 4 --words 256": "a benchmark against a live vLLM",
     "export TIKTOKEN_ENCODINGS_BASE=$HARMONIA_LIVE_CACHE/tiktoken VLLM_CPU_KVCACHE_SPACE=1 "
