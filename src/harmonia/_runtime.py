@@ -174,8 +174,17 @@ def sse_frame(data: bytes, event: str | None = None) -> bytes:
     >>> sse_frame(b'{"a":1}', "response.created")
     b'event: response.created\\ndata: {"a":1}\\n\\n'
     """
-    head = b"" if event is None else b"event: " + event.encode() + b"\n"
-    return head + b"data: " + data + b"\n\n"
+    if event is None:
+        return b"data: " + data + b"\n\n"
+    head = _EVENT_HEADS.get(event)
+    if head is None:  # made once per event name (a Responses stream sends one per token)
+        head = b"event: " + event.encode() + b"\ndata: "
+        if len(_EVENT_HEADS) < 256:  # the names are the server's own: a few dozen
+            _EVENT_HEADS[event] = head
+    return head + data + b"\n\n"
+
+
+_EVENT_HEADS: dict[str, bytes] = {}
 
 
 class ClosedOnExit(ABC):

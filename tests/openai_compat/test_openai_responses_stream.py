@@ -268,6 +268,8 @@ def test_a_text_delta_of_any_text_encodes_as_the_encoder_does(
         ("response.output_text.delta", {"logprobs": []}),
         ("response.reasoning_text.delta", {}),
         ("response.output_text.delta", {"logprobs": [{"token": "x"}]}),  # not templated
+        ("response.output_text.delta", {"other": []}),  # another key: not templated
+        ("response.reasoning_text.delta", {"logprobs": []}),  # one key more: not templated
     ):
         event = {
             "type": kind,

@@ -152,9 +152,13 @@ class ResponseStream(AssembledStream):
     # -- internals -------------------------------------------------------------------------
 
     def _event(self, kind: str, **fields: Any) -> JsonDict:
-        event: JsonDict = {"type": kind, "sequence_number": self._seq, **fields}
-        self._seq += 1
-        return event
+        return {"type": kind, "sequence_number": self._numbered(), **fields}
+
+    def _numbered(self) -> int:
+        """The next event's sequence number (every event takes one, in order)."""
+        seq = self._seq
+        self._seq = seq + 1
+        return seq
 
     def _translate(self, event: OutputEvent) -> list[JsonDict]:
         item = event.item
@@ -164,12 +168,15 @@ class ResponseStream(AssembledStream):
             if head is None:  # a web search: its arguments are not streamed
                 return []
             name, fields, message = head
-            if not message:
-                return [self._event(name, **fields, delta=event.text)]
-            logprobs = (
-                _event_logprobs(self._take_logprobs(item, event.text)) if self._logprobs else []
-            )
-            return [self._event(name, **fields, delta=event.text, logprobs=logprobs)]
+            # The event made here, not by _event: its keyword arguments cost more than
+            # the rest of the delta's translation (one per streamed token).
+            delta = {"type": name, "sequence_number": self._numbered(), **fields}
+            delta["delta"] = event.text
+            if message:
+                delta["logprobs"] = (
+                    _event_logprobs(self._take_logprobs(item, event.text)) if self._logprobs else []
+                )
+            return [delta]
         kind = self._builder.item_type(item)
         item_id, _ = self._builder.ids(item)
         at = {"item_id": item_id, "output_index": item.index}
@@ -263,10 +270,19 @@ class ResponseStream(AssembledStream):
 
 
 #: The keys of a text delta event as :meth:`ResponseStream._translate` writes them.
-_TEXT_DELTA_KEYS = ("type", "sequence_number", "item_id", "output_index", "content_index")
-_TEMPLATED = {  # the delta events encoded from a template: what follows their text
-    ("response.output_text.delta", 7): b',"logprobs":[]}',
-    ("response.reasoning_text.delta", 6): b"}",
+_TEXT_DELTA_KEYS = ("type", "sequence_number", "item_id", "output_index", "content_index", "delta")
+# By event type: its keys in order, the text before the sequence number, after the delta.
+_TEMPLATED = {
+    "response.output_text.delta": (
+        (*_TEXT_DELTA_KEYS, "logprobs"),
+        '{"type":"response.output_text.delta","sequence_number":',
+        ',"logprobs":[]}',
+    ),
+    "response.reasoning_text.delta": (
+        _TEXT_DELTA_KEYS,
+        '{"type":"response.reasoning_text.delta","sequence_number":',
+        "}",
+    ),
 }
 
 
@@ -276,31 +292,29 @@ def encode_event(event: JsonDict) -> bytes:
     A text delta without log-probabilities (the event a server encodes once per
     streamed token) is written from its fields around the escaped text, the rest
     by the JSON encoder: the encoder's general walk was about a tenth of the
-    server's CPU per token (issue 34).
+    server's CPU per token (issue 34). The template is taken only for its type
+    with exactly its keys, in its order.
     """
-    tail = _TEMPLATED.get((event.get("type"), len(event)))  # type: ignore[arg-type]
-    if tail is not None:
-        kind, seq, item_id, output, content, *rest = event.values()
-        text = event.get("delta")
+    kind = event.get("type")
+    template = _TEMPLATED.get(kind) if type(kind) is str else None
+    if template is not None and tuple(event) == template[0]:
+        values = tuple(event.values())
+        _, seq, item_id, output, content, text = values[:6]
         if (
-            tuple(event)[:5] == _TEXT_DELTA_KEYS
-            and type(seq) is int
+            type(seq) is int
             and type(item_id) is str
             and type(output) is int
             and type(content) is int
             and type(text) is str
-            and rest[0] is text
-            and (len(rest) == 1 or rest[1] == [])
+            and (len(values) == 6 or values[6] == [])
         ):
-            return b"".join(
-                (
-                    b'{"type":"%s","sequence_number":%d,"item_id":' % (kind.encode(), seq),
-                    encode_basestring(item_id).encode(),
-                    b',"output_index":%d,"content_index":%d,"delta":' % (output, content),
-                    encode_basestring(text).encode(),
-                    tail,
-                )
-            )
+            _, head, tail = template
+            # One str built and encoded once: faster than formatting bytes.
+            item_id, text = encode_basestring(item_id), encode_basestring(text)
+            return (
+                f'{head}{seq},"item_id":{item_id},"output_index":{output},'
+                f'"content_index":{content},"delta":{text}{tail}'
+            ).encode()
     return compact_json(event).encode()
 
 
